@@ -1,0 +1,191 @@
+/* config.c - the run configuration; see config.h. */
+#include "cli/config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/conf.h"
+
+static const hs_field top_fields[] = {
+    HS_FIELD_STR(hs_run_cfg, model, 0, "llama-2-70b", "model name (models/) or JSON path"),
+    HS_FIELD_STR(hs_run_cfg, cluster, 0, "default", "cluster name (profiles/clusters/) or JSON path"),
+    HS_FIELD_STR(hs_run_cfg, policy, 0, "vllm", "runtime policy (hetsim list policies)"),
+    HS_FIELD_STR(hs_run_cfg, router, 0, "lor", "router: rr, lor, lot, weighted"),
+    HS_FIELD_STR(hs_run_cfg, planner, 0, "uniform", "planner (hetsim list planners)"),
+    HS_FIELD_STR(hs_run_cfg, deployment, 0, "", "deployment JSON to replay instead of planning"),
+    HS_FIELD_STR(hs_run_cfg, emit_deployment, 0, "", "write the deployment used to this file"),
+    HS_FIELD_NUM(hs_run_cfg, tp, HS_F_INT, 0, 0, 0, HS_MAX_TP, "tensor-parallel degree (0: smallest that fits)"),
+    HS_FIELD_NUM(hs_run_cfg, pp, HS_F_INT, 0, 1, 1, HS_MAX_PP, "pipeline stages"),
+    HS_FIELD_NUM(hs_run_cfg, bits, HS_F_INT, 0, 16, 3, 16, "weight bits: 16, 8, 4, 3"),
+    HS_FIELD_NUM(hs_run_cfg, seed, HS_F_I64, 0, 1, 0, 9007199254740991.0, "random seed"),
+    HS_FIELD_STR(hs_run_cfg, db, 0, "results/hetsim.db", "SQLite results database"),
+    HS_FIELD_STR(hs_run_cfg, label, 0, "", "free-form label stored with the run"),
+    HS_FIELD_NUM(hs_run_cfg, write_requests, HS_F_BOOL, 0, 1, 0, 1, "store one row per request"),
+    HS_FIELD_NUM(hs_run_cfg, max_replicas, HS_F_INT, 0, 0, 0, 1 << 20, "cap on planned replicas (0: all GPUs)"),
+    {"workload", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},
+    {"engine", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},
+    {"perf", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},
+    {"slo", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},
+    {0},
+};
+
+static const hs_field slo_fields[] = {
+    HS_FIELD_NUM(hs_slo, ttft_ms, HS_F_DOUBLE, 0, 2000, 0, 1e9, "TTFT target, ms (0: none)"),
+    HS_FIELD_NUM(hs_slo, tpot_ms, HS_F_DOUBLE, 0, 100, 0, 1e9, "TPOT target, ms (0: none)"),
+    HS_FIELD_NUM(hs_slo, e2el_ms, HS_F_DOUBLE, 0, 0, 0, 1e12, "end-to-end target, ms (0: none)"),
+    {0},
+};
+
+void hs_run_cfg_defaults(hs_run_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    hs_conf_defaults(c, top_fields);
+    hs_workload_defaults(&c->workload);
+    hs_engine_cfg_defaults(&c->engine);
+    hs_perf_cfg_defaults(&c->perf);
+    hs_conf_defaults(&c->slo, slo_fields);
+}
+
+int hs_run_cfg_load(hs_run_cfg *c, const char *path, hs_err *err)
+{
+    cJSON *root, *it;
+    char where[1100];
+    int rc;
+    if ((rc = hs_json_load(path, &root, err))) return rc;
+    rc = hs_conf_fill(c, top_fields, root, path, err);
+    if (!rc && (it = cJSON_GetObjectItemCaseSensitive(root, "engine"))) {
+        snprintf(where, sizeof where, "%s: engine", path);
+        rc = hs_conf_fill(&c->engine, hs_engine_cfg_fields, it, where, err);
+    }
+    if (!rc && (it = cJSON_GetObjectItemCaseSensitive(root, "perf"))) {
+        snprintf(where, sizeof where, "%s: perf", path);
+        rc = hs_conf_fill(&c->perf, hs_perf_cfg_fields, it, where, err);
+    }
+    if (!rc && (it = cJSON_GetObjectItemCaseSensitive(root, "slo"))) {
+        snprintf(where, sizeof where, "%s: slo", path);
+        rc = hs_conf_fill(&c->slo, slo_fields, it, where, err);
+    }
+    if (!rc && (it = cJSON_GetObjectItemCaseSensitive(root, "workload"))) {
+        snprintf(where, sizeof where, "%s: workload", path);
+        rc = hs_workload_conf(&c->workload, it, where, err);
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+int hs_run_cfg_set(hs_run_cfg *c, const char *kv, hs_err *err)
+{
+    char key[128];
+    const char *eq = strchr(kv, '='), *dot;
+    size_t n;
+    if (!eq || eq == kv) return hs_errf(err, HS_EINVAL, "--set %s: expected key=value", kv);
+    n = (size_t)(eq - kv);
+    if (n >= sizeof key) return hs_errf(err, HS_EINVAL, "--set: key too long");
+    memcpy(key, kv, n);
+    key[n] = '\0';
+    dot = strchr(key, '.');
+    if (dot) {
+        const char *sub = dot + 1;
+        size_t sn = (size_t)(dot - key);
+        if (sn == 6 && !strncmp(key, "engine", 6))
+            return hs_conf_set(&c->engine, hs_engine_cfg_fields, sub, eq + 1, "--set engine", err);
+        if (sn == 4 && !strncmp(key, "perf", 4))
+            return hs_conf_set(&c->perf, hs_perf_cfg_fields, sub, eq + 1, "--set perf", err);
+        if (sn == 3 && !strncmp(key, "slo", 3))
+            return hs_conf_set(&c->slo, slo_fields, sub, eq + 1, "--set slo", err);
+        if (sn == 8 && !strncmp(key, "workload", 8))
+            return hs_workload_set(&c->workload, sub, eq + 1, err);
+        return hs_errf(err, HS_EINVAL, "--set %s: unknown section (workload, engine, perf, slo)", key);
+    }
+    return hs_conf_set(c, top_fields, key, eq + 1, "--set", err);
+}
+
+static void add_fields(cJSON *o, const void *obj, const hs_field *f)
+{
+    for (; f->key; f++) {
+        const char *p = (const char *)obj + f->offset;
+        switch (f->type) {
+        case HS_F_INT: cJSON_AddNumberToObject(o, f->key, *(const int *)p); break;
+        case HS_F_BOOL: cJSON_AddBoolToObject(o, f->key, *(const int *)p); break;
+        case HS_F_I64: cJSON_AddNumberToObject(o, f->key, (double)*(const int64_t *)p); break;
+        case HS_F_DOUBLE: cJSON_AddNumberToObject(o, f->key, *(const double *)p); break;
+        case HS_F_STRING: cJSON_AddStringToObject(o, f->key, p); break;
+        case HS_F_SKIP: break;
+        }
+    }
+}
+
+static void add_lendist(cJSON *o, const char *name, const hs_lendist *d)
+{
+    cJSON *x = cJSON_AddObjectToObject(o, name);
+    cJSON_AddStringToObject(x, "kind", d->kind);
+    cJSON_AddNumberToObject(x, "mean", d->mean);
+    cJSON_AddNumberToObject(x, "std", d->std);
+    cJSON_AddNumberToObject(x, "min", d->min);
+    cJSON_AddNumberToObject(x, "max", d->max);
+}
+
+char *hs_run_cfg_json(const hs_run_cfg *c)
+{
+    cJSON *root = cJSON_CreateObject(), *w;
+    const hs_workload_cfg *wc = &c->workload;
+    char *txt;
+    if (!root) return NULL;
+    add_fields(root, c, top_fields);
+    w = cJSON_AddObjectToObject(root, "workload");
+    cJSON_AddStringToObject(w, "kind", wc->kind);
+    cJSON_AddStringToObject(w, "path", wc->path);
+    cJSON_AddStringToObject(w, "preset", wc->preset);
+    cJSON_AddStringToObject(w, "arrival", wc->arrival);
+    cJSON_AddNumberToObject(w, "rate", wc->rate);
+    cJSON_AddNumberToObject(w, "cv", wc->cv);
+    add_lendist(w, "prompt", &wc->prompt);
+    add_lendist(w, "output", &wc->output);
+    cJSON_AddNumberToObject(w, "max_requests", (double)wc->max_requests);
+    cJSON_AddNumberToObject(w, "duration", wc->duration);
+    cJSON_AddNumberToObject(w, "window_start", wc->window_start);
+    cJSON_AddNumberToObject(w, "window_end", wc->window_end);
+    cJSON_AddNumberToObject(w, "time_scale", wc->time_scale);
+    cJSON_AddNumberToObject(w, "max_prompt", wc->max_prompt);
+    cJSON_AddNumberToObject(w, "seed", (double)wc->seed);
+    add_fields(cJSON_AddObjectToObject(root, "engine"), &c->engine, hs_engine_cfg_fields);
+    add_fields(cJSON_AddObjectToObject(root, "perf"), &c->perf, hs_perf_cfg_fields);
+    add_fields(cJSON_AddObjectToObject(root, "slo"), &c->slo, slo_fields);
+    txt = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return txt;
+}
+
+static void help_table(FILE *fp, const char *prefix, const hs_field *f)
+{
+    for (; f->key; f++) {
+        char key[64], def[64];
+        if (f->type == HS_F_SKIP) continue;
+        snprintf(key, sizeof key, "%s%s", prefix, f->key);
+        if (f->type == HS_F_STRING) snprintf(def, sizeof def, "\"%s\"", f->def_str ? f->def_str : "");
+        else snprintf(def, sizeof def, "%g", f->def);
+        fprintf(fp, "  %-28s %-22s %s\n", key, def, f->help);
+    }
+}
+
+void hs_run_cfg_help(FILE *fp)
+{
+    fprintf(fp, "Configuration keys (--config FILE sets them as JSON, --set KEY=VALUE one at a time):\n");
+    fprintf(fp, "  %-28s %-22s %s\n", "key", "default", "meaning");
+    help_table(fp, "", top_fields);
+    help_table(fp, "engine.", hs_engine_cfg_fields);
+    help_table(fp, "perf.", hs_perf_cfg_fields);
+    help_table(fp, "slo.", slo_fields);
+    fprintf(fp, "  %-28s %-22s %s\n", "workload.kind", "\"synthetic\"", "azure, sharegpt-json, sharegpt-csv, synthetic");
+    fprintf(fp, "  %-28s %-22s %s\n", "workload.path", "\"\"", "trace file");
+    fprintf(fp, "  %-28s %-22s %s\n", "workload.preset", "\"azure-conv\"", "azure-conv, azure-code, S, T, G, C1, C2");
+    fprintf(fp, "  %-28s %-22s %s\n", "workload.arrival", "\"poisson\"", "poisson, gamma, constant");
+    fprintf(fp, "  %-28s %-22s %s\n", "workload.rate", "preset", "requests/s for generated arrivals");
+    fprintf(fp, "  %-28s %-22s %s\n", "workload.cv", "preset", "gap coefficient of variation (gamma)");
+    fprintf(fp, "  %-28s %-22s %s\n", "workload.prompt.{kind,mean,std,min,max}", "", "prompt length distribution");
+    fprintf(fp, "  %-28s %-22s %s\n", "workload.output.{kind,mean,std,min,max}", "", "output length distribution");
+    fprintf(fp, "  %-28s %-22s %s\n", "workload.max_requests", "preset", "stop after this many requests (0: no limit)");
+    fprintf(fp, "  %-28s %-22s %s\n", "workload.duration", "0", "synthetic: seconds of arrivals");
+    fprintf(fp, "  %-28s %-22s %s\n", "workload.window_start/end", "0", "trace: seconds from the first request");
+    fprintf(fp, "  %-28s %-22s %s\n", "workload.time_scale", "1", "2 = arrivals twice as fast");
+}

@@ -1,0 +1,48 @@
+/* config.h - the run configuration: one typed schema per section, loaded
+ * from --config run.json and overridden by flags and --set key=value.
+ *
+ * Top-level keys: model, cluster, policy, router, planner, deployment,
+ * tp, pp, bits, seed, db, label, write_requests, emit_deployment; sections:
+ * workload.*, engine.*, perf.*, slo.* (see `hetsim run --help`). */
+#ifndef HS_CONFIG_H
+#define HS_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/err.h"
+#include "out/metrics.h"
+#include "perf/perf.h"
+#include "serve/runtime.h"
+#include "workload/workload.h"
+
+typedef struct hs_run_cfg {
+    char model[256];
+    char cluster[256];
+    char policy[32];
+    char router[16];
+    char planner[32];
+    char deployment[1024];   /* deployment JSON to replay instead of planning */
+    char emit_deployment[1024];
+    int tp, pp, bits;
+    int64_t seed;
+    char db[1024];
+    char label[128];
+    int write_requests;
+    int max_replicas;
+    hs_workload_cfg workload;
+    hs_engine_cfg engine;
+    hs_perf_cfg perf;
+    hs_slo slo;
+} hs_run_cfg;
+
+void hs_run_cfg_defaults(hs_run_cfg *c);
+int hs_run_cfg_load(hs_run_cfg *c, const char *path, hs_err *err);
+/* "key=value" with dotted section keys (engine.block_size=32). */
+int hs_run_cfg_set(hs_run_cfg *c, const char *kv, hs_err *err);
+/* The effective configuration as JSON text (caller frees). */
+char *hs_run_cfg_json(const hs_run_cfg *c);
+/* Prints every key with its default and help (run --help). */
+void hs_run_cfg_help(FILE *fp);
+
+#endif

@@ -1,0 +1,228 @@
+/* list.c - `hetsim list` and `hetsim trace stats`. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/config.h"
+#include "hw/hw.h"
+#include "llm/model.h"
+#include "perf/perf.h"
+#include "plan/plan.h"
+#include "policy/policy.h"
+#include "serve/engine.h"
+#include "workload/workload.h"
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted names of *.json files in <root>/<dir> (caller frees). */
+static int list_json(const char *dir, char ***names, int *n)
+{
+    char path[1024];
+    DIR *d;
+    struct dirent *de;
+    int cap = 0;
+    *names = NULL;
+    *n = 0;
+    snprintf(path, sizeof path, "%s/%s", hs_data_root(), dir);
+    d = opendir(path);
+    if (!d) return -1;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l <= 5 || strcmp(de->d_name + l - 5, ".json")) continue;
+        if (*n == cap) {
+            char **nn = realloc(*names, (size_t)(cap = cap ? cap * 2 : 32) * sizeof *nn);
+            if (!nn) break;
+            *names = nn;
+        }
+        (*names)[*n] = strndup(de->d_name, l - 5);
+        if ((*names)[*n]) (*n)++;
+    }
+    closedir(d);
+    qsort(*names, (size_t)*n, sizeof **names, cmp_str);
+    return 0;
+}
+
+static void free_names(char **names, int n)
+{
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+static int list_models(void)
+{
+    char **names;
+    int n, bad = 0;
+    if (list_json("models", &names, &n)) {
+        fprintf(stderr, "hetsim: cannot read %s/models\n", hs_data_root());
+        return 2;
+    }
+    printf("%-14s %-16s %8s %6s %7s %5s %4s %7s\n", "model", "arch", "params", "layers", "hidden",
+           "heads", "kv", "context");
+    for (int i = 0; i < n; i++) {
+        hs_model m;
+        hs_err err = {0};
+        if (hs_model_find(&m, names[i], &err)) {
+            printf("%-14s (invalid: %s)\n", names[i], err.msg);
+            bad = 1;
+            continue;
+        }
+        printf("%-14s %-16s %7.1fB %6d %7d %5d %4d %7d\n", m.name, m.arch, hs_model_params(&m) / 1e9,
+               m.layers + m.encoder_layers, m.hidden, m.heads, m.kv_heads, m.max_seq_len);
+    }
+    free_names(names, n);
+    return bad ? 2 : 0;
+}
+
+static int list_gpus(void)
+{
+    char **names;
+    int n, bad = 0;
+    if (list_json("profiles/gpus", &names, &n)) {
+        fprintf(stderr, "hetsim: cannot read %s/profiles/gpus\n", hs_data_root());
+        return 2;
+    }
+    printf("%-14s %10s %8s %9s %10s %8s\n", "gpu", "fp16 TF/s", "mem GiB", "mem GB/s", "nvlink GB/s", "$/h");
+    for (int i = 0; i < n; i++) {
+        hs_gpu g;
+        hs_err err = {0};
+        if (hs_gpu_find(&g, names[i], &err)) {
+            printf("%-14s (invalid: %s)\n", names[i], err.msg);
+            bad = 1;
+            continue;
+        }
+        printf("%-14s %10.1f %8.0f %9.0f %10.1f %8.2f\n", g.name, g.flops16 / 1e12,
+               g.mem_bytes / 1073741824.0, g.mem_bw / 1e9, g.nvlink_bw / 1e9, g.price_per_hour);
+    }
+    free_names(names, n);
+    return bad ? 2 : 0;
+}
+
+static int list_clusters(void)
+{
+    char **names;
+    int n, bad = 0;
+    if (list_json("profiles/clusters", &names, &n)) {
+        fprintf(stderr, "hetsim: cannot read %s/profiles/clusters\n", hs_data_root());
+        return 2;
+    }
+    printf("%-26s %5s %5s %8s  %s\n", "cluster", "gpus", "nodes", "$/h", "description");
+    for (int i = 0; i < n; i++) {
+        hs_cluster *c;
+        hs_err err = {0};
+        if (hs_cluster_find(&c, names[i], &err)) {
+            printf("%-26s (invalid: %s)\n", names[i], err.msg);
+            bad = 1;
+            continue;
+        }
+        printf("%-26s %5d %5d %8.2f  %.70s\n", c->name, c->n_gpus, c->n_nodes,
+               hs_cluster_price(c, NULL, 0), c->description);
+        hs_cluster_destroy(c);
+    }
+    free_names(names, n);
+    return bad ? 2 : 0;
+}
+
+int hs_cli_list(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "all";
+    int all = !strcmp(what, "all"), rc = 0, known = all;
+    if (!strcmp(what, "--help") || !strcmp(what, "-h")) {
+        printf("usage: hetsim list [models|gpus|clusters|policies|planners|routers|perf|all]\n");
+        return 0;
+    }
+    if (all || !strcmp(what, "models")) {
+        known = 1;
+        if (all) printf("== models ==\n");
+        rc |= list_models();
+    }
+    if (all || !strcmp(what, "gpus")) {
+        known = 1;
+        if (all) printf("\n== gpus ==\n");
+        rc |= list_gpus();
+    }
+    if (all || !strcmp(what, "clusters")) {
+        known = 1;
+        if (all) printf("\n== clusters ==\n");
+        rc |= list_clusters();
+    }
+    if (all || !strcmp(what, "policies")) {
+        known = 1;
+        if (all) printf("\n== policies ==\n");
+        for (int i = 0; hs_policies[i]; i++)
+            printf("%-10s %s\n", hs_policies[i]->name, hs_policies[i]->help);
+    }
+    if (all || !strcmp(what, "planners")) {
+        known = 1;
+        if (all) printf("\n== planners ==\n");
+        for (int i = 0; hs_planners[i]; i++)
+            printf("%-10s %s\n", hs_planners[i]->name, hs_planners[i]->help);
+    }
+    if (all || !strcmp(what, "routers")) {
+        known = 1;
+        if (all) printf("\n== routers ==\n");
+        printf("rr         round robin\nlor        least outstanding requests\n"
+               "lot        least outstanding prompt tokens\nweighted   smooth weighted round robin on replica weights\n");
+    }
+    if (all || !strcmp(what, "perf")) {
+        known = 1;
+        if (all) printf("\n== latency models ==\n");
+        for (int i = 0; hs_perf_builders[i]; i++)
+            printf("%-10s %s\n", hs_perf_builders[i]->name, hs_perf_builders[i]->help);
+    }
+    if (!known) {
+        fprintf(stderr, "hetsim: list: unknown category \"%s\" (see hetsim list --help)\n", what);
+        return 2;
+    }
+    return rc;
+}
+
+int hs_cli_trace(int argc, char **argv)
+{
+    hs_workload_cfg wc;
+    hs_source *src = NULL;
+    hs_trace_stats st;
+    hs_err err = {0};
+    int rc;
+    char kind[24];
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        printf("usage: hetsim trace stats FILE [--set workload.KEY=VALUE ...]\n"
+               "Summarises a trace: count, duration, rate, burstiness, length percentiles.\n");
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "stats") || argc < 3) {
+        fprintf(stderr, "hetsim: trace: expected `trace stats FILE`\n");
+        return 2;
+    }
+    hs_workload_defaults(&wc);
+    if ((rc = hs_cli_trace_kind(argv[2], kind, sizeof kind, &err))) goto fail;
+    if ((rc = hs_workload_set(&wc, "kind", kind, &err)) ||
+        (rc = hs_workload_set(&wc, "path", argv[2], &err)))
+        goto fail;
+    for (int i = 3; i < argc; i++) {
+        const char *kv = argv[i], *eq;
+        char key[64];
+        if (!strcmp(kv, "--set") && i + 1 < argc) kv = argv[++i];
+        eq = strchr(kv, '=');
+        if (strncmp(kv, "workload.", 9) || !eq || (size_t)(eq - kv - 9) >= sizeof key) {
+            rc = hs_errf(&err, HS_EINVAL, "trace stats: expected --set workload.KEY=VALUE, got \"%s\"", kv);
+            goto fail;
+        }
+        memcpy(key, kv + 9, (size_t)(eq - kv - 9));
+        key[eq - kv - 9] = '\0';
+        if ((rc = hs_workload_set(&wc, key, eq + 1, &err))) goto fail;
+    }
+    if ((rc = hs_source_open(&src, &wc, &err))) goto fail;
+    if ((rc = hs_trace_stats_compute(src, &st, &err))) goto fail;
+    hs_trace_stats_print(&st, stdout);
+    hs_source_close(src);
+    return 0;
+fail:
+    hs_source_close(src);
+    fprintf(stderr, "hetsim: %s\n", err.msg);
+    return hs_cli_exit_code(rc);
+}

@@ -1,0 +1,40 @@
+/* main.c - the hetsim command line: dispatches subcommands.  Only this file
+ * (and the subcommand functions it calls) decides exit codes. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static void usage(FILE *fp)
+{
+    fprintf(fp,
+            "usage: hetsim <command> [options]\n"
+            "\n"
+            "hetsim simulates LLM serving on (heterogeneous) GPU clusters.\n"
+            "\n"
+            "commands:\n"
+            "  run          simulate a workload on a deployment, store results in SQLite\n"
+            "  plan         run a planner and write the deployment JSON\n"
+            "  list         show models, GPUs, clusters, policies, planners\n"
+            "  trace stats  summarise a trace file\n"
+            "\n"
+            "`hetsim <command> --help` describes each command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "run")) return hs_cli_run(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "plan")) return hs_cli_plan(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "list")) return hs_cli_list(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "trace")) return hs_cli_trace(argc - 1, argv + 1);
+    fprintf(stderr, "hetsim: unknown command \"%s\" (see hetsim --help)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,472 @@
+/* run.c - `hetsim run` and `hetsim plan`: configuration, planning, the
+ * simulation and the results database.
+ *
+ * Order matters for "bad input never writes a database": everything that
+ * can be checked up front (configuration, model, cluster, deployment,
+ * memory fit, workload settings) is checked before the database is opened;
+ * errors found while streaming the trace roll the run's transaction back,
+ * and a database file this run created is removed again. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/config.h"
+#include "hw/hw.h"
+#include "llm/model.h"
+#include "out/db.h"
+#include "out/metrics.h"
+#include "plan/plan.h"
+#include "policy/policy.h"
+#include "serve/deploy.h"
+#include "serve/engine.h"
+
+#ifndef HS_GIT_REV
+#define HS_GIT_REV ""
+#endif
+
+int hs_cli_exit_code(int rc)
+{
+    switch (rc) {
+    case 0: return 0;
+    case HS_ENOMEM:
+    case HS_EDB:
+    case HS_ESTATE: return 1;
+    default: return 2;
+    }
+}
+
+static void run_usage(FILE *fp, const char *cmd)
+{
+    fprintf(fp,
+            "usage: hetsim %s [options]\n"
+            "\n"
+            "options (flags override --config; later flags override earlier ones):\n"
+            "  --config FILE        run configuration JSON (keys below)\n"
+            "  --set KEY=VALUE      set one key, e.g. --set engine.block_size=32\n"
+            "  --model NAME         model (models/NAME.json or a path)\n"
+            "  --cluster NAME       cluster (profiles/clusters/NAME.json or a path)\n"
+            "  --policy NAME        runtime policy: vllm, sarathi, static\n"
+            "  --router NAME        rr, lor, lot, weighted\n"
+            "  --planner NAME       planner (uniform)\n"
+            "  --deployment FILE    replay a deployment JSON instead of planning\n"
+            "  --tp N, --pp N       parallel layout for the planner (tp 0: smallest that fits)\n"
+            "  --trace FILE         Azure CSV, ShareGPT JSON or ShareGPT length CSV\n"
+            "  --requests N         stop after N requests\n"
+            "  --rate R             requests/s for generated arrivals\n"
+            "  --time-scale X       replay a timed trace X times faster\n"
+            "  --seed S             seed of every random choice\n"
+            "  --slo-ttft MS, --slo-tpot MS   SLO targets for goodput\n"
+            "  --db FILE            results database (default results/hetsim.db)\n"
+            "  --no-requests        do not store per-request rows\n"
+            "  --label TEXT         label stored with the run\n"
+            "  --emit-deployment F  write the deployment used to F\n"
+            "  --quiet              no summary table\n"
+            "\n", cmd);
+    hs_run_cfg_help(fp);
+}
+
+/* Picks the trace kind from the file: .json is ShareGPT conversations; a CSV
+ * is told apart by its header line. */
+int hs_cli_trace_kind(const char *path, char *kind, size_t cap, hs_err *err)
+{
+    size_t n = strlen(path);
+    char line[256];
+    FILE *fp;
+    if (n > 5 && !strcmp(path + n - 5, ".json")) {
+        snprintf(kind, cap, "sharegpt-json");
+        return 0;
+    }
+    fp = fopen(path, "r");
+    if (!fp) return hs_errf(err, HS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    if (!fgets(line, sizeof line, fp)) line[0] = '\0';
+    fclose(fp);
+    if (!strncmp(line, "TIMESTAMP", 9)) snprintf(kind, cap, "azure");
+    else if (!strncmp(line, "num_prefill_tokens", 18)) snprintf(kind, cap, "sharegpt-csv");
+    else
+        return hs_errf(err, HS_EPARSE,
+                       "%s:1: unrecognised trace header (expected TIMESTAMP,... or num_prefill_tokens,...)",
+                       path);
+    return 0;
+}
+
+typedef struct run_opts {
+    int quiet;
+} run_opts;
+
+/* Parses flags into cfg.  Returns 0, 1 for --help (printed), or an error. */
+static int parse_args(int argc, char **argv, const char *cmd, hs_run_cfg *cfg,
+                      run_opts *o, hs_err *err)
+{
+    int rc;
+    char buf[1200];
+    hs_run_cfg_defaults(cfg);
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--config")) {
+            if (i + 1 >= argc) return hs_errf(err, HS_EINVAL, "--config needs a file");
+            if ((rc = hs_run_cfg_load(cfg, argv[i + 1], err))) return rc;
+        }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const char *key = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            run_usage(stdout, cmd);
+            return 1;
+        }
+        if (!strcmp(a, "--quiet")) { o->quiet = 1; continue; }
+        if (!strcmp(a, "--no-requests")) { cfg->write_requests = 0; continue; }
+        if (!strncmp(a, "--", 2) && !v)
+            return hs_errf(err, HS_EINVAL, "%s needs a value (see hetsim %s --help)", a, cmd);
+        if (!strcmp(a, "--config")) { i++; continue; }
+        if (!strcmp(a, "--set")) {
+            if ((rc = hs_run_cfg_set(cfg, v, err))) return rc;
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--trace")) {
+            if ((rc = hs_cli_trace_kind(v, cfg->workload.kind, sizeof cfg->workload.kind, err))) return rc;
+            snprintf(buf, sizeof buf, "path=%s", v);
+            if ((rc = hs_workload_set(&cfg->workload, "path", v, err))) return rc;
+            if ((rc = hs_workload_set(&cfg->workload, "kind", cfg->workload.kind, err))) return rc;
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--seed")) {
+            snprintf(buf, sizeof buf, "seed=%s", v);
+            if ((rc = hs_run_cfg_set(cfg, buf, err))) return rc;
+            if ((rc = hs_workload_set(&cfg->workload, "seed", v, err))) return rc;
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--model")) key = "model";
+        else if (!strcmp(a, "--cluster")) key = "cluster";
+        else if (!strcmp(a, "--policy")) key = "policy";
+        else if (!strcmp(a, "--router")) key = "router";
+        else if (!strcmp(a, "--planner")) key = "planner";
+        else if (!strcmp(a, "--deployment")) key = "deployment";
+        else if (!strcmp(a, "--emit-deployment")) key = "emit_deployment";
+        else if (!strcmp(a, "--tp")) key = "tp";
+        else if (!strcmp(a, "--pp")) key = "pp";
+        else if (!strcmp(a, "--db")) key = "db";
+        else if (!strcmp(a, "--label")) key = "label";
+        else if (!strcmp(a, "--requests")) key = "workload.max_requests";
+        else if (!strcmp(a, "--rate")) key = "workload.rate";
+        else if (!strcmp(a, "--time-scale")) key = "workload.time_scale";
+        else if (!strcmp(a, "--slo-ttft")) key = "slo.ttft_ms";
+        else if (!strcmp(a, "--slo-tpot")) key = "slo.tpot_ms";
+        else
+            return hs_errf(err, HS_EINVAL, "unknown option \"%s\" (see hetsim %s --help)", a, cmd);
+        snprintf(buf, sizeof buf, "%s=%s", key, v);
+        if ((rc = hs_run_cfg_set(cfg, buf, err))) return hs_err_prefix(err, "%s: ", a);
+        i++;
+    }
+    return 0;
+}
+
+/* Everything a run needs before the database: resolved limits, model,
+ * cluster, deployment, replicas. */
+typedef struct setup {
+    hs_model model;
+    hs_cluster *cluster;
+    hs_deploy deploy;
+    hs_replica *replicas;
+    const hs_policy_ops *policy;
+    int router;
+    int32_t max_model_len;
+    int max_tokens;
+} setup;
+
+static void setup_free(setup *s)
+{
+    if (s->replicas) hs_replicas_free(s->replicas, s->deploy.n);
+    hs_deploy_free(&s->deploy);
+    hs_cluster_destroy(s->cluster);
+    memset(s, 0, sizeof *s);
+}
+
+static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *err)
+{
+    int rc;
+    hs_engine_cfg *ec = &cfg->engine;
+    memset(s, 0, sizeof *s);
+    s->policy = hs_policy_find(cfg->policy);
+    if (!s->policy)
+        return hs_errf(err, HS_ENOTFOUND, "policy: unknown policy \"%s\" (see hetsim list policies)", cfg->policy);
+    s->router = hs_router_parse(cfg->router);
+    if (s->router < 0)
+        return hs_errf(err, HS_ENOTFOUND, "router: unknown router \"%s\" (rr, lor, lot, weighted)", cfg->router);
+    if (!hs_perf_find(cfg->perf.model))
+        return hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", cfg->perf.model);
+    if (ec->kv_bits != 16 && ec->kv_bits != 8)
+        return hs_errf(err, HS_ERANGE, "engine.kv_bits: %d is not 16 or 8", ec->kv_bits);
+    if (cfg->bits != 16 && cfg->bits != 8 && cfg->bits != 4 && cfg->bits != 3)
+        return hs_errf(err, HS_ERANGE, "bits: %d is not 16, 8, 4 or 3", cfg->bits);
+    if (cfg->deployment[0]) {
+        if ((rc = hs_deploy_read(&s->deploy, cfg->deployment, err))) return rc;
+        /* The deployment names its model and cluster. */
+        snprintf(cfg->model, sizeof cfg->model, "%s", s->deploy.model);
+        snprintf(cfg->cluster, sizeof cfg->cluster, "%s", s->deploy.cluster);
+    }
+    if ((rc = hs_model_find(&s->model, cfg->model, err))) goto fail;
+    if ((rc = hs_cluster_find(&s->cluster, cfg->cluster, err))) goto fail;
+    s->max_model_len = ec->max_model_len ? ec->max_model_len : s->model.max_seq_len;
+    if (!ec->max_batched_tokens)
+        ec->max_batched_tokens = s->max_model_len > 2048 ? s->max_model_len : 2048;
+    if (!strcmp(s->policy->name, "sarathi")) s->max_tokens = ec->chunk_size;
+    else if (!strcmp(s->policy->name, "static")) s->max_tokens = ec->static_batch * s->max_model_len;
+    else s->max_tokens = ec->max_batched_tokens;
+    if (!strcmp(s->policy->name, "vllm") && ec->max_batched_tokens < s->max_model_len) {
+        rc = hs_errf(err, HS_EINVAL,
+                     "engine.max_batched_tokens: %d is below the context limit %d (vllm without chunking needs whole prompts; use --policy sarathi)",
+                     ec->max_batched_tokens, s->max_model_len);
+        goto fail;
+    }
+    if (!cfg->deployment[0]) {
+        const hs_planner_ops *pl = hs_planner_find(cfg->planner);
+        hs_plan_req pr;
+        if (!pl) {
+            rc = hs_errf(err, HS_ENOTFOUND, "planner: unknown planner \"%s\" (see hetsim list planners)", cfg->planner);
+            goto fail;
+        }
+        memset(&pr, 0, sizeof pr);
+        pr.model = &s->model;
+        pr.cluster = s->cluster;
+        pr.engine = ec;
+        pr.tp = cfg->tp;
+        pr.pp = cfg->pp;
+        pr.bits = cfg->bits;
+        pr.max_replicas = cfg->max_replicas;
+        pr.max_tokens = s->max_tokens;
+        pr.max_model_len = s->max_model_len;
+        if ((rc = pl->plan(&pr, &s->deploy, err))) goto fail;
+    }
+    if ((rc = hs_deploy_check(&s->deploy, &s->model, s->cluster,
+                              cfg->deployment[0] ? cfg->deployment : "deployment", err)))
+        goto fail;
+    if (cfg->emit_deployment[0] && (rc = hs_deploy_write(&s->deploy, cfg->emit_deployment, err)))
+        goto fail;
+    if (build_replicas &&
+        (rc = hs_replicas_build(&s->replicas, &s->deploy, &s->model, s->cluster, ec,
+                                &cfg->perf, s->max_tokens, s->max_model_len, err)))
+        goto fail;
+    return 0;
+fail:
+    setup_free(s);
+    return rc;
+}
+
+/* The sink: metrics always, per-request rows when asked. */
+typedef struct sink_ctx {
+    hs_metrics *m;
+    hs_db *db;
+    int64_t run;
+    int rows;
+    hs_err *err;
+} sink_ctx;
+
+static int sink_request(void *ctx, const hs_req_record *r)
+{
+    sink_ctx *s = ctx;
+    hs_metrics_request(s->m, r);
+    if (s->rows) return hs_db_request(s->db, s->run, r, hs_metrics_slo_met(s->m, r), s->err);
+    return 0;
+}
+
+static void sink_itl(void *ctx, hs_ns dt, int64_t n)
+{
+    hs_metrics_itl(((sink_ctx *)ctx)->m, dt, n);
+}
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct progress {
+    double t0, last;
+} progress;
+
+static void show_progress(void *ctx, const hs_engine *e)
+{
+    progress *p = ctx;
+    double now = wall_now();
+    if (now - p->last < 0.5) return;
+    p->last = now;
+    fprintf(stderr, "\r  simulated %.1f s, %lld requests done, %lld in flight, %.2f M events/s   ",
+            hs_ns_to_s(e->q.now), (long long)(e->completed + e->dropped),
+            (long long)(e->arrivals - e->completed - e->dropped),
+            (double)e->q.popped / (now - p->t0) / 1e6);
+    fflush(stderr);
+}
+
+static void print_header(const hs_run_cfg *cfg, const setup *s, FILE *fp)
+{
+    int64_t blocks = 0;
+    double price = 0;
+    fprintf(fp, "model     %s (%.1fB params)\n", s->model.display, hs_model_params(&s->model) / 1e9);
+    fprintf(fp, "cluster   %s: %d GPUs in %d nodes\n", s->cluster->name, s->cluster->n_gpus,
+            s->cluster->n_nodes);
+    for (int32_t i = 0; i < s->deploy.n; i++) {
+        blocks += s->replicas[i].kv_blocks;
+        price += s->replicas[i].price_per_hour;
+    }
+    fprintf(fp, "deploy    %d replicas by %s (first: TP %d x PP %d, %d-bit), %lld KV blocks of %d tokens, $%.2f/h\n",
+            s->deploy.n, s->deploy.planner[0] ? s->deploy.planner : "file",
+            s->deploy.r[0].layout.stage[0].tp, s->deploy.r[0].layout.pp,
+            s->deploy.r[0].layout.stage[0].bits, (long long)blocks, cfg->engine.block_size, price);
+    fprintf(fp, "policy    %s, router %s, latency model %s\n", s->policy->name, cfg->router,
+            s->replicas[0].perf.model_name);
+}
+
+int hs_cli_run(int argc, char **argv)
+{
+    hs_run_cfg cfg;
+    run_opts o;
+    hs_err err = {0};
+    setup s;
+    hs_source *src = NULL;
+    hs_metrics *m = NULL;
+    hs_db *db = NULL;
+    hs_engine *e = NULL;
+    char *cfg_json = NULL;
+    int rc, db_new = 0, run_open = 0;
+    int64_t run_id = 0;
+    double t0;
+    sink_ctx sc;
+    hs_sink sink;
+    progress prog;
+    hs_metric_value vals[64];
+    int nv;
+
+    memset(&s, 0, sizeof s);
+    rc = parse_args(argc, argv, "run", &cfg, &o, &err);
+    if (rc == 1) return 0;
+    if (rc) goto fail;
+    if ((rc = setup_build(&s, &cfg, 1, &err))) goto fail;
+    if ((rc = hs_source_open(&src, &cfg.workload, &err))) goto fail;
+    m = hs_metrics_create(&cfg.slo);
+    cfg_json = hs_run_cfg_json(&cfg);
+    if (!m || !cfg_json) {
+        rc = hs_errf(&err, HS_ENOMEM, "out of memory");
+        goto fail;
+    }
+    db_new = access(cfg.db, F_OK) != 0;
+    if ((rc = hs_db_open(&db, cfg.db, &err))) goto fail;
+    {
+        hs_run_info ri = {cfg_json, HS_GIT_REV, cfg.label, (uint64_t)cfg.seed};
+        if ((rc = hs_db_run_begin(db, &ri, &run_id, &err))) goto fail;
+        run_open = 1;
+    }
+    for (int32_t i = 0; i < s.deploy.n; i++) {
+        char gpus[1024];
+        const hs_replica *r = &s.replicas[i];
+        hs_replica_row row;
+        hs_layout_gpus_str(&r->layout, s.cluster, gpus, sizeof gpus);
+        row.id = i;
+        row.role = r->role;
+        row.gpus = gpus;
+        row.tp = r->layout.stage[0].tp;
+        row.pp = r->layout.pp;
+        row.bits = r->layout.stage[0].bits;
+        row.kv_blocks = r->kv_blocks;
+        row.perf_model = r->perf.model_name;
+        if ((rc = hs_db_replica(db, run_id, &row, &err))) goto fail;
+    }
+    sc = (sink_ctx){m, db, run_id, cfg.write_requests, &err};
+    sink = (hs_sink){&sc, sink_request, sink_itl};
+    if ((rc = hs_engine_create(&e, &cfg.engine, s.policy, s.router, s.replicas, s.deploy.n, src,
+                               &sink, s.max_model_len, &err)))
+        goto fail;
+    t0 = wall_now();
+    prog = (progress){t0, t0};
+    if (isatty(2) && !o.quiet) {
+        e->progress = show_progress;
+        e->progress_ctx = &prog;
+    }
+    rc = hs_engine_run(e, &err);
+    if (e->progress && prog.last > t0) fprintf(stderr, "\n");
+    if (rc) goto fail;
+    {
+        double price = 0;
+        for (int32_t i = 0; i < s.deploy.n; i++) price += s.replicas[i].price_per_hour;
+        nv = hs_metrics_summary(m, price, vals, 60);
+    }
+    {
+        const struct { const char *n; double v; } extra[] = {
+            {"arrivals", (double)e->arrivals},
+            {"truncated", (double)e->truncated},
+            {"iterations", (double)e->iterations},
+            {"events", (double)e->q.popped},
+            {"simulated_s", hs_ns_to_s(e->end_time)},
+        };
+        for (size_t k = 0; k < sizeof extra / sizeof extra[0] && nv < 64; k++, nv++) {
+            snprintf(vals[nv].name, sizeof vals[nv].name, "%s", extra[k].n);
+            vals[nv].value = extra[k].v;
+        }
+    }
+    if ((rc = hs_db_summary(db, run_id, vals, nv, &err))) goto fail;
+    if ((rc = hs_db_run_commit(db, run_id, wall_now() - t0, (int64_t)e->q.popped, &err))) goto fail;
+    run_open = 0;
+    if (!o.quiet) {
+        print_header(&cfg, &s, stdout);
+        hs_metrics_print(vals, nv, stdout);
+        printf("run %lld stored in %s (%.3f s wall, %llu events)\n", (long long)run_id, cfg.db,
+               wall_now() - t0, (unsigned long long)e->q.popped);
+    }
+    hs_engine_destroy(e);
+    hs_db_close(db);
+    hs_metrics_destroy(m);
+    hs_source_close(src);
+    free(cfg_json);
+    setup_free(&s);
+    return 0;
+
+fail:
+    if (run_open) hs_db_run_abort(db);
+    hs_db_close(db);
+    if (db_new && db) unlink(cfg.db);
+    hs_engine_destroy(e);
+    hs_metrics_destroy(m);
+    hs_source_close(src);
+    free(cfg_json);
+    setup_free(&s);
+    fprintf(stderr, "hetsim: %s\n", err.msg[0] ? err.msg : hs_strerror(rc));
+    return hs_cli_exit_code(rc);
+}
+
+int hs_cli_plan(int argc, char **argv)
+{
+    hs_run_cfg cfg;
+    run_opts o;
+    hs_err err = {0};
+    setup s;
+    char *txt;
+    int rc = parse_args(argc, argv, "plan", &cfg, &o, &err);
+    if (rc == 1) return 0;
+    if (!rc) rc = setup_build(&s, &cfg, 1, &err);
+    if (rc) {
+        fprintf(stderr, "hetsim: %s\n", err.msg);
+        return hs_cli_exit_code(rc);
+    }
+    if (!cfg.emit_deployment[0]) {
+        txt = hs_deploy_to_json(&s.deploy);
+        if (txt) puts(txt);
+        free(txt);
+    }
+    if (!o.quiet) {
+        for (int32_t i = 0; i < s.deploy.n; i++) {
+            char gpus[1024];
+            hs_layout_gpus_str(&s.replicas[i].layout, s.cluster, gpus, sizeof gpus);
+            fprintf(stderr, "replica %d: %s, %lld KV blocks, $%.2f/h\n", i, gpus,
+                    (long long)s.replicas[i].kv_blocks, s.replicas[i].price_per_hour);
+        }
+    }
+    setup_free(&s);
+    return 0;
+}

@@ -1,0 +1,76 @@
+/* hw.h - GPU types and cluster topologies.
+ *
+ * GPUs come from profiles/gpus/<name>.json, clusters from
+ * profiles/clusters/<name>.json (formats in profiles/README.md).  Inside the
+ * simulator every quantity is SI: FLOP/s, bytes, bytes/s, seconds.
+ * A cluster is N GPUs numbered 0..N-1 in node order with a full N x N
+ * per-direction bandwidth matrix and latency matrix, built from node/inter
+ * values or given explicitly; every off-diagonal entry must be positive (a
+ * missing link is an error at load time, never a division by zero later). */
+#ifndef HS_HW_H
+#define HS_HW_H
+
+#include <stddef.h>
+
+#include "core/err.h"
+
+typedef struct hs_gpu {
+    char name[32];
+    char display[64];
+    double flops16;        /* FLOP/s, dense FP16 tensor */
+    int bf16;
+    double ops8;           /* OP/s, dense INT8 (0: none) */
+    double mem_bytes;      /* bytes */
+    double mem_bw;         /* bytes/s */
+    double nvlink_bw;      /* bytes/s per direction, 0: none */
+    double pcie_bw;        /* bytes/s per direction */
+    double tdp_w;          /* W */
+    double price_per_hour; /* $ per GPU-hour */
+    char price_source[512];
+} hs_gpu;
+
+/* Directory holding models/ and profiles/ (HETSIM_ROOT, else the source tree
+ * this binary was built from). */
+const char *hs_data_root(void);
+
+/* Resolves `name` to a file: a path when it contains '/' or ends in ".json",
+ * else <root>/<dir>/<name>.json.  Returns 0 or HS_ERANGE when too long. */
+int hs_resolve(char *buf, size_t cap, const char *dir, const char *name,
+               hs_err *err);
+
+int hs_gpu_load(hs_gpu *g, const char *path, hs_err *err);
+/* Loads by name (or path), see hs_resolve. */
+int hs_gpu_find(hs_gpu *g, const char *name, hs_err *err);
+
+typedef struct hs_cluster {
+    char name[64];
+    char description[1024];
+    int n_gpus, n_nodes, n_types;
+    hs_gpu *types;        /* distinct GPU types, in first-use order */
+    int *gpu_type;        /* [n_gpus] index into types */
+    int *gpu_node;        /* [n_gpus] node index */
+    char (*node_name)[32];/* [n_nodes] */
+    double *bw;           /* [n_gpus * n_gpus] bytes/s per direction */
+    double *lat;          /* [n_gpus * n_gpus] s */
+} hs_cluster;
+
+int hs_cluster_load(hs_cluster **out, const char *path, hs_err *err);
+int hs_cluster_find(hs_cluster **out, const char *name, hs_err *err);
+void hs_cluster_destroy(hs_cluster *c);
+
+static inline const hs_gpu *hs_cluster_gpu(const hs_cluster *c, int i)
+{
+    return &c->types[c->gpu_type[i]];
+}
+static inline double hs_cluster_bw(const hs_cluster *c, int i, int j)
+{
+    return c->bw[(long)i * c->n_gpus + j];
+}
+static inline double hs_cluster_lat(const hs_cluster *c, int i, int j)
+{
+    return c->lat[(long)i * c->n_gpus + j];
+}
+/* $ per hour of the given GPUs (all when ids is NULL). */
+double hs_cluster_price(const hs_cluster *c, const int *ids, int n);
+
+#endif

@@ -1,0 +1,72 @@
+/* model.h - LLM architectures and the memory model.
+ *
+ * A model comes from models/<name>.json (format in models/README.md).  The
+ * memory model gives, per GPU of a parallel layout, the bytes of weights
+ * (per precision), KV cache per token (GQA aware: KV heads are split over TP
+ * ranks, replicated when there are fewer KV heads than ranks) and the peak
+ * activation memory of a forward pass. */
+#ifndef HS_MODEL_H
+#define HS_MODEL_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+
+typedef struct hs_model {
+    char name[48];
+    char display[64];
+    char source[200];
+    char arch[20];          /* "decoder" or "encoder-decoder" */
+    int layers;             /* decoder layers */
+    int encoder_layers;
+    int hidden;
+    int heads, kv_heads, head_dim;
+    int ffn;
+    int ffn_gated;
+    char activation[8];
+    char norm[12];
+    char position[12];
+    int parallel_attn;
+    int vocab;
+    int max_seq_len;
+    int tied_embeddings;
+    int bias;
+    double params_b;        /* published, billions */
+} hs_model;
+
+int hs_model_load(hs_model *m, const char *path, hs_err *err);
+/* By name (models/<name>.json) or path. */
+int hs_model_find(hs_model *m, const char *name, hs_err *err);
+
+/* Parameter counts (elements). */
+double hs_model_layer_params(const hs_model *m);    /* one decoder layer */
+double hs_model_enc_layer_params(const hs_model *m);/* one encoder layer */
+double hs_model_embed_params(const hs_model *m);    /* input embedding (+ learned positions) */
+double hs_model_head_params(const hs_model *m);     /* LM head, 0 when tied */
+double hs_model_params(const hs_model *m);          /* whole model */
+
+/* Bytes per weight element at `bits` (16, 8, 4, 3): quantised formats carry
+ * one FP16 scale and zero per group of 128 weights (GPTQ/AWQ layout). */
+double hs_weight_bytes_per_param(int bits);
+
+/* KV heads held by one of `tp` ranks (ceil, at least 1). */
+int hs_model_kv_heads_per_rank(const hs_model *m, int tp);
+
+/* KV bytes per token per layer on one rank, at kv_bits (16 or 8). */
+double hs_model_kv_bytes_token_layer(const hs_model *m, int tp, int kv_bits);
+
+/* Memory of one pipeline stage on one TP rank. */
+typedef struct hs_stage_mem {
+    double weights;      /* bytes */
+    double activation;   /* bytes, peak temporary memory of a forward pass */
+    double kv_per_token; /* bytes per cached token (all layers of the stage) */
+} hs_stage_mem;
+
+/* first/last: the stage holds the embedding / LM head.  max_tokens: tokens
+ * in the largest forward pass (max batched tokens); max_seqs: sequences
+ * sampled at once (logits). */
+void hs_model_stage_mem(const hs_model *m, int layers, int first, int last,
+                        int tp, int bits, int kv_bits, int max_tokens,
+                        int max_seqs, hs_stage_mem *out);
+
+#endif

@@ -1,0 +1,469 @@
+/* db.c - the SQLite results writer; see db.h.
+ *
+ * Atomicity: every row of a run is written inside one transaction opened by
+ * hs_db_run_begin() (BEGIN IMMEDIATE, so a second writer waits on the busy
+ * timeout at the start of a run rather than failing at its end) and closed
+ * by hs_db_run_commit() or hs_db_run_abort().  Because SQLite rolls a
+ * transaction back by itself after some errors (disk full, I/O), each write
+ * first checks that the transaction is still open; otherwise later rows
+ * would land in autocommit mode and a run could reach the file in part.
+ *
+ * Speed: the default rollback journal (no -wal/-shm files beside a results
+ * file that people copy around) with synchronous=NORMAL and a 64 MiB page
+ * cache; the one transaction per run makes the journal cost per run, not
+ * per row.  Inserts reuse prepared statements.
+ *
+ * Errors: every SQLite failure becomes one hs_err line
+ * "<file>: <what>: <sqlite3_errmsg>", code HS_EDB.
+ *
+ * Schema: kept in results/schema.sql and embedded below as the same text
+ * (tests/test_db.c creates a database from each and compares sqlite_master). */
+#include "out/db.h"
+
+#include <assert.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Identical to results/schema.sql. */
+static const char schema_sql[] =
+    "-- hetsim results database, schema version 1.\n"
+    "-- sim/out/db.c embeds this exact text (tests/test_db.c checks that both\n"
+    "-- create the same sqlite_master); change them together and bump\n"
+    "-- HS_DB_SCHEMA_VERSION in sim/out/db.h with a migration in db.c.\n"
+    "-- Times in requests are seconds; validations are nanoseconds.\n"
+    "CREATE TABLE IF NOT EXISTS meta (\n"
+    "    key   TEXT PRIMARY KEY,\n"
+    "    value TEXT NOT NULL\n"
+    ");\n"
+    "CREATE TABLE IF NOT EXISTS runs (\n"
+    "    id      INTEGER PRIMARY KEY AUTOINCREMENT,\n"
+    "    started TEXT NOT NULL,              -- ISO-8601 UTC wall clock, 2024-05-01T12:00:00Z\n"
+    "    config  TEXT NOT NULL,              -- the effective configuration, JSON\n"
+    "    git_rev TEXT NOT NULL DEFAULT '',\n"
+    "    seed    INTEGER NOT NULL,           -- uint64 stored as its int64 bit pattern\n"
+    "    wall_s  REAL,                       -- wall-clock seconds; NULL until committed\n"
+    "    events  INTEGER,                    -- simulated events processed\n"
+    "    label   TEXT NOT NULL DEFAULT ''\n"
+    ");\n"
+    "CREATE TABLE IF NOT EXISTS requests (\n"
+    "    run         INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "    id          INTEGER NOT NULL,\n"
+    "    arrival     REAL NOT NULL,          -- s\n"
+    "    prompt      INTEGER NOT NULL,       -- tokens\n"
+    "    output      INTEGER NOT NULL,       -- tokens generated\n"
+    "    replica     INTEGER,                -- NULL: never routed\n"
+    "    ttft        REAL,                   -- s; NULL when dropped\n"
+    "    tpot        REAL,                   -- s; NULL when dropped or output <= 1\n"
+    "    e2e         REAL,                   -- s; NULL when dropped\n"
+    "    queue_delay REAL,                   -- s; NULL when dropped\n"
+    "    preemptions INTEGER NOT NULL,\n"
+    "    slo_met     INTEGER NOT NULL,       -- 0 or 1\n"
+    "    dropped     INTEGER NOT NULL,       -- 0 or 1\n"
+    "    drop_reason TEXT,                   -- why it was dropped; NULL otherwise\n"
+    "    PRIMARY KEY (run, id)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE IF NOT EXISTS replicas (\n"
+    "    run        INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "    id         INTEGER NOT NULL,\n"
+    "    role       TEXT NOT NULL,           -- colocated, prefill, decode, ...\n"
+    "    gpus       TEXT NOT NULL,           -- e.g. a100-80g:0,1,2,3\n"
+    "    tp         INTEGER NOT NULL,\n"
+    "    pp         INTEGER NOT NULL,\n"
+    "    bits       INTEGER NOT NULL,        -- weight bits\n"
+    "    kv_blocks  INTEGER NOT NULL,\n"
+    "    perf_model TEXT NOT NULL,           -- latency model that served it\n"
+    "    PRIMARY KEY (run, id)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE IF NOT EXISTS summary (\n"
+    "    run    INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "    metric TEXT NOT NULL,               -- vLLM-style name, e.g. ttft_p99_ms\n"
+    "    value  REAL,\n"
+    "    PRIMARY KEY (run, metric)\n"
+    ") WITHOUT ROWID;\n"
+    "CREATE TABLE IF NOT EXISTS validations (\n"
+    "    run          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n"
+    "    device       TEXT NOT NULL,\n"
+    "    iteration    INTEGER NOT NULL,\n"
+    "    predicted_ns INTEGER NOT NULL,\n"
+    "    measured_ns  INTEGER NOT NULL,\n"
+    "    PRIMARY KEY (run, device, iteration)\n"
+    ") WITHOUT ROWID;\n"
+    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1');\n"
+    ;
+
+/* migrations[v] upgrades a version-v database to v + 1 (inside the open
+ * transaction).  Version 1 is the first, so there is nothing to migrate
+ * yet; a future version 2 adds migrations[1]. */
+static const char *const migrations[HS_DB_SCHEMA_VERSION] = {
+    NULL,   /* 0 -> 1: no hetsim database ever had version 0 */
+};
+
+struct hs_db {
+    sqlite3 *h;
+    char *path;                 /* for error messages */
+    sqlite3_stmt *ins_run, *ins_replica, *ins_request, *ins_summary, *upd_run;
+    int open;                   /* 1 while a run's transaction is open */
+    int64_t run;                /* the open run's id */
+};
+
+/* Formats the connection's last SQLite error; returns HS_EDB. */
+static int db_fail(hs_db *db, hs_err *err, const char *what)
+{
+    return hs_errf(err, HS_EDB, "%s: %s: %s", db->path, what, sqlite3_errmsg(db->h));
+}
+
+static int db_exec(hs_db *db, const char *sql, const char *what, hs_err *err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(db->h, sql, NULL, NULL, &msg) == SQLITE_OK) return 0;
+    hs_errf(err, HS_EDB, "%s: %s: %s", db->path, what,
+            msg ? msg : sqlite3_errmsg(db->h));
+    sqlite3_free(msg);
+    return HS_EDB;
+}
+
+/* Steps a statement that returns no rows and resets it for reuse.  The
+ * message is taken before the reset so it names this failure. */
+static int step_done(hs_db *db, sqlite3_stmt *st, const char *what, hs_err *err)
+{
+    int rc = sqlite3_step(st);
+    int ret = 0;
+    if (rc != SQLITE_DONE) ret = db_fail(db, err, what);
+    sqlite3_reset(st);
+    return ret;
+}
+
+/* Rolls back whatever transaction is open; SQLite may already have done so
+ * after an error, hence the autocommit test. */
+static void rollback(hs_db *db)
+{
+    if (!sqlite3_get_autocommit(db->h))
+        sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* Runs a one-row, one-column query; *found tells whether a row came back.
+ * The text (when any) is copied into buf. */
+static int query_text(hs_db *db, const char *sql, char *buf, size_t cap,
+                      int *found, hs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    *found = 0;
+    buf[0] = '\0';
+    if (sqlite3_prepare_v2(db->h, sql, -1, &st, NULL) != SQLITE_OK)
+        return db_fail(db, err, "reading the schema");
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        snprintf(buf, cap, "%s", t ? (const char *)t : "");
+        *found = 1;
+    } else if (rc != SQLITE_DONE) {
+        int ret = db_fail(db, err, "reading the schema");
+        sqlite3_finalize(st);
+        return ret;
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+/* Parses a schema_version value; -1 when it is not a plain integer. */
+static long parse_version(const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    return (end == s || *end || v < 0) ? -1 : v;
+}
+
+/* Creates the schema in an empty database, migrates an older one, refuses
+ * a newer or foreign one; all inside one IMMEDIATE transaction so two
+ * processes opening a new file cannot both create it. */
+static int ensure_schema(hs_db *db, hs_err *err)
+{
+    char buf[64];
+    int found, rc;
+    if ((rc = db_exec(db, "BEGIN IMMEDIATE", "opening", err))) return rc;
+    rc = query_text(db, "SELECT count(*) FROM sqlite_master "
+                        "WHERE type = 'table' AND name = 'meta'",
+                    buf, sizeof buf, &found, err);
+    if (rc) goto fail;
+    if (strcmp(buf, "0") == 0) {
+        rc = query_text(db, "SELECT count(*) FROM sqlite_master", buf,
+                        sizeof buf, &found, err);
+        if (rc) goto fail;
+        if (strcmp(buf, "0") != 0) {
+            rc = hs_errf(err, HS_EDB, "%s: not a hetsim results database "
+                         "(it has tables but no table meta)", db->path);
+            goto fail;
+        }
+        if ((rc = db_exec(db, schema_sql, "creating the schema", err))) goto fail;
+    }
+    rc = query_text(db, "SELECT value FROM meta WHERE key = 'schema_version'",
+                    buf, sizeof buf, &found, err);
+    if (rc) goto fail;
+    long v = found ? parse_version(buf) : -1;
+    if (v < 0) {
+        rc = hs_errf(err, HS_EDB, "%s: table meta has no valid schema_version "
+                     "(found '%s')", db->path, found ? buf : "");
+        goto fail;
+    }
+    if (v > HS_DB_SCHEMA_VERSION) {
+        rc = hs_errf(err, HS_EDB, "%s: schema version %ld is newer than this "
+                     "build's (%d); use a newer hetsim or another file",
+                     db->path, v, HS_DB_SCHEMA_VERSION);
+        goto fail;
+    }
+    for (; v < HS_DB_SCHEMA_VERSION; v++) {
+        if (!migrations[v]) {
+            rc = hs_errf(err, HS_EDB, "%s: no migration from schema version "
+                         "%ld to %ld", db->path, v, v + 1);
+            goto fail;
+        }
+        if ((rc = db_exec(db, migrations[v], "migrating the schema", err))) goto fail;
+        char upd[128];
+        snprintf(upd, sizeof upd, "UPDATE meta SET value = '%ld' "
+                 "WHERE key = 'schema_version'", v + 1);
+        if ((rc = db_exec(db, upd, "migrating the schema", err))) goto fail;
+    }
+    if ((rc = db_exec(db, "COMMIT", "creating the schema", err))) goto fail;
+    return 0;
+fail:
+    rollback(db);
+    return rc;
+}
+
+static int prepare(hs_db *db, sqlite3_stmt **st, const char *sql, hs_err *err)
+{
+    /* PERSISTENT: these statements live as long as the connection. */
+    if (sqlite3_prepare_v3(db->h, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL)
+        != SQLITE_OK)
+        return db_fail(db, err, "preparing a statement");
+    return 0;
+}
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+int hs_db_open(hs_db **out, const char *path, hs_err *err)
+{
+    int rc;
+    *out = NULL;
+    if (!path || !*path) return hs_errf(err, HS_EINVAL, "database path is empty");
+    hs_db *db = calloc(1, sizeof *db);
+    if (!db || !(db->path = dup_str(path))) {
+        free(db);
+        return hs_errf(err, HS_ENOMEM, "%s: out of memory", path);
+    }
+    rc = sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                         NULL);
+    if (rc != SQLITE_OK) {
+        rc = hs_errf(err, HS_EDB, "%s: opening: %s", path,
+                     db->h ? sqlite3_errmsg(db->h) : sqlite3_errstr(rc));
+        goto fail;
+    }
+    /* Another run writing the same file holds the lock for its whole run;
+     * wait for it (up to 60 s) rather than fail. */
+    sqlite3_busy_timeout(db->h, 60000);
+    rc = db_exec(db, "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; "
+                     "PRAGMA cache_size = -65536", "opening", err);
+    if (rc) goto fail;
+    if ((rc = ensure_schema(db, err))) goto fail;
+    if ((rc = prepare(db, &db->ins_run,
+            "INSERT INTO runs (started, config, git_rev, seed, label) "
+            "VALUES (?1, ?2, ?3, ?4, ?5)", err)) ||
+        (rc = prepare(db, &db->ins_replica,
+            "INSERT INTO replicas (run, id, role, gpus, tp, pp, bits, kv_blocks, "
+            "perf_model) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", err)) ||
+        (rc = prepare(db, &db->ins_request,
+            "INSERT INTO requests (run, id, arrival, prompt, output, replica, "
+            "ttft, tpot, e2e, queue_delay, preemptions, slo_met, dropped, drop_reason) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)", err)) ||
+        (rc = prepare(db, &db->ins_summary,
+            "INSERT INTO summary (run, metric, value) VALUES (?1, ?2, ?3)", err)) ||
+        (rc = prepare(db, &db->upd_run,
+            "UPDATE runs SET wall_s = ?1, events = ?2 WHERE id = ?3", err)))
+        goto fail;
+    *out = db;
+    return 0;
+fail:
+    hs_db_close(db);
+    return rc;
+}
+
+void hs_db_close(hs_db *db)
+{
+    if (!db) return;
+    if (db->h) {
+        hs_db_run_abort(db);
+        sqlite3_finalize(db->ins_run);
+        sqlite3_finalize(db->ins_replica);
+        sqlite3_finalize(db->ins_request);
+        sqlite3_finalize(db->ins_summary);
+        sqlite3_finalize(db->upd_run);
+        sqlite3_close(db->h);
+    }
+    free(db->path);
+    free(db);
+}
+
+/* NULL text is stored as the empty string (the columns are NOT NULL). */
+static int bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+    return sqlite3_bind_text(st, i, s ? s : "", -1, SQLITE_TRANSIENT);
+}
+
+/* Checks that run_id is the open run and that SQLite has not rolled its
+ * transaction back behind our back (see the file comment). */
+static int check_run(hs_db *db, int64_t run_id, hs_err *err)
+{
+    if (!db->open || db->run != run_id)
+        return hs_errf(err, HS_ESTATE, "%s: run %lld is not the open run",
+                       db->path, (long long)run_id);
+    if (sqlite3_get_autocommit(db->h))
+        return hs_errf(err, HS_EDB, "%s: run %lld: its transaction was rolled "
+                       "back after an earlier error", db->path, (long long)run_id);
+    return 0;
+}
+
+int hs_db_run_begin(hs_db *db, const hs_run_info *info, int64_t *run_id,
+                    hs_err *err)
+{
+    int rc;
+    if (db->open)
+        return hs_errf(err, HS_ESTATE, "%s: run %lld is still open", db->path,
+                       (long long)db->run);
+    char started[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    if (now == (time_t)-1 || !gmtime_r(&now, &tm) ||
+        !strftime(started, sizeof started, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(started, sizeof started, "unknown");
+    if ((rc = db_exec(db, "BEGIN IMMEDIATE", "beginning a run", err))) return rc;
+    sqlite3_stmt *st = db->ins_run;
+    if (bind_text(st, 1, started) || bind_text(st, 2, info->config_json ? info->config_json : "{}") ||
+        bind_text(st, 3, info->git_rev) ||
+        sqlite3_bind_int64(st, 4, (sqlite3_int64)info->seed) ||
+        bind_text(st, 5, info->label)) {
+        rc = db_fail(db, err, "inserting the run");
+        sqlite3_reset(st);
+        goto fail;
+    }
+    if ((rc = step_done(db, st, "inserting the run", err))) goto fail;
+    db->run = sqlite3_last_insert_rowid(db->h);
+    db->open = 1;
+    *run_id = db->run;
+    return 0;
+fail:
+    rollback(db);
+    return rc;
+}
+
+int hs_db_replica(hs_db *db, int64_t run_id, const hs_replica_row *r,
+                  hs_err *err)
+{
+    int rc;
+    if ((rc = check_run(db, run_id, err))) return rc;
+    sqlite3_stmt *st = db->ins_replica;
+    if (sqlite3_bind_int64(st, 1, run_id) || sqlite3_bind_int(st, 2, r->id) ||
+        bind_text(st, 3, r->role) || bind_text(st, 4, r->gpus) ||
+        sqlite3_bind_int(st, 5, r->tp) || sqlite3_bind_int(st, 6, r->pp) ||
+        sqlite3_bind_int(st, 7, r->bits) || sqlite3_bind_int64(st, 8, r->kv_blocks) ||
+        bind_text(st, 9, r->perf_model)) {
+        rc = db_fail(db, err, "inserting a replica");
+        sqlite3_reset(st);
+        return rc;
+    }
+    return step_done(db, st, "inserting a replica", err);
+}
+
+int hs_db_request(hs_db *db, int64_t run_id, const hs_req_record *r,
+                  int slo_met, hs_err *err)
+{
+    int rc;
+    if ((rc = check_run(db, run_id, err))) return rc;
+    sqlite3_stmt *st = db->ins_request;
+    /* Binding numbers cannot fail on a valid statement and index, so only
+     * the step is checked (asserted in debug builds). */
+    int b = 0;
+    b |= sqlite3_bind_int64(st, 1, run_id);
+    b |= sqlite3_bind_int64(st, 2, r->id);
+    b |= sqlite3_bind_double(st, 3, hs_ns_to_s(r->arrival));
+    b |= sqlite3_bind_int(st, 4, r->prompt);
+    b |= sqlite3_bind_int(st, 5, r->output);
+    b |= r->replica >= 0 ? sqlite3_bind_int(st, 6, r->replica) : sqlite3_bind_null(st, 6);
+    if (r->dropped) {
+        for (int i = 7; i <= 10; i++) b |= sqlite3_bind_null(st, i);
+    } else {
+        b |= sqlite3_bind_double(st, 7, hs_ns_to_s(r->first_token - r->arrival));
+        /* Same definition as metrics.c: (finish - first_token) / (output - 1). */
+        if (r->output > 1)
+            b |= sqlite3_bind_double(st, 8, hs_ns_to_s(r->finish - r->first_token) /
+                                                (double)(r->output - 1));
+        else
+            b |= sqlite3_bind_null(st, 8);
+        b |= sqlite3_bind_double(st, 9, hs_ns_to_s(r->finish - r->arrival));
+        b |= sqlite3_bind_double(st, 10, hs_ns_to_s(r->first_sched - r->arrival));
+    }
+    b |= sqlite3_bind_int(st, 11, r->preemptions);
+    b |= sqlite3_bind_int(st, 12, slo_met ? 1 : 0);
+    b |= sqlite3_bind_int(st, 13, r->dropped ? 1 : 0);
+    b |= r->dropped && r->why ? sqlite3_bind_text(st, 14, r->why, -1, SQLITE_STATIC)
+                              : sqlite3_bind_null(st, 14);
+    assert(b == SQLITE_OK);
+    (void)b;
+    return step_done(db, st, "inserting a request", err);
+}
+
+int hs_db_summary(hs_db *db, int64_t run_id, const hs_metric_value *v, int n,
+                  hs_err *err)
+{
+    int rc;
+    if ((rc = check_run(db, run_id, err))) return rc;
+    sqlite3_stmt *st = db->ins_summary;
+    for (int i = 0; i < n; i++) {
+        /* A NaN binds as NULL, which the value column allows. */
+        if (sqlite3_bind_int64(st, 1, run_id) || bind_text(st, 2, v[i].name) ||
+            sqlite3_bind_double(st, 3, v[i].value)) {
+            rc = db_fail(db, err, "inserting a summary value");
+            sqlite3_reset(st);
+            return rc;
+        }
+        char what[80];
+        snprintf(what, sizeof what, "inserting summary metric %.40s", v[i].name);
+        if ((rc = step_done(db, st, what, err))) return rc;
+    }
+    return 0;
+}
+
+int hs_db_run_commit(hs_db *db, int64_t run_id, double wall_s, int64_t events,
+                     hs_err *err)
+{
+    int rc;
+    if ((rc = check_run(db, run_id, err))) return rc;
+    sqlite3_stmt *st = db->upd_run;
+    sqlite3_bind_double(st, 1, wall_s);
+    sqlite3_bind_int64(st, 2, events);
+    sqlite3_bind_int64(st, 3, run_id);
+    if ((rc = step_done(db, st, "finishing the run", err))) goto fail;
+    if ((rc = db_exec(db, "COMMIT", "committing the run", err))) goto fail;
+    db->open = 0;
+    return 0;
+fail:
+    /* A run that cannot be committed leaves nothing behind; the caller's
+     * later hs_db_run_abort() is then a no-op. */
+    hs_db_run_abort(db);
+    return rc;
+}
+
+void hs_db_run_abort(hs_db *db)
+{
+    if (!db) return;
+    rollback(db);
+    db->open = 0;
+}

@@ -1,0 +1,67 @@
+/* db.h - the SQLite results writer.
+ *
+ * A database holds many runs.  Schema (results/schema.sql is the same text,
+ * versioned in table `meta` key 'schema_version'):
+ *   runs(id, started, config, git_rev, seed, wall_s, events, label)
+ *   requests(run, id, arrival, prompt, output, replica, ttft, tpot, e2e,
+ *            queue_delay, preemptions, slo_met, dropped)      -- times in s
+ *   replicas(run, id, role, gpus, tp, pp, bits, kv_blocks, perf_model)
+ *   summary(run, metric, value)
+ *   validations(run, device, iteration, predicted_ns, measured_ns)
+ * A run is written inside one transaction: hs_db_run_begin() opens it,
+ * hs_db_run_commit() commits, hs_db_run_abort() rolls back, so a failed run
+ * leaves no row anywhere.  Inserts use prepared statements. */
+#ifndef HS_DB_H
+#define HS_DB_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+#include "out/metrics.h"
+#include "serve/sink.h"
+
+#define HS_DB_SCHEMA_VERSION 1
+
+typedef struct hs_db hs_db;
+
+/* Opens (creating when needed) the database and its schema.  A database
+ * whose schema_version is newer than this build is an error; an older one
+ * is migrated. */
+int hs_db_open(hs_db **out, const char *path, hs_err *err);
+void hs_db_close(hs_db *db);
+
+typedef struct hs_run_info {
+    const char *config_json;  /* the whole effective configuration */
+    const char *git_rev;      /* may be "" */
+    const char *label;        /* may be "" */
+    uint64_t seed;
+} hs_run_info;
+
+/* Begins a transaction and inserts the runs row; *run_id is its id. */
+int hs_db_run_begin(hs_db *db, const hs_run_info *info, int64_t *run_id,
+                    hs_err *err);
+
+typedef struct hs_replica_row {
+    int32_t id;
+    const char *role;       /* "colocated", "prefill", "decode", ... */
+    const char *gpus;       /* e.g. "a100-80g:0,1,2,3" */
+    int32_t tp, pp;
+    int32_t bits;           /* weight bits (16, 8, 4, 3) */
+    int64_t kv_blocks;
+    const char *perf_model; /* which latency model served it, e.g. "roofline" */
+} hs_replica_row;
+
+int hs_db_replica(hs_db *db, int64_t run_id, const hs_replica_row *r,
+                  hs_err *err);
+/* slo_met is computed by the caller (hs_metrics_slo_met). */
+int hs_db_request(hs_db *db, int64_t run_id, const hs_req_record *r,
+                  int slo_met, hs_err *err);
+int hs_db_summary(hs_db *db, int64_t run_id, const hs_metric_value *v, int n,
+                  hs_err *err);
+/* Fills wall_s and events into the runs row and commits. */
+int hs_db_run_commit(hs_db *db, int64_t run_id, double wall_s, int64_t events,
+                     hs_err *err);
+/* Rolls back the open run; safe to call when none is open. */
+void hs_db_run_abort(hs_db *db);
+
+#endif

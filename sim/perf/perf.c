@@ -1,0 +1,81 @@
+/* perf.c - latency-model registry, shared pieces (collectives); see perf.h. */
+#include "perf/perf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/conf.h"
+
+extern const hs_perf_builder hs_perf_roofline;
+
+const hs_perf_builder *const hs_perf_builders[] = {
+    &hs_perf_roofline,
+    NULL,
+};
+
+const hs_perf_builder *hs_perf_find(const char *name)
+{
+    for (int i = 0; hs_perf_builders[i]; i++)
+        if (!strcmp(hs_perf_builders[i]->name, name)) return hs_perf_builders[i];
+    return NULL;
+}
+
+/* Defaults: efficiencies typical of FP16 inference kernels on NVIDIA data
+ * centre GPUs (cuBLAS reaches 70-80% of dense peak on large GEMMs;
+ * FlashAttention 40-60%; HBM copies 80-90%; NCCL ring all-reduce about 80%
+ * of link bandwidth).  The measured-table model replaces these guesses. */
+void hs_perf_cfg_defaults(hs_perf_cfg *c)
+{
+    hs_conf_defaults(c, hs_perf_cfg_fields);
+}
+
+const hs_field hs_perf_cfg_fields[] = {
+    HS_FIELD_STR(hs_perf_cfg, model, 0, "roofline", "latency model builder"),
+    HS_FIELD_NUM(hs_perf_cfg, gemm_eff, HS_F_DOUBLE, 0, 0.7, 0.01, 1, "GEMM fraction of peak FLOP/s"),
+    HS_FIELD_NUM(hs_perf_cfg, attn_eff, HS_F_DOUBLE, 0, 0.5, 0.01, 1, "attention fraction of peak FLOP/s"),
+    HS_FIELD_NUM(hs_perf_cfg, mem_eff, HS_F_DOUBLE, 0, 0.8, 0.01, 1, "fraction of memory bandwidth"),
+    HS_FIELD_NUM(hs_perf_cfg, link_eff, HS_F_DOUBLE, 0, 0.8, 0.01, 1, "fraction of link bandwidth"),
+    HS_FIELD_NUM(hs_perf_cfg, launch_us, HS_F_DOUBLE, 0, 4, 0, 1e4, "per kernel launch, us"),
+    HS_FIELD_NUM(hs_perf_cfg, step_overhead_us, HS_F_DOUBLE, 0, 300, 0, 1e6, "per iteration, us"),
+    {0},
+};
+
+int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
+                  const hs_cluster *c, const hs_layout *l, int max_tokens,
+                  int max_seqs, hs_err *err)
+{
+    const hs_perf_builder *b = hs_perf_find(cfg->model);
+    memset(p, 0, sizeof *p);
+    if (!b) return hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", cfg->model);
+    return b->build(p, cfg, m, c, l, max_tokens, max_seqs, err);
+}
+
+void hs_perf_free(hs_perf *p)
+{
+    if (!p) return;
+    for (int s = 0; s < p->pp; s++) {
+        free(p->stage[s].dense);
+        free(p->stage[s].head);
+        p->stage[s].dense = p->stage[s].head = NULL;
+    }
+    p->pp = 0;
+}
+
+double hs_allreduce_s(const hs_cluster *c, const int *gpus, int n,
+                      double bytes, double link_eff)
+{
+    double bw = 0, lat = 0;
+    if (n <= 1) return 0;
+    /* A ring is as fast as its slowest hop; NCCL picks the ring, so we take
+     * the slowest link and highest latency among the members. */
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            double b, a;
+            if (i == j) continue;
+            b = hs_cluster_bw(c, gpus[i], gpus[j]);
+            a = hs_cluster_lat(c, gpus[i], gpus[j]);
+            if (bw == 0 || b < bw) bw = b;
+            if (a > lat) lat = a;
+        }
+    return 2.0 * (n - 1) * lat + 2.0 * (n - 1) / n * bytes / (bw * link_eff);
+}

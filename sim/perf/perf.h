@@ -1,0 +1,132 @@
+/* perf.h - the latency model of one replica, pre-tabulated.
+ *
+ * A latency model is a builder: given the model, the cluster and a replica's
+ * parallel layout, it fills an hs_perf whose hot-path queries are array
+ * lookups and a few multiply-adds (the hot loop never parses, allocates or
+ * interpolates from scratch).  Builders are registered by name: "roofline"
+ * (per-operator roofline with efficiency factors, this file's companion
+ * roofline.c); measured-table builders plug in beside it with the same
+ * output struct.
+ *
+ * Stage time for one iteration (ns) =
+ *     dense[T] + head[S]                       (tabulated by tokens / samples)
+ *   + dec_fixed + dec_seq * B + dec_ctx * C    (decode attention)
+ *   + pre_fixed + pre_pair * W + pre_ctx * P   (prefill attention)
+ * where T = tokens in the pass, S = sequences sampled, B = decode sequences,
+ * C = their total context, W = sum over prefill chunks of c*(p + (c+1)/2)
+ * (query-key pairs of causal attention over a prefix p), P = sum of prefixes.
+ * Activations are sent to the next stage in send_alpha + send_token * T. */
+#ifndef HS_PERF_H
+#define HS_PERF_H
+
+#include <stdint.h>
+
+#include "core/conf.h"
+#include "core/err.h"
+#include "core/time.h"
+#include "hw/hw.h"
+#include "llm/model.h"
+
+#define HS_MAX_TP 16
+#define HS_MAX_PP 128
+
+typedef struct hs_stage_layout {
+    int tp;
+    int layers;
+    int bits;                 /* weight bits: 16, 8, 4, 3 */
+    int gpus[HS_MAX_TP];      /* cluster GPU ids, tp of them */
+} hs_stage_layout;
+
+typedef struct hs_layout {
+    int pp;
+    int kv_bits;              /* 16 or 8 */
+    hs_stage_layout stage[HS_MAX_PP];
+} hs_layout;
+
+typedef struct hs_perf_stage {
+    int max_tokens, max_seqs;
+    double *dense;            /* [max_tokens + 1] ns */
+    double *head;             /* [max_seqs + 1] ns */
+    double dec_fixed, dec_seq, dec_ctx;   /* ns, ns/seq, ns/token */
+    double pre_fixed, pre_pair, pre_ctx;  /* ns, ns/pair, ns/token */
+    double send_alpha, send_token;        /* ns, ns/token to next stage */
+} hs_perf_stage;
+
+typedef struct hs_perf {
+    int pp;
+    char model_name[32];      /* which builder made it, recorded per replica */
+    double step_overhead;     /* ns per iteration (scheduler, sampling launch) */
+    hs_perf_stage stage[HS_MAX_PP];
+} hs_perf;
+
+/* The work of one iteration, as aggregates (never per request). */
+typedef struct hs_batch_shape {
+    int32_t tokens;           /* T: all tokens in the forward pass */
+    int32_t samples;          /* S: sequences producing a token */
+    int32_t dec_seqs;         /* B */
+    int64_t dec_ctx;          /* C, tokens */
+    double pre_pairs;         /* W */
+    int64_t pre_prefix;       /* P, tokens */
+    int32_t pre_chunks;       /* prefill chunks in the pass */
+} hs_batch_shape;
+
+/* Efficiency knobs of the roofline model (typed config "perf.*"). */
+typedef struct hs_perf_cfg {
+    char model[32];           /* builder name, "roofline" */
+    double gemm_eff;          /* fraction of peak FLOP/s reached by large GEMMs */
+    double attn_eff;          /* fraction of peak FLOP/s reached by attention */
+    double mem_eff;           /* fraction of peak memory bandwidth */
+    double link_eff;          /* fraction of link bandwidth in collectives */
+    double launch_us;         /* per kernel launch */
+    double step_overhead_us;  /* per iteration */
+} hs_perf_cfg;
+
+void hs_perf_cfg_defaults(hs_perf_cfg *c);
+extern const hs_field hs_perf_cfg_fields[];
+
+typedef struct hs_perf_builder {
+    const char *name;
+    const char *help;
+    int (*build)(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
+                 const hs_cluster *c, const hs_layout *l, int max_tokens,
+                 int max_seqs, hs_err *err);
+} hs_perf_builder;
+
+const hs_perf_builder *hs_perf_find(const char *name);
+extern const hs_perf_builder *const hs_perf_builders[];
+
+/* Builds with the builder named in cfg->model. */
+int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
+                  const hs_cluster *c, const hs_layout *l, int max_tokens,
+                  int max_seqs, hs_err *err);
+void hs_perf_free(hs_perf *p);
+
+/* Time of stage s for the batch, ns (double; callers round once). */
+static inline double hs_perf_stage_ns(const hs_perf *p, int s,
+                                      const hs_batch_shape *b)
+{
+    const hs_perf_stage *st = &p->stage[s];
+    int t = b->tokens < st->max_tokens ? b->tokens : st->max_tokens;
+    int k = b->samples < st->max_seqs ? b->samples : st->max_seqs;
+    double ns = st->dense[t] + st->head[k];
+    /* Beyond the table, scale linearly from its last entry (only reachable
+     * through misconfiguration; the replica caps batches to the table). */
+    if (b->tokens > st->max_tokens)
+        ns += st->dense[st->max_tokens] * (double)(b->tokens - st->max_tokens) / st->max_tokens;
+    if (b->dec_seqs)
+        ns += st->dec_fixed + st->dec_seq * b->dec_seqs + st->dec_ctx * (double)b->dec_ctx;
+    if (b->pre_chunks)
+        ns += st->pre_fixed + st->pre_pair * b->pre_pairs + st->pre_ctx * (double)b->pre_prefix;
+    return ns;
+}
+
+static inline double hs_perf_send_ns(const hs_perf *p, int s, int32_t tokens)
+{
+    return p->stage[s].send_alpha + p->stage[s].send_token * tokens;
+}
+
+/* Ring all-reduce of `bytes` over the GPUs (alpha-beta, slowest link), s. */
+double hs_allreduce_s(const hs_cluster *c, const int *gpus, int n,
+                      double bytes, double link_eff);
+
+#endif

@@ -1,0 +1,137 @@
+/* roofline.c - the per-operator roofline latency model.
+ *
+ * Every operator of a transformer layer costs
+ *     max(FLOPs / (peak * eff_compute), bytes / (bandwidth * eff_mem)) + launch
+ * on the slowest GPU of the stage (TP ranks run in lockstep), with shapes
+ * sharded by TP.  TP adds ring all-reduces of the hidden states (two per
+ * layer, one when attention and MLP run in parallel); PP adds a point-to-
+ * point send of the hidden states between stages.  Quantised weights are
+ * dequantised in the kernel: they cut the bytes, not the FLOPs.
+ * Limits: no wave quantisation or tile effects, no overlap of communication
+ * with compute; encoder layers of encoder-decoder models are not yet timed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf/perf.h"
+
+typedef struct rf {
+    double flops, bw;        /* slowest rank's FLOP/s and bytes/s */
+    const hs_perf_cfg *cfg;
+} rf;
+
+static double op_s(const rf *r, double flops, double bytes, double eff)
+{
+    double tc = flops / (r->flops * eff), tm = bytes / (r->bw * r->cfg->mem_eff);
+    return (tc > tm ? tc : tm) + r->cfg->launch_us * 1e-6;
+}
+
+/* y[T x n] = x[T x k] * W[k x n] with W at wb bytes per element. */
+static double gemm_s(const rf *r, double t, double k, double n, double wb)
+{
+    return op_s(r, 2.0 * t * k * n, k * n * wb + 2.0 * t * (k + n), r->cfg->gemm_eff);
+}
+
+static double elementwise_s(const rf *r, double elems, double passes)
+{
+    return op_s(r, elems * 4.0, elems * 2.0 * passes, 1.0);
+}
+
+/* One decoder layer on one rank for t tokens (dense part, no attention
+ * core), including its TP all-reduces; seconds. */
+static double layer_dense_s(const rf *r, const hs_model *m, const hs_cluster *c,
+                            const hs_stage_layout *st, double t)
+{
+    int tp = st->tp;
+    double wb = hs_weight_bytes_per_param(st->bits);
+    double q = (double)m->heads * m->head_dim / tp;
+    double kv = (double)hs_model_kv_heads_per_rank(m, tp) * m->head_dim;
+    double h = m->hidden, f = (double)m->ffn / tp, s = 0;
+    s += gemm_s(r, t, h, q + 2 * kv, wb);              /* QKV projection */
+    s += gemm_s(r, t, q, h, wb);                       /* output projection */
+    s += gemm_s(r, t, h, (m->ffn_gated ? 2 : 1) * f, wb); /* up (+gate) */
+    s += gemm_s(r, t, f, h, wb);                       /* down */
+    s += 2 * elementwise_s(r, t * h, 2);               /* two norms */
+    s += elementwise_s(r, t * f, m->ffn_gated ? 3 : 2);/* activation (x gate) */
+    s += 2 * elementwise_s(r, t * h, 3);               /* residual adds */
+    if (!strcmp(m->position, "rope")) s += elementwise_s(r, t * (q + kv), 2);
+    if (tp > 1)
+        s += (m->parallel_attn ? 1 : 2) *
+             hs_allreduce_s(c, st->gpus, tp, t * h * 2.0, r->cfg->link_eff);
+    return s;
+}
+
+static int build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
+                 const hs_cluster *c, const hs_layout *l, int max_tokens,
+                 int max_seqs, hs_err *err)
+{
+    memset(p, 0, sizeof *p);
+    p->pp = l->pp;
+    snprintf(p->model_name, sizeof p->model_name, "roofline");
+    p->step_overhead = cfg->step_overhead_us * 1e3;
+    for (int s = 0; s < l->pp; s++) {
+        const hs_stage_layout *st = &l->stage[s];
+        hs_perf_stage *ps = &p->stage[s];
+        rf r = {0, 0, cfg};
+        int tp = st->tp, first = s == 0, last = s == l->pp - 1;
+        double q, kvb, L = st->layers, h = m->hidden;
+        for (int i = 0; i < tp; i++) {
+            const hs_gpu *g = hs_cluster_gpu(c, st->gpus[i]);
+            if (r.flops == 0 || g->flops16 < r.flops) r.flops = g->flops16;
+            if (r.bw == 0 || g->mem_bw < r.bw) r.bw = g->mem_bw;
+        }
+        ps->max_tokens = max_tokens;
+        ps->max_seqs = max_seqs;
+        ps->dense = calloc((size_t)max_tokens + 1, sizeof *ps->dense);
+        ps->head = calloc((size_t)max_seqs + 1, sizeof *ps->head);
+        if (!ps->dense || !ps->head) {
+            hs_perf_free(p);
+            return hs_errf(err, HS_ENOMEM, "out of memory building latency tables");
+        }
+        for (int t = 1; t <= max_tokens; t++) {
+            double sec = L * layer_dense_s(&r, m, c, st, t);
+            if (first) sec += op_s(&r, 0, t * h * 2.0 * 2, 1.0); /* embedding gather */
+            ps->dense[t] = sec * 1e9;
+        }
+        for (int k = 1; k <= max_seqs && last; k++) {
+            double sec = gemm_s(&r, k, h, (double)m->vocab / tp, 2.0) +
+                         elementwise_s(&r, k * h, 2);          /* final norm */
+            if (tp > 1) /* gather the vocabulary shards of the logits */
+                sec += hs_allreduce_s(c, st->gpus, tp, k * (double)m->vocab / tp * 4.0,
+                                      cfg->link_eff) / 2;
+            ps->head[k] = sec * 1e9;
+        }
+        /* Decode attention: reads every cached K and V once (memory bound
+         * except at very short contexts); 4 FLOPs per head-dim per pair. */
+        q = (double)m->heads * m->head_dim / tp;
+        kvb = hs_model_kv_bytes_token_layer(m, tp, l->kv_bits);
+        {
+            double per_ctx_c = 4.0 * q / (r.flops * cfg->attn_eff);
+            double per_ctx_m = kvb / (r.bw * cfg->mem_eff);
+            ps->dec_ctx = L * (per_ctx_c > per_ctx_m ? per_ctx_c : per_ctx_m) * 1e9;
+            ps->dec_seq = L * (4.0 * q / (r.bw * cfg->mem_eff)) * 1e9; /* q in, out */
+            ps->dec_fixed = L * cfg->launch_us * 1e3;
+        }
+        /* Prefill attention (FlashAttention-style): compute bound on the
+         * query-key pairs, plus reading the cached prefix of chunked prompts. */
+        ps->pre_pair = L * 4.0 * q / (r.flops * cfg->attn_eff) * 1e9;
+        ps->pre_ctx = L * kvb / (r.bw * cfg->mem_eff) * 1e9;
+        ps->pre_fixed = L * cfg->launch_us * 1e3;
+        if (!last) {
+            const hs_stage_layout *nx = &l->stage[s + 1];
+            double bw = hs_cluster_bw(c, st->gpus[0], nx->gpus[0]);
+            double lat = hs_cluster_lat(c, st->gpus[0], nx->gpus[0]);
+            if (st->gpus[0] == nx->gpus[0]) { bw = r.bw; lat = 0; }
+            ps->send_alpha = lat * 1e9;
+            ps->send_token = h * 2.0 / (bw * cfg->link_eff) * 1e9;
+        }
+    }
+    return 0;
+}
+
+const hs_perf_builder hs_perf_roofline = {
+    "roofline",
+    "per-operator roofline from datasheet FLOP/s and bandwidth with efficiency factors",
+    build,
+};

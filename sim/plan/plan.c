@@ -1,0 +1,18 @@
+/* plan.c - the planner registry. */
+#include "plan/plan.h"
+
+#include <string.h>
+
+extern const hs_planner_ops hs_planner_uniform;
+
+const hs_planner_ops *const hs_planners[] = {
+    &hs_planner_uniform,
+    NULL,
+};
+
+const hs_planner_ops *hs_planner_find(const char *name)
+{
+    for (int i = 0; hs_planners[i]; i++)
+        if (!strcmp(hs_planners[i]->name, name)) return hs_planners[i];
+    return NULL;
+}

@@ -1,0 +1,35 @@
+/* plan.h - the planner interface and registry.
+ *
+ * A planner turns (model, cluster, constraints) into a deployment
+ * (serve/deploy.h).  Planners are registered by name in plan.c; adding one
+ * touches its own file and one registry line. */
+#ifndef HS_PLAN_H
+#define HS_PLAN_H
+
+#include "core/err.h"
+#include "hw/hw.h"
+#include "llm/model.h"
+#include "serve/deploy.h"
+
+typedef struct hs_plan_req {
+    const hs_model *model;
+    const hs_cluster *cluster;
+    const hs_engine_cfg *engine;
+    int tp;            /* 0: smallest that fits */
+    int pp;            /* >= 1 */
+    int bits;          /* weight bits */
+    int max_replicas;  /* 0: as many as the GPUs allow */
+    int max_tokens;    /* largest forward pass, for the memory check */
+    int32_t max_model_len;
+} hs_plan_req;
+
+typedef struct hs_planner_ops {
+    const char *name;
+    const char *help;
+    int (*plan)(const hs_plan_req *req, hs_deploy *out, hs_err *err);
+} hs_planner_ops;
+
+extern const hs_planner_ops *const hs_planners[];
+const hs_planner_ops *hs_planner_find(const char *name);
+
+#endif

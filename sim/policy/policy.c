@@ -1,0 +1,20 @@
+/* policy.c - the policy registry. */
+#include "policy/policy.h"
+
+#include <string.h>
+
+extern const hs_policy_ops hs_policy_vllm, hs_policy_sarathi, hs_policy_static;
+
+const hs_policy_ops *const hs_policies[] = {
+    &hs_policy_vllm,
+    &hs_policy_sarathi,
+    &hs_policy_static,
+    NULL,
+};
+
+const hs_policy_ops *hs_policy_find(const char *name)
+{
+    for (int i = 0; hs_policies[i]; i++)
+        if (!strcmp(hs_policies[i]->name, name)) return hs_policies[i];
+    return NULL;
+}

@@ -1,0 +1,58 @@
+/* sarathi.c - chunked prefill with stall-free batching (Sarathi-Serve, and
+ * vLLM with enable_chunked_prefill).
+ *
+ * Every iteration has a token budget (engine.chunk_size).  All running
+ * decodes go first, one token each; partly prefilled prompts continue next;
+ * then new requests are admitted FCFS and their prompts cut into chunks
+ * that fill the rest of the budget.  Decodes never stall behind a long
+ * prompt, at the price of prompts taking several iterations. */
+#include "serve/engine.h"
+
+int hs__admit_never_fits(hs_engine *e, hs_lane *l, int32_t r, int32_t max_tokens);
+
+static int schedule(hs_engine *e, hs_lane *l)
+{
+    int32_t budget = e->cfg.chunk_size;
+    if (l->n_dec > 0) {
+        if (hs_lane_reserve_decode(e, l) < 0) {
+            e->fatal = HS_ESTATE;
+            return 0;
+        }
+        if (l->n_dec > 0) {
+            hs_lane_decode_shape(l);
+            budget -= l->n_dec;
+        }
+    }
+    for (int32_t r = l->prefilling.head; r >= 0 && budget > 0;) {
+        hs_req *q = hs_req_at(e, r);
+        int32_t c = q->prefill_len - q->prefilled, nx = q->next;
+        if (c > budget) c = budget;
+        if (hs_iter_add_chunk(e, l, r, c)) goto nomem;
+        budget -= c;
+        r = nx;
+    }
+    while (l->waiting.head >= 0 && budget > 0) {
+        int32_t r = l->waiting.head, c;
+        hs_req *q = hs_req_at(e, r);
+        int32_t need;
+        if (hs__admit_never_fits(e, l, r, 0)) continue;
+        need = hs_blocks_for(e, q->prefill_len);
+        if (l->n_dec + l->prefilling.len + 1 > e->cfg.max_num_seqs) break;
+        if (l->blocks_free - need < l->watermark) break;
+        hs_lane_admit(e, l, r);
+        c = q->prefill_len < budget ? q->prefill_len : budget;
+        if (hs_iter_add_chunk(e, l, r, c)) goto nomem;
+        budget -= c;
+    }
+    return l->it.decode || l->it.n_chunks > 0;
+nomem:
+    e->fatal = HS_ENOMEM;
+    return 0;
+}
+
+const hs_policy_ops hs_policy_sarathi = {
+    "sarathi",
+    "chunked prefill, decodes first, prompts cut to fill a token budget (Sarathi-Serve)",
+    schedule,
+    NULL,
+};

@@ -1,0 +1,289 @@
+/* deploy.c - deployments (JSON in/out, checks) and replica building; see
+ * deploy.h. */
+#include "serve/deploy.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/conf.h"
+
+void hs_deploy_free(hs_deploy *d)
+{
+    if (!d) return;
+    free(d->r);
+    d->r = NULL;
+    d->n = 0;
+}
+
+int hs_deploy_add(hs_deploy *d, const hs_deploy_replica *r, hs_err *err)
+{
+    hs_deploy_replica *nr = realloc(d->r, (size_t)(d->n + 1) * sizeof *nr);
+    if (!nr) return hs_errf(err, HS_ENOMEM, "out of memory adding a replica");
+    d->r = nr;
+    d->r[d->n++] = *r;
+    return 0;
+}
+
+int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
+                    const char *where, hs_err *err)
+{
+    char *used;
+    int rc = 0;
+    if (d->n <= 0) return hs_errf(err, HS_EINVAL, "%s: deployment has no replicas", where);
+    used = calloc((size_t)c->n_gpus, 1);
+    if (!used) return hs_errf(err, HS_ENOMEM, "out of memory");
+    for (int32_t i = 0; i < d->n && !rc; i++) {
+        const hs_layout *l = &d->r[i].layout;
+        int layers = 0;
+        if (l->pp < 1 || l->pp > HS_MAX_PP) {
+            rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d]: %d stages (1..%d)", where, i, l->pp, HS_MAX_PP);
+            break;
+        }
+        if (l->kv_bits != 16 && l->kv_bits != 8) {
+            rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].kv_bits: %d is not 16 or 8", where, i, l->kv_bits);
+            break;
+        }
+        for (int s = 0; s < l->pp && !rc; s++) {
+            const hs_stage_layout *st = &l->stage[s];
+            layers += st->layers;
+            if (st->tp < 1 || st->tp > HS_MAX_TP)
+                rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].stages[%d].tp: %d (1..%d)", where, i, s, st->tp, HS_MAX_TP);
+            else if (st->layers < 1)
+                rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].stages[%d].layers: %d < 1", where, i, s, st->layers);
+            else if (st->bits != 16 && st->bits != 8 && st->bits != 4 && st->bits != 3)
+                rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].stages[%d].bits: %d is not 16, 8, 4 or 3", where, i, s, st->bits);
+            else if (m->heads % st->tp)
+                rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d].stages[%d].tp: %d does not divide the %d heads of %s",
+                             where, i, s, st->tp, m->heads, m->name);
+            for (int k = 0; k < st->tp && !rc; k++) {
+                int g = st->gpus[k];
+                if (g < 0 || g >= c->n_gpus)
+                    rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].stages[%d].gpus: GPU %d not in cluster %s (0..%d)",
+                                 where, i, s, g, c->name, c->n_gpus - 1);
+                else if (used[g])
+                    rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d].stages[%d].gpus: GPU %d is used twice", where, i, s, g);
+                else
+                    used[g] = 1;
+            }
+        }
+        if (!rc && layers != m->layers)
+            rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d]: stages hold %d layers, %s has %d",
+                         where, i, layers, m->name, m->layers);
+    }
+    free(used);
+    return rc;
+}
+
+char *hs_deploy_to_json(const hs_deploy *d)
+{
+    cJSON *root = cJSON_CreateObject(), *reps;
+    char *txt;
+    if (!root) return NULL;
+    cJSON_AddStringToObject(root, "model", d->model);
+    cJSON_AddStringToObject(root, "cluster", d->cluster);
+    cJSON_AddStringToObject(root, "planner", d->planner);
+    reps = cJSON_AddArrayToObject(root, "replicas");
+    for (int32_t i = 0; i < d->n; i++) {
+        const hs_layout *l = &d->r[i].layout;
+        cJSON *r = cJSON_CreateObject(), *stages;
+        cJSON_AddStringToObject(r, "role", d->r[i].role);
+        cJSON_AddNumberToObject(r, "weight", d->r[i].weight);
+        cJSON_AddNumberToObject(r, "kv_bits", l->kv_bits);
+        stages = cJSON_AddArrayToObject(r, "stages");
+        for (int s = 0; s < l->pp; s++) {
+            cJSON *st = cJSON_CreateObject();
+            cJSON_AddNumberToObject(st, "tp", l->stage[s].tp);
+            cJSON_AddNumberToObject(st, "layers", l->stage[s].layers);
+            cJSON_AddNumberToObject(st, "bits", l->stage[s].bits);
+            cJSON_AddItemToObject(st, "gpus", cJSON_CreateIntArray(l->stage[s].gpus, l->stage[s].tp));
+            cJSON_AddItemToArray(stages, st);
+        }
+        cJSON_AddItemToArray(reps, r);
+    }
+    txt = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return txt;
+}
+
+int hs_deploy_write(const hs_deploy *d, const char *path, hs_err *err)
+{
+    char *txt = hs_deploy_to_json(d);
+    FILE *fp;
+    int ok;
+    if (!txt) return hs_errf(err, HS_ENOMEM, "out of memory writing %s", path);
+    fp = fopen(path, "w");
+    if (!fp) {
+        free(txt);
+        return hs_errf(err, HS_EIO, "%s: cannot write", path);
+    }
+    ok = fputs(txt, fp) >= 0 && fputc('\n', fp) != EOF;
+    ok = (fclose(fp) == 0) && ok;
+    free(txt);
+    return ok ? 0 : hs_errf(err, HS_EIO, "%s: write failed", path);
+}
+
+int hs_deploy_read(hs_deploy *d, const char *path, hs_err *err)
+{
+    cJSON *root;
+    const cJSON *reps, *r;
+    int rc, i = 0;
+    char where[1200];
+    memset(d, 0, sizeof *d);
+    if ((rc = hs_json_load(path, &root, err))) return rc;
+    if ((rc = hs_json_str(root, "model", d->model, sizeof d->model, path, err)) ||
+        (rc = hs_json_str(root, "cluster", d->cluster, sizeof d->cluster, path, err)) ||
+        (rc = hs_json_str_opt(root, "planner", d->planner, sizeof d->planner, path, err)))
+        goto out;
+    reps = cJSON_GetObjectItemCaseSensitive(root, "replicas");
+    if (!cJSON_IsArray(reps) || !cJSON_GetArraySize(reps)) {
+        rc = hs_errf(err, HS_EPARSE, "%s: replicas: expected a non-empty array", path);
+        goto out;
+    }
+    cJSON_ArrayForEach(r, reps) {
+        hs_deploy_replica dr;
+        const cJSON *stages, *st;
+        long kvb = 16;
+        int s = 0;
+        memset(&dr, 0, sizeof dr);
+        snprintf(where, sizeof where, "%s: replicas[%d]", path, i);
+        strcpy(dr.role, "colocated");
+        dr.weight = 1;
+        if ((rc = hs_json_str_opt(r, "role", dr.role, sizeof dr.role, where, err)) ||
+            (rc = hs_json_num_opt(r, "weight", 0, 1e9, &dr.weight, where, err)) ||
+            (rc = hs_json_int_opt(r, "kv_bits", 8, 16, &kvb, where, err)))
+            goto out;
+        dr.layout.kv_bits = (int)kvb;
+        stages = cJSON_GetObjectItemCaseSensitive(r, "stages");
+        if (!cJSON_IsArray(stages) || !cJSON_GetArraySize(stages) ||
+            cJSON_GetArraySize(stages) > HS_MAX_PP) {
+            rc = hs_errf(err, HS_EPARSE, "%s: stages: expected 1..%d stages", where, HS_MAX_PP);
+            goto out;
+        }
+        cJSON_ArrayForEach(st, stages) {
+            hs_stage_layout *sl = &dr.layout.stage[s];
+            const cJSON *g, *gpus = cJSON_GetObjectItemCaseSensitive(st, "gpus");
+            long tp = 0, layers = 0, bits = 16;
+            int k = 0;
+            snprintf(where, sizeof where, "%s: replicas[%d].stages[%d]", path, i, s);
+            if ((rc = hs_json_int(st, "tp", 1, HS_MAX_TP, &tp, where, err)) ||
+                (rc = hs_json_int(st, "layers", 1, 100000, &layers, where, err)) ||
+                (rc = hs_json_int_opt(st, "bits", 3, 16, &bits, where, err)))
+                goto out;
+            if (!cJSON_IsArray(gpus) || cJSON_GetArraySize(gpus) != tp) {
+                rc = hs_errf(err, HS_EPARSE, "%s: gpus: expected %ld GPU ids (one per TP rank)", where, tp);
+                goto out;
+            }
+            cJSON_ArrayForEach(g, gpus) {
+                if (!cJSON_IsNumber(g) || g->valuedouble != floor(g->valuedouble) ||
+                    g->valuedouble < 0 || g->valuedouble > 65535) {
+                    rc = hs_errf(err, HS_EPARSE, "%s: gpus[%d]: expected a GPU id", where, k);
+                    goto out;
+                }
+                sl->gpus[k++] = (int)g->valuedouble;
+            }
+            sl->tp = (int)tp;
+            sl->layers = (int)layers;
+            sl->bits = (int)bits;
+            s++;
+        }
+        dr.layout.pp = s;
+        if ((rc = hs_deploy_add(d, &dr, err))) goto out;
+        i++;
+    }
+out:
+    cJSON_Delete(root);
+    if (rc) hs_deploy_free(d);
+    return rc;
+}
+
+void hs_layout_gpus_str(const hs_layout *l, const hs_cluster *c, char *buf,
+                        size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int s = 0; s < l->pp && n < cap; s++) {
+        const hs_stage_layout *st = &l->stage[s];
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s:", s ? "|" : "",
+                              hs_cluster_gpu(c, st->gpus[0])->name);
+        for (int k = 0; k < st->tp && n < cap; k++)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%d", k ? "," : "", st->gpus[k]);
+    }
+}
+
+int64_t hs_layout_kv_blocks(const hs_model *m, const hs_cluster *c,
+                            const hs_layout *l, const hs_engine_cfg *ec,
+                            int max_tokens, hs_err *err)
+{
+    int64_t blocks = INT64_MAX;
+    for (int s = 0; s < l->pp; s++) {
+        const hs_stage_layout *st = &l->stage[s];
+        hs_stage_mem mem;
+        hs_model_stage_mem(m, st->layers, s == 0, s == l->pp - 1, st->tp, st->bits,
+                           l->kv_bits, max_tokens, ec->max_num_seqs, &mem);
+        for (int k = 0; k < st->tp; k++) {
+            const hs_gpu *g = hs_cluster_gpu(c, st->gpus[k]);
+            double avail = g->mem_bytes * ec->gpu_mem_util - mem.weights - mem.activation;
+            double b;
+            if (avail <= 0)
+                return hs_errf(err, HS_ENOFIT,
+                               "%s does not fit: stage %d on GPU %d (%s) needs %.1f GiB of weights and %.1f GiB of activations, %.1f GiB usable",
+                               m->name, s, st->gpus[k], g->name, mem.weights / 1073741824.0,
+                               mem.activation / 1073741824.0,
+                               g->mem_bytes * ec->gpu_mem_util / 1073741824.0);
+            b = floor(avail / (mem.kv_per_token * ec->block_size));
+            if ((int64_t)b < blocks) blocks = (int64_t)b;
+        }
+    }
+    return blocks;
+}
+
+void hs_replicas_free(hs_replica *r, int32_t n)
+{
+    if (!r) return;
+    for (int32_t i = 0; i < n; i++) hs_perf_free(&r[i].perf);
+    free(r);
+}
+
+int hs_replicas_build(hs_replica **out, const hs_deploy *d, const hs_model *m,
+                      const hs_cluster *c, const hs_engine_cfg *ec,
+                      const hs_perf_cfg *pc, int max_tokens, int32_t max_model_len,
+                      hs_err *err)
+{
+    hs_replica *r = calloc((size_t)d->n, sizeof *r);
+    int rc;
+    *out = NULL;
+    if (!r) return hs_errf(err, HS_ENOMEM, "out of memory building replicas");
+    for (int32_t i = 0; i < d->n; i++) {
+        const hs_layout *l = &d->r[i].layout;
+        int64_t blocks = hs_layout_kv_blocks(m, c, l, ec, max_tokens, err);
+        if (blocks < 0) {
+            hs_err_prefix(err, "replica %d: ", i);
+            rc = (int)blocks;
+            goto fail;
+        }
+        if (blocks / l->pp * ec->block_size < max_model_len) {
+            rc = hs_errf(err, HS_ENOFIT,
+                         "replica %d: KV cache holds %lld tokens per lane, less than one %d-token context; lower engine.max_model_len or use more GPUs",
+                         i, (long long)(blocks / l->pp * ec->block_size), max_model_len);
+            goto fail;
+        }
+        r[i].id = i;
+        snprintf(r[i].role, sizeof r[i].role, "%s", d->r[i].role);
+        r[i].layout = *l;
+        r[i].kv_blocks = blocks;
+        r[i].weight = d->r[i].weight;
+        for (int s = 0; s < l->pp; s++)
+            r[i].price_per_hour += hs_cluster_price(c, l->stage[s].gpus, l->stage[s].tp);
+        if ((rc = hs_perf_build(&r[i].perf, pc, m, c, l, max_tokens, ec->max_num_seqs, err))) {
+            hs_err_prefix(err, "replica %d: ", i);
+            goto fail;
+        }
+    }
+    *out = r;
+    return 0;
+fail:
+    hs_replicas_free(r, d->n);
+    return rc;
+}

@@ -1,0 +1,69 @@
+/* deploy.h - deployments: the planner's output, replayable from JSON.
+ *
+ * A deployment lists replicas, each with a role, a parallel layout (TP per
+ * stage, layers per stage, GPU ids per stage, weight bits) and a routing
+ * weight.  hs_replicas_build() turns it into runtime replicas: latency
+ * tables per replica and KV blocks from the memory model, failing with one
+ * clear line when the model does not fit the chosen GPUs.
+ *
+ * JSON form:
+ *   {"model": "llama-2-70b", "cluster": "a100x16", "planner": "uniform",
+ *    "replicas": [{"role": "colocated", "weight": 1, "kv_bits": 16,
+ *       "stages": [{"tp": 4, "layers": 80, "bits": 16, "gpus": [0,1,2,3]}]}]} */
+#ifndef HS_DEPLOY_H
+#define HS_DEPLOY_H
+
+#include "core/err.h"
+#include "hw/hw.h"
+#include "llm/model.h"
+#include "perf/perf.h"
+#include "serve/runtime.h"
+
+typedef struct hs_deploy_replica {
+    char role[16];
+    double weight;
+    hs_layout layout;
+} hs_deploy_replica;
+
+typedef struct hs_deploy {
+    char model[48];
+    char cluster[64];
+    char planner[32];
+    int32_t n;
+    hs_deploy_replica *r;
+} hs_deploy;
+
+void hs_deploy_free(hs_deploy *d);
+/* Appends a replica (copies it). */
+int hs_deploy_add(hs_deploy *d, const hs_deploy_replica *r, hs_err *err);
+
+/* Checks ids, TP and layer sums against the model and cluster, and that no
+ * GPU is used twice.  Errors name the replica and stage. */
+int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
+                    const char *where, hs_err *err);
+
+int hs_deploy_write(const hs_deploy *d, const char *path, hs_err *err);
+/* The JSON text (caller frees with free()). */
+char *hs_deploy_to_json(const hs_deploy *d);
+int hs_deploy_read(hs_deploy *d, const char *path, hs_err *err);
+
+/* KV blocks a layout holds: min over stages and ranks of the memory left
+ * after weights and activations, divided by the bytes of one block.
+ * Returns < 0 with err set when the weights alone do not fit. */
+int64_t hs_layout_kv_blocks(const hs_model *m, const hs_cluster *c,
+                            const hs_layout *l, const hs_engine_cfg *ec,
+                            int max_tokens, hs_err *err);
+
+/* Builds runtime replicas (array of d->n, caller frees with
+ * hs_replicas_free).  max_tokens/max_seqs size the latency tables. */
+int hs_replicas_build(hs_replica **out, const hs_deploy *d, const hs_model *m,
+                      const hs_cluster *c, const hs_engine_cfg *ec,
+                      const hs_perf_cfg *pc, int max_tokens, int32_t max_model_len,
+                      hs_err *err);
+void hs_replicas_free(hs_replica *r, int32_t n);
+
+/* "a100-80g:0,1,2,3|a100-80g:4,5" style description for the replicas table. */
+void hs_layout_gpus_str(const hs_layout *l, const hs_cluster *c, char *buf,
+                        size_t cap);
+
+#endif

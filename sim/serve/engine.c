@@ -1,0 +1,341 @@
+/* engine.c - the event loop, arrivals, routing and pipeline timing; see
+ * engine.h.  The loop is small on purpose: everything a policy decides
+ * lives in policy/, everything a lane keeps lives in lane.c. */
+#include "serve/engine.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { EV_ARRIVAL = 1, EV_KICK, EV_ITER_END };
+
+const char *const hs_router_names[] = {"rr", "lor", "lot", "weighted", NULL};
+
+int hs_router_parse(const char *name)
+{
+    for (int i = 0; hs_router_names[i]; i++)
+        if (!strcmp(hs_router_names[i], name)) return i;
+    return -1;
+}
+
+const hs_field hs_engine_cfg_fields[] = {
+    HS_FIELD_NUM(hs_engine_cfg, block_size, HS_F_INT, 0, 16, 1, 1024, "tokens per KV block"),
+    HS_FIELD_NUM(hs_engine_cfg, max_num_seqs, HS_F_INT, 0, 256, 1, 65536, "sequences per lane"),
+    HS_FIELD_NUM(hs_engine_cfg, max_batched_tokens, HS_F_INT, 0, 0, 0, 1 << 20, "tokens per iteration (0: max(8192, context))"),
+    HS_FIELD_NUM(hs_engine_cfg, chunk_size, HS_F_INT, 0, 512, 1, 1 << 20, "chunked-prefill token budget"),
+    HS_FIELD_NUM(hs_engine_cfg, static_batch, HS_F_INT, 0, 8, 1, 65536, "static batching batch size"),
+    HS_FIELD_NUM(hs_engine_cfg, watermark, HS_F_DOUBLE, 0, 0.01, 0, 0.5, "fraction of KV blocks kept free at admission"),
+    HS_FIELD_NUM(hs_engine_cfg, gpu_mem_util, HS_F_DOUBLE, 0, 0.9, 0.05, 1, "fraction of GPU memory used"),
+    HS_FIELD_NUM(hs_engine_cfg, max_model_len, HS_F_INT, 0, 0, 0, 1 << 24, "context limit, tokens (0: model's)"),
+    HS_FIELD_NUM(hs_engine_cfg, kv_bits, HS_F_INT, 0, 16, 8, 16, "KV cache bits (16 or 8)"),
+    HS_FIELD_NUM(hs_engine_cfg, audit, HS_F_BOOL, 0, 0, 0, 1, "check invariants after every event"),
+    {0},
+};
+
+void hs_engine_cfg_defaults(hs_engine_cfg *c)
+{
+    hs_conf_defaults(c, hs_engine_cfg_fields);
+}
+
+static int lane_init(hs_engine *e, hs_lane *l, int32_t id, int32_t replica,
+                     int64_t blocks)
+{
+    memset(l, 0, sizeof *l);
+    l->id = id;
+    l->replica = replica;
+    l->waiting = l->prefilling = l->running = (hs_list){-1, -1, 0};
+    l->blocks_total = l->blocks_free = blocks;
+    l->watermark = (int64_t)floor(e->cfg.watermark * (double)blocks);
+    l->bucket = calloc((size_t)e->cfg.block_size, sizeof *l->bucket);
+    l->heap_cap = 64;
+    l->heap = malloc((size_t)l->heap_cap * sizeof *l->heap);
+    l->last_dec_end = 0;
+    return (l->bucket && l->heap) ? 0 : HS_ENOMEM;
+}
+
+void hs_engine_destroy(hs_engine *e)
+{
+    if (!e) return;
+    for (int32_t i = 0; i < e->n_lanes; i++) {
+        hs_lane *l = e->lanes[i];
+        free(l->bucket);
+        free(l->heap);
+        free(l->joiners);
+        free(l->it.chunks);
+        free(l->pstate);
+    }
+    for (int32_t i = 0; i < e->n_replicas; i++) {
+        free(e->replicas[i].lanes);
+        e->replicas[i].lanes = NULL;
+    }
+    free(e->lanes);
+    free(e->pool);
+    free(e->wrr);
+    hs_evq_free(&e->q);
+    free(e);
+}
+
+int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
+                     const hs_policy_ops *policy, int router,
+                     hs_replica *replicas, int32_t n_replicas, hs_source *src,
+                     const hs_sink *sink, int32_t max_model_len, hs_err *err)
+{
+    hs_engine *e = calloc(1, sizeof *e);
+    int32_t n = 0;
+    *out = NULL;
+    if (!e) return hs_errf(err, HS_ENOMEM, "out of memory creating the engine");
+    e->cfg = *cfg;
+    e->policy = policy;
+    e->router = router;
+    e->replicas = replicas;
+    e->n_replicas = n_replicas;
+    e->src = src;
+    e->sink = *sink;
+    e->max_model_len = max_model_len;
+    e->free_head = -1;
+    if (hs_evq_init(&e->q, 1024)) goto nomem;
+    for (int32_t i = 0; i < n_replicas; i++) n += replicas[i].layout.pp;
+    e->lanes = calloc((size_t)n, sizeof *e->lanes);
+    e->wrr = calloc((size_t)n_replicas, sizeof *e->wrr);
+    if (!e->lanes || !e->wrr) goto nomem;
+    for (int32_t i = 0; i < n_replicas; i++) {
+        hs_replica *rp = &replicas[i];
+        rp->n_lanes = rp->layout.pp;
+        rp->lanes = calloc((size_t)rp->n_lanes, sizeof *rp->lanes);
+        if (!rp->lanes) goto nomem;
+        for (int s = 0; s < HS_MAX_PP; s++) rp->stage_free[s] = 0;
+        for (int32_t k = 0; k < rp->n_lanes; k++) {
+            hs_lane *l = &rp->lanes[k];
+            e->lanes[e->n_lanes] = l;
+            if (lane_init(e, l, e->n_lanes, i, rp->kv_blocks / rp->n_lanes)) {
+                e->n_lanes++;
+                goto nomem;
+            }
+            e->n_lanes++;
+        }
+    }
+    *out = e;
+    return 0;
+nomem:
+    hs_engine_destroy(e);
+    return hs_errf(err, HS_ENOMEM, "out of memory creating the engine");
+}
+
+static int32_t pool_get(hs_engine *e)
+{
+    int32_t r;
+    if (e->free_head < 0) {
+        int32_t old = e->pool_cap, nc = old ? old * 2 : 1024;
+        hs_req *np = realloc(e->pool, (size_t)nc * sizeof *np);
+        if (!np) return -1;
+        e->pool = np;
+        e->pool_cap = nc;
+        /* Thread the new slots in ascending order so allocation order, and
+         * so every later iteration order, is deterministic. */
+        for (int32_t i = nc - 1; i >= old; i--) {
+            memset(&np[i], 0, sizeof np[i]);
+            np[i].next = e->free_head;
+            e->free_head = i;
+        }
+    }
+    r = e->free_head;
+    e->free_head = e->pool[r].next;
+    return r;
+}
+
+/* Routers see only what a real router knows at arrival: per replica the
+ * outstanding request count and prompt tokens, and the static weights. */
+static int32_t route(hs_engine *e, const hs_req *q)
+{
+    int32_t best = 0;
+    (void)q;
+    switch (e->router) {
+    case HS_ROUTE_RR:
+        best = (int32_t)(e->rr_next++ % e->n_replicas);
+        break;
+    case HS_ROUTE_LOR:
+    case HS_ROUTE_LOT: {
+        double bv = INFINITY;
+        for (int32_t i = 0; i < e->n_replicas; i++) {
+            const hs_replica *rp = &e->replicas[i];
+            double v = 0;
+            for (int32_t k = 0; k < rp->n_lanes; k++)
+                v += e->router == HS_ROUTE_LOR ? (double)rp->lanes[k].out_reqs
+                                               : (double)rp->lanes[k].out_tokens;
+            v /= rp->weight > 0 ? rp->weight : 1.0;
+            if (v < bv) {
+                bv = v;
+                best = i;
+            }
+        }
+        break;
+    }
+    case HS_ROUTE_WEIGHTED: {
+        /* Smooth weighted round robin (nginx): deterministic, proportional. */
+        double total = 0, bv = -INFINITY;
+        for (int32_t i = 0; i < e->n_replicas; i++) {
+            e->wrr[i] += e->replicas[i].weight;
+            total += e->replicas[i].weight;
+            if (e->wrr[i] > bv) {
+                bv = e->wrr[i];
+                best = i;
+            }
+        }
+        e->wrr[best] -= total;
+        break;
+    }
+    }
+    return best;
+}
+
+static hs_lane *pick_lane(hs_replica *rp)
+{
+    hs_lane *b = &rp->lanes[0];
+    for (int32_t k = 1; k < rp->n_lanes; k++)
+        if (rp->lanes[k].out_reqs < b->out_reqs) b = &rp->lanes[k];
+    return b;
+}
+
+static void kick(hs_engine *e, hs_lane *l)
+{
+    if (l->busy || l->kick) return;
+    l->kick = 1;
+    if (!hs_evq_push(&e->q, e->q.now, HS_PRIO_STEP, EV_KICK, l->id, 0) && !e->fatal)
+        e->fatal = HS_ENOMEM;
+}
+
+/* Starts the lane's next iteration if its policy has work.  Stages are
+ * reserved FIFO: an iteration enters stage s when it has left stage s-1
+ * and the stage has finished the previous lane's micro-batch. */
+static void try_start(hs_engine *e, hs_lane *l)
+{
+    hs_replica *rp = &e->replicas[l->replica];
+    double in;
+    if (l->busy) return;
+    memset(&l->it.shape, 0, sizeof l->it.shape);
+    l->it.decode = 0;
+    l->it.n_chunks = 0;
+    if (!e->policy->schedule(e, l)) return;
+    in = (double)e->q.now + rp->perf.step_overhead;
+    for (int s = 0; s < rp->perf.pp; s++) {
+        double start = in > rp->stage_free[s] ? in : rp->stage_free[s];
+        double end = start + hs_perf_stage_ns(&rp->perf, s, &l->it.shape);
+        rp->stage_free[s] = end;
+        in = end + (s + 1 < rp->perf.pp ? hs_perf_send_ns(&rp->perf, s, l->it.shape.tokens) : 0);
+    }
+    l->it.start = e->q.now;
+    l->it.end = (hs_ns)ceil(in);
+    if (l->it.end <= e->q.now) l->it.end = e->q.now + 1;
+    l->busy = 1;
+    l->iters++;
+    e->iterations++;
+    if (!hs_evq_push(&e->q, l->it.end, HS_PRIO_COMPLETE, EV_ITER_END, l->id, 0) && !e->fatal)
+        e->fatal = HS_ENOMEM;
+}
+
+static int on_arrival(hs_engine *e)
+{
+    const hs_arrival *a = &e->pending;
+    int32_t r = pool_get(e);
+    hs_req *q;
+    hs_replica *rp;
+    hs_lane *l;
+    if (r < 0) return HS_ENOMEM;
+    q = &e->pool[r];
+    memset(q, 0, sizeof *q);
+    q->id = a->id;
+    q->arrival = a->arrival;
+    q->prompt = a->prompt;
+    q->output = a->output;
+    q->prefill_len = a->prompt;
+    q->first_sched = q->first_token = -1;
+    q->prev = q->next = q->heap_idx = -1;
+    q->state = HS_REQ_WAITING;
+    e->arrivals++;
+    /* The context limit truncates generation, as vLLM stops at
+     * max_model_len; a prompt that alone reaches it is rejected. */
+    if (q->prompt < e->max_model_len && q->prompt + q->output > e->max_model_len) {
+        q->output = e->max_model_len - q->prompt;
+        e->truncated++;
+    }
+    r = (int32_t)(q - e->pool);
+    rp = &e->replicas[route(e, q)];
+    l = pick_lane(rp);
+    q->replica = rp->id;
+    q->lane = l->id;
+    l->out_reqs++;
+    l->out_tokens += q->prompt;
+    hs_list_push_back(e, &l->waiting, r);
+    if (q->prompt >= e->max_model_len) {
+        hs_lane_drop(e, l, r, "prompt reaches the context limit");
+        return 0;
+    }
+    kick(e, l);
+    return 0;
+}
+
+static int next_arrival(hs_engine *e, hs_err *err)
+{
+    int rc = hs_source_next(e->src, &e->pending, err);
+    if (rc < 0) return rc;
+    if (rc == 0) return 0;
+    if (e->pending.arrival < e->q.now)
+        return hs_errf(err, HS_ESTATE, "workload: request %lld arrives before the previous one",
+                       (long long)e->pending.id);
+    if (!hs_evq_push(&e->q, e->pending.arrival, HS_PRIO_ARRIVAL, EV_ARRIVAL, e->pending.id, 0))
+        return hs_errf(err, HS_ENOMEM, "out of memory in the event queue");
+    return 0;
+}
+
+int hs_engine_audit(hs_engine *e)
+{
+    for (int32_t i = 0; i < e->n_lanes; i++)
+        if (!hs_lane_sane(e, e->lanes[i])) return 0;
+    return 1;
+}
+
+int hs_engine_run(hs_engine *e, hs_err *err)
+{
+    hs_event ev;
+    int rc;
+    e->err = err;
+    if ((rc = next_arrival(e, err))) return rc;
+    while (hs_evq_pop(&e->q, &ev)) {
+        hs_lane *l;
+        switch (ev.type) {
+        case EV_ARRIVAL:
+            if ((rc = on_arrival(e))) return hs_errf(err, rc, "out of memory for requests");
+            if ((rc = next_arrival(e, err))) return rc;
+            break;
+        case EV_KICK:
+            l = e->lanes[ev.a];
+            l->kick = 0;
+            try_start(e, l);
+            break;
+        case EV_ITER_END:
+            l = e->lanes[ev.a];
+            if (e->policy->complete) e->policy->complete(e, l);
+            else hs_lane_complete(e, l);
+            l->busy = 0;
+            try_start(e, l);
+            break;
+        default:
+            assert(0);
+        }
+        if (e->fatal)
+            return e->err->code == e->fatal && e->err->msg[0]
+                       ? e->fatal
+                       : hs_errf(err, e->fatal, "simulation stopped: %s", hs_strerror(e->fatal));
+        if (e->progress && (e->q.popped & 0xFFFF) == 0) e->progress(e->progress_ctx, e);
+        if (e->cfg.audit && !hs_engine_audit(e))
+            return hs_errf(err, HS_ESTATE, "invariant violated at t=%lld ns (KV or decode-set books)",
+                           (long long)e->q.now);
+    }
+    e->end_time = e->q.now;
+    if (e->arrivals != e->completed + e->dropped)
+        return hs_errf(err, HS_ESTATE, "%lld of %lld requests never finished (a policy stalled)",
+                       (long long)(e->arrivals - e->completed - e->dropped),
+                       (long long)e->arrivals);
+    return 0;
+}

@@ -1,0 +1,77 @@
+/* engine.h - the discrete-event serving engine.
+ *
+ * One run: arrivals stream from a source (one pending arrival in the queue
+ * at a time), a router assigns each to a replica lane, lanes run
+ * iterations composed by the runtime policy, and every request ends in the
+ * sink as finished or dropped.  Events: ARRIVAL, KICK (a lane may start an
+ * iteration; deferred to the end of the instant so simultaneous arrivals
+ * batch together) and ITER_END.
+ *
+ * Invariants: INV-1 the clock never goes back (evq); INV-CONS every arrival
+ * is finished or dropped when hs_engine_run returns 0
+ * (arrivals == completed + dropped); INV-KV per lane (runtime.h). */
+#ifndef HS_ENGINE_H
+#define HS_ENGINE_H
+
+#include "core/conf.h"
+#include "core/err.h"
+#include "core/evq.h"
+#include "serve/runtime.h"
+#include "serve/sink.h"
+#include "workload/workload.h"
+
+typedef enum hs_router_kind {
+    HS_ROUTE_RR,        /* round robin */
+    HS_ROUTE_LOR,       /* least outstanding requests */
+    HS_ROUTE_LOT,       /* least outstanding prompt tokens */
+    HS_ROUTE_WEIGHTED   /* smooth weighted round robin on replica weights */
+} hs_router_kind;
+
+/* Parses "rr", "lor", "lot", "weighted"; -1 when unknown. */
+int hs_router_parse(const char *name);
+extern const char *const hs_router_names[];
+
+typedef struct hs_engine {
+    hs_engine_cfg cfg;
+    const hs_policy_ops *policy;
+    int router;
+    int64_t rr_next;
+    double *wrr;              /* smooth WRR current weights [n_replicas] */
+    hs_evq q;
+    hs_replica *replicas;
+    int32_t n_replicas;
+    hs_lane **lanes;          /* all lanes, flat */
+    int32_t n_lanes;
+    hs_req *pool;
+    int32_t pool_cap, free_head;
+    hs_source *src;
+    hs_arrival pending;
+    hs_sink sink;
+    int32_t max_model_len;
+    int fatal;                /* error code raised inside a callback */
+    hs_err *err;
+    /* counters */
+    int64_t arrivals, completed, dropped, truncated, preemptions, iterations;
+    hs_ns end_time;           /* time of the last event */
+    /* Optional: called every 2^16 events (progress display). */
+    void (*progress)(void *ctx, const struct hs_engine *e);
+    void *progress_ctx;
+} hs_engine;
+
+/* Creates an engine over replicas (owned by the caller, outlive the engine),
+ * a source and a sink.  max_model_len: context limit in tokens. */
+int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
+                     const hs_policy_ops *policy, int router,
+                     hs_replica *replicas, int32_t n_replicas, hs_source *src,
+                     const hs_sink *sink, int32_t max_model_len, hs_err *err);
+
+/* Runs until the source is exhausted and every request has ended.
+ * Returns 0, or the error raised by the source or the sink. */
+int hs_engine_run(hs_engine *e, hs_err *err);
+
+void hs_engine_destroy(hs_engine *e);
+
+/* Checks every lane's invariants (INV-KV, INV-DEC); 1 when sane. */
+int hs_engine_audit(hs_engine *e);
+
+#endif

@@ -1,0 +1,365 @@
+/* lane.c - the mechanisms of one scheduling lane: queues, KV blocks, the
+ * aggregated decode set, preemption by recompute, completion.  Policies
+ * (policy/) decide what to run; this file keeps the books.  See runtime.h
+ * for the aggregate representation and its invariants. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/engine.h"
+
+hs_req *hs_req_at(hs_engine *e, int32_t r)
+{
+    assert(r >= 0 && r < e->pool_cap);
+    return &e->pool[r];
+}
+
+int32_t hs_blocks_for(const hs_engine *e, int64_t tokens)
+{
+    return (int32_t)((tokens + e->cfg.block_size - 1) / e->cfg.block_size);
+}
+
+/* ---- intrusive lists over pool indices ---- */
+
+void hs_list_push_back(hs_engine *e, hs_list *l, int32_t r)
+{
+    hs_req *q = hs_req_at(e, r);
+    q->prev = l->tail;
+    q->next = -1;
+    if (l->tail >= 0) hs_req_at(e, l->tail)->next = r;
+    else l->head = r;
+    l->tail = r;
+    l->len++;
+}
+
+void hs_list_push_front(hs_engine *e, hs_list *l, int32_t r)
+{
+    hs_req *q = hs_req_at(e, r);
+    q->next = l->head;
+    q->prev = -1;
+    if (l->head >= 0) hs_req_at(e, l->head)->prev = r;
+    else l->tail = r;
+    l->head = r;
+    l->len++;
+}
+
+void hs_list_remove(hs_engine *e, hs_list *l, int32_t r)
+{
+    hs_req *q = hs_req_at(e, r);
+    if (q->prev >= 0) hs_req_at(e, q->prev)->next = q->next;
+    else l->head = q->next;
+    if (q->next >= 0) hs_req_at(e, q->next)->prev = q->prev;
+    else l->tail = q->prev;
+    q->prev = q->next = -1;
+    l->len--;
+}
+
+/* ---- finish heap: min on (finish_step, id) ---- */
+
+static int fin_before(hs_engine *e, int32_t a, int32_t b)
+{
+    const hs_req *x = &e->pool[a], *y = &e->pool[b];
+    if (x->finish_step != y->finish_step) return x->finish_step < y->finish_step;
+    return x->id < y->id;
+}
+
+static void heap_set(hs_engine *e, hs_lane *l, int32_t i, int32_t r)
+{
+    l->heap[i] = r;
+    e->pool[r].heap_idx = i;
+}
+
+static void heap_up(hs_engine *e, hs_lane *l, int32_t i)
+{
+    int32_t r = l->heap[i];
+    while (i > 0) {
+        int32_t p = (i - 1) / 2;
+        if (!fin_before(e, r, l->heap[p])) break;
+        heap_set(e, l, i, l->heap[p]);
+        i = p;
+    }
+    heap_set(e, l, i, r);
+}
+
+static void heap_down(hs_engine *e, hs_lane *l, int32_t i)
+{
+    int32_t n = l->n_dec, r = l->heap[i];
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && fin_before(e, l->heap[c + 1], l->heap[c])) c++;
+        if (!fin_before(e, l->heap[c], r)) break;
+        heap_set(e, l, i, l->heap[c]);
+        i = c;
+    }
+    heap_set(e, l, i, r);
+}
+
+static int grow(void **p, int32_t *cap, int32_t need, size_t sz)
+{
+    int32_t nc;
+    void *np;
+    if (need <= *cap) return 0;
+    nc = *cap ? *cap : 16;
+    while (nc < need) nc *= 2;
+    np = realloc(*p, (size_t)nc * sz);
+    if (!np) return HS_ENOMEM;
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
+static int32_t mod_bs(const hs_engine *e, int64_t v)
+{
+    int64_t m = v % e->cfg.block_size;
+    return (int32_t)(m < 0 ? m + e->cfg.block_size : m);
+}
+
+/* Joins the decode set after a prefill that produced token `gen` at t. */
+static int dec_join(hs_engine *e, hs_lane *l, int32_t r, hs_ns t)
+{
+    hs_req *q = hs_req_at(e, r);
+    if (grow((void **)&l->joiners, &l->cap_joiners, l->n_joiners + 1, sizeof *l->joiners))
+        return HS_ENOMEM;
+    q->state = HS_REQ_DECODE;
+    q->g0 = l->g;
+    q->gen0 = q->gen;
+    q->kv0 = q->prefill_len;
+    q->finish_step = l->g + q->output - q->gen;
+    q->last_token = t;
+    l->heap[l->n_dec] = r;
+    q->heap_idx = l->n_dec;
+    l->n_dec++;
+    heap_up(e, l, q->heap_idx);
+    l->bucket[mod_bs(e, q->g0 - q->kv0)]++;
+    l->sum_kv += q->kv0;
+    hs_list_push_back(e, &l->running, r);
+    l->joiners[l->n_joiners++] = r;
+    return 0;
+}
+
+/* Leaves the decode set; materialises gen and blocks into the request. */
+static void dec_leave(hs_engine *e, hs_lane *l, int32_t r)
+{
+    hs_req *q = hs_req_at(e, r);
+    int64_t kv = q->kv0 + (l->g - q->g0);
+    int32_t i = q->heap_idx, last, k;
+    int joiner = 0;
+    assert(q->state == HS_REQ_DECODE);
+    last = l->heap[--l->n_dec];
+    if (i < l->n_dec) {
+        heap_set(e, l, i, last);
+        heap_up(e, l, i);
+        heap_down(e, l, hs_req_at(e, last)->heap_idx);
+    }
+    q->heap_idx = -1;
+    l->bucket[mod_bs(e, q->g0 - q->kv0)]--;
+    l->sum_kv -= kv;
+    hs_list_remove(e, &l->running, r);
+    for (k = 0; k < l->n_joiners; k++)
+        if (l->joiners[k] == r) {
+            l->joiners[k] = l->joiners[--l->n_joiners];
+            joiner = 1;
+            break;
+        }
+    if (!joiner) l->n_old--;
+    q->gen = q->gen0 + (int32_t)(l->g - q->g0);
+    q->blocks = hs_blocks_for(e, kv);
+}
+
+/* Grows per-lane arrays so the decode set can hold n members. */
+static int ensure_heap(hs_lane *l, int32_t n, int32_t *cap)
+{
+    return grow((void **)&l->heap, cap, n, sizeof *l->heap);
+}
+
+int hs_iter_add_chunk(hs_engine *e, hs_lane *l, int32_t r, int32_t len)
+{
+    hs_req *q = hs_req_at(e, r);
+    hs_batch_shape *s = &l->it.shape;
+    double p = q->prefilled;
+    if (grow((void **)&l->it.chunks, &l->cap_chunks, l->it.n_chunks + 1, sizeof *l->it.chunks))
+        return HS_ENOMEM;
+    l->it.chunks[l->it.n_chunks].req = r;
+    l->it.chunks[l->it.n_chunks].len = len;
+    l->it.n_chunks++;
+    s->tokens += len;
+    s->pre_chunks++;
+    s->pre_pairs += (double)len * (p + (len + 1) / 2.0);
+    s->pre_prefix += q->prefilled;
+    if (q->prefilled + len == q->prefill_len) s->samples++;
+    if (q->first_sched < 0) q->first_sched = e->q.now;
+    return 0;
+}
+
+void hs_lane_admit(hs_engine *e, hs_lane *l, int32_t r)
+{
+    hs_req *q = hs_req_at(e, r);
+    assert(q->state == HS_REQ_WAITING);
+    hs_list_remove(e, &l->waiting, r);
+    q->state = HS_REQ_PREFILL;
+    q->prefilled = 0;
+    q->blocks = hs_blocks_for(e, q->prefill_len);
+    l->blocks_free -= q->blocks;
+    assert(l->blocks_free >= 0); /* INV-KV */
+    hs_list_push_back(e, &l->prefilling, r);
+}
+
+static void release(hs_engine *e, hs_lane *l, int32_t r, hs_req_record *rec)
+{
+    hs_req *q = hs_req_at(e, r);
+    int rc = e->sink.request ? e->sink.request(e->sink.ctx, rec) : 0;
+    if (rc && !e->fatal) e->fatal = rc;
+    l->out_reqs--;
+    l->out_tokens -= q->prompt;
+    memset(q, 0, sizeof *q);
+    q->state = HS_REQ_FREE;
+    q->next = e->free_head;
+    e->free_head = r;
+}
+
+void hs_lane_drop(hs_engine *e, hs_lane *l, int32_t r, const char *why)
+{
+    hs_req *q = hs_req_at(e, r);
+    hs_req_record rec = {0};
+    assert(q->state == HS_REQ_WAITING && q->blocks == 0);
+    hs_list_remove(e, &l->waiting, r);
+    rec.id = q->id;
+    rec.replica = l->replica;
+    rec.prompt = q->prompt;
+    rec.output = q->gen;
+    rec.preemptions = q->preemptions;
+    rec.dropped = 1;
+    rec.why = why;
+    rec.arrival = q->arrival;
+    rec.first_sched = q->first_sched;
+    rec.first_token = q->first_token;
+    rec.finish = e->q.now;
+    e->dropped++;
+    release(e, l, r, &rec);
+}
+
+void hs_lane_finish(hs_engine *e, hs_lane *l, int32_t r, hs_ns t)
+{
+    hs_req *q = hs_req_at(e, r);
+    hs_req_record rec = {0};
+    l->blocks_free += q->blocks;
+    assert(l->blocks_free <= l->blocks_total); /* INV-KV */
+    rec.id = q->id;
+    rec.replica = l->replica;
+    rec.prompt = q->prompt;
+    rec.output = q->gen;
+    rec.preemptions = q->preemptions;
+    rec.arrival = q->arrival;
+    rec.first_sched = q->first_sched;
+    rec.first_token = q->first_token;
+    rec.finish = t;
+    e->completed++;
+    release(e, l, r, &rec);
+}
+
+/* Evicts r (decode member or admitted prefill) back to the waiting queue's
+ * head; its KV is dropped and recomputed on re-admission (vLLM's recompute
+ * preemption, the default for single-sequence requests). */
+static void preempt(hs_engine *e, hs_lane *l, int32_t r)
+{
+    hs_req *q = hs_req_at(e, r);
+    if (q->state == HS_REQ_DECODE) dec_leave(e, l, r);
+    else hs_list_remove(e, &l->prefilling, r);
+    l->blocks_free += q->blocks;
+    q->blocks = 0;
+    q->prefill_len = q->prompt + q->gen;
+    q->prefilled = 0;
+    q->preemptions++;
+    q->state = HS_REQ_WAITING;
+    hs_list_push_front(e, &l->waiting, r);
+    l->preemptions++;
+    e->preemptions++;
+}
+
+int hs_lane_reserve_decode(hs_engine *e, hs_lane *l)
+{
+    for (;;) {
+        int32_t need = l->n_dec ? l->bucket[mod_bs(e, l->g)] : 0, victim;
+        if (l->blocks_free >= need) {
+            l->blocks_free -= need;
+            return 0;
+        }
+        victim = l->prefilling.tail >= 0 ? l->prefilling.tail : l->running.tail;
+        /* Prefer evicting the latest-admitted: a half-done prefill of the
+         * newest request before any decode member. */
+        if (l->running.tail >= 0 && l->prefilling.tail < 0) victim = l->running.tail;
+        if (victim < 0) return -1;
+        preempt(e, l, victim);
+    }
+}
+
+void hs_lane_decode_shape(hs_lane *l)
+{
+    hs_batch_shape *s = &l->it.shape;
+    l->it.decode = 1;
+    s->dec_seqs = l->n_dec;
+    s->dec_ctx = l->sum_kv + l->n_dec;
+    s->tokens += l->n_dec;
+    s->samples += l->n_dec;
+}
+
+void hs_lane_complete(hs_engine *e, hs_lane *l)
+{
+    hs_ns t = l->it.end;
+    if (l->it.decode && l->n_dec > 0) {
+        l->g++;
+        l->sum_kv += l->n_dec;
+        if (e->sink.itl) {
+            if (l->n_old > 0) e->sink.itl(e->sink.ctx, t - l->last_dec_end, l->n_old);
+            for (int32_t k = 0; k < l->n_joiners; k++)
+                e->sink.itl(e->sink.ctx, t - hs_req_at(e, l->joiners[k])->last_token, 1);
+        }
+        l->n_joiners = 0;
+        l->n_old = l->n_dec;
+        while (l->n_dec > 0 && hs_req_at(e, l->heap[0])->finish_step == l->g) {
+            int32_t r = l->heap[0];
+            dec_leave(e, l, r);
+            hs_lane_finish(e, l, r, t);
+        }
+        l->last_dec_end = t;
+    }
+    for (int32_t k = 0; k < l->it.n_chunks; k++) {
+        int32_t r = l->it.chunks[k].req;
+        hs_req *q = hs_req_at(e, r);
+        q->prefilled += l->it.chunks[k].len;
+        if (q->prefilled < q->prefill_len) continue;
+        q->gen++;
+        if (q->first_token < 0) q->first_token = t;
+        hs_list_remove(e, &l->prefilling, r);
+        if (q->gen >= q->output) {
+            hs_lane_finish(e, l, r, t);
+        } else {
+            if (ensure_heap(l, l->n_dec + 1, &l->heap_cap) || dec_join(e, l, r, t)) {
+                if (!e->fatal) e->fatal = HS_ENOMEM;
+                return;
+            }
+        }
+    }
+    l->it.n_chunks = 0;
+}
+
+int hs_lane_sane(hs_engine *e, const hs_lane *l)
+{
+    int64_t held = 0;
+    int32_t n = 0, r;
+    for (r = l->prefilling.head; r >= 0; r = e->pool[r].next) held += e->pool[r].blocks;
+    for (r = l->running.head; r >= 0; r = e->pool[r].next, n++) {
+        const hs_req *q = &e->pool[r];
+        if (q->state == HS_REQ_DECODE)
+            held += hs_blocks_for(e, q->kv0 + (l->g - q->g0));
+        else
+            held += q->blocks;
+    }
+    for (r = l->waiting.head; r >= 0; r = e->pool[r].next)
+        if (e->pool[r].blocks) return 0;
+    if (l->blocks_free < 0 || l->blocks_free > l->blocks_total) return 0;
+    if (held + l->reserved + l->blocks_free != l->blocks_total) return 0;
+    if (l->pstate == NULL && n != l->n_dec) return 0;
+    return 1;
+}

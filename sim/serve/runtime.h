@@ -1,0 +1,178 @@
+/* runtime.h - the serving runtime's state: requests, lanes, replicas.
+ *
+ * A replica is one model instance on a set of GPUs with a parallel layout.
+ * It runs `pp` lanes (vLLM's virtual engines): each lane has its own
+ * scheduler state and an equal share of the KV blocks, and lanes' iterations
+ * flow through the shared pipeline stages in FIFO order, so micro-batches of
+ * different lanes overlap.  With pp = 1 a replica has one lane.
+ *
+ * The decode set of a lane is kept as aggregates so that a decode iteration
+ * costs O(1) plus O(log n) per completion, never O(batch):
+ *   - step counter g (decode iterations done); a request that joined at g0
+ *     with gen0 tokens generated and kv0 tokens cached has, at g,
+ *     gen = gen0 + (g - g0) and kv = kv0 + (g - g0);
+ *   - finish heap keyed by finish_step = g0 + output - gen0 (then id);
+ *   - sum_kv = sum of kv over the set (attention context);
+ *   - bucket[k]: members that need a fresh KV block when g % bs == k, i.e.
+ *     whose kv is a multiple of the block size at that step:
+ *     k = (g0 - kv0) mod bs.
+ * Invariants (docs/INVARIANTS.md): INV-KV blocks_free + blocks held by the
+ * lane's requests == blocks_total and 0 <= blocks_free (hs_lane_sane);
+ * INV-DEC n_dec == size of the finish heap == length of `running`. */
+#ifndef HS_RUNTIME_H
+#define HS_RUNTIME_H
+
+#include <stdint.h>
+
+#include "core/conf.h"
+#include "core/evq.h"
+#include "core/time.h"
+#include "perf/perf.h"
+#include "serve/sink.h"
+
+enum hs_req_state {
+    HS_REQ_FREE = 0,
+    HS_REQ_WAITING,    /* in a lane's waiting queue */
+    HS_REQ_PREFILL,    /* admitted, prompt (partly) not yet processed */
+    HS_REQ_DECODE,     /* in the decode set */
+    HS_REQ_STATIC      /* in a static (FasterTransformer) batch */
+};
+
+typedef struct hs_req {
+    int64_t id;
+    hs_ns arrival, first_sched, first_token;
+    int32_t prompt;       /* tokens */
+    int32_t output;       /* tokens to generate (the EOS oracle; routers and
+                             schedulers must not read it) */
+    int32_t gen;          /* tokens generated (outside the decode set) */
+    int32_t prefill_len;  /* tokens to prefill in this admission */
+    int32_t prefilled;    /* of prefill_len, done */
+    int32_t blocks;       /* KV blocks held (outside the decode set) */
+    int32_t replica, lane;
+    int32_t preemptions;
+    int32_t state;
+    int32_t prev, next;   /* list links (pool indices, -1 = none) */
+    int32_t heap_idx;     /* position in the lane's finish heap */
+    int64_t g0;           /* decode set: step counter at join */
+    int32_t gen0, kv0;    /* decode set: gen and kv at join */
+    int64_t finish_step;  /* decode set: g at which it is done */
+    hs_ns last_token;     /* time of its latest token (for joiners' ITL) */
+} hs_req;
+
+typedef struct hs_list {
+    int32_t head, tail, len;
+} hs_list;
+
+struct hs_lane;
+struct hs_engine;
+
+/* A runtime policy: how a lane composes iterations.  `schedule` fills
+ * lane->it and returns 1 when an iteration should run, 0 when idle; it may
+ * admit, preempt and drop through the lane mechanisms below.  `complete`
+ * applies the finished iteration (NULL: hs_lane_complete).  Policies see
+ * requests' prompts and progress, never their true output length. */
+typedef struct hs_policy_ops {
+    const char *name;
+    const char *help;
+    int (*schedule)(struct hs_engine *e, struct hs_lane *l);
+    void (*complete)(struct hs_engine *e, struct hs_lane *l);
+} hs_policy_ops;
+
+/* One prefill chunk of an iteration. */
+typedef struct hs_chunk {
+    int32_t req;          /* pool index */
+    int32_t len;          /* tokens of this chunk */
+} hs_chunk;
+
+/* The iteration being executed by a lane. */
+typedef struct hs_iter {
+    hs_batch_shape shape;
+    int decode;           /* 1: the decode set steps in this iteration */
+    int32_t n_chunks;
+    hs_chunk *chunks;     /* [cap_chunks] */
+    hs_ns start, end;
+} hs_iter;
+
+typedef struct hs_lane {
+    int32_t id, replica;
+    hs_list waiting, prefilling, running;
+    /* decode set */
+    int32_t n_dec;
+    int64_t g;
+    int64_t sum_kv;
+    int32_t *heap;        /* finish heap of pool indices */
+    int32_t *bucket;      /* [block_size] */
+    int32_t *joiners;     /* joined since the last decode step */
+    int32_t n_joiners, cap_joiners;
+    int32_t n_old;        /* members that were in the last decode step */
+    hs_ns last_dec_end;
+    /* KV blocks */
+    int64_t blocks_total, blocks_free, watermark;
+    int64_t reserved;     /* blocks held by the policy, not by requests (static slots) */
+    /* load seen by the router (known at arrival: counts and prompts only) */
+    int64_t out_reqs, out_tokens;
+    /* execution */
+    int busy, kick;
+    hs_iter it;
+    int32_t cap_chunks, heap_cap;
+    void *pstate;         /* policy state (static batching) */
+    /* counters */
+    int64_t iters, preemptions;
+} hs_lane;
+
+typedef struct hs_replica {
+    int32_t id;
+    char role[16];
+    hs_layout layout;
+    hs_perf perf;
+    int32_t n_lanes;
+    hs_lane *lanes;
+    double stage_free[HS_MAX_PP];  /* ns, when each stage is next free */
+    int64_t kv_blocks;             /* whole replica */
+    double weight;                 /* routing weight */
+    double price_per_hour;
+} hs_replica;
+
+/* Engine configuration ("engine.*" keys). */
+typedef struct hs_engine_cfg {
+    int block_size;          /* tokens per KV block */
+    int max_num_seqs;        /* sequences per lane */
+    int max_batched_tokens;  /* tokens per iteration (0: max(8192, context)) */
+    int chunk_size;          /* chunked prefill token budget */
+    int static_batch;        /* static batching batch size */
+    double watermark;        /* fraction of blocks kept free at admission */
+    double gpu_mem_util;     /* fraction of GPU memory the runtime may use */
+    int max_model_len;       /* tokens (0: the model's context window) */
+    int kv_bits;             /* 16 or 8 */
+    int audit;               /* 1: check invariants after every event (tests) */
+} hs_engine_cfg;
+
+void hs_engine_cfg_defaults(hs_engine_cfg *c);
+extern const hs_field hs_engine_cfg_fields[];
+
+/* Lane mechanisms used by policies (lane.c). */
+void hs_list_push_back(struct hs_engine *e, hs_list *l, int32_t r);
+void hs_list_push_front(struct hs_engine *e, hs_list *l, int32_t r);
+void hs_list_remove(struct hs_engine *e, hs_list *l, int32_t r);
+hs_req *hs_req_at(struct hs_engine *e, int32_t r);
+int32_t hs_blocks_for(const struct hs_engine *e, int64_t tokens);
+/* Appends a prefill chunk to the iteration (grows the chunk array). */
+int hs_iter_add_chunk(struct hs_engine *e, hs_lane *l, int32_t r, int32_t len);
+/* Moves waiting request r to prefilling and allocates its prompt blocks. */
+void hs_lane_admit(struct hs_engine *e, hs_lane *l, int32_t r);
+/* Drops a waiting request that can never be served. */
+void hs_lane_drop(struct hs_engine *e, hs_lane *l, int32_t r, const char *why);
+/* Reserves the blocks the decode set needs for the next step, preempting
+ * (recompute) the latest-admitted members while short.  Returns 0, or -1
+ * when even an empty set cannot provide them (never with a sane config). */
+int hs_lane_reserve_decode(struct hs_engine *e, hs_lane *l);
+/* Fills it.shape's decode fields from the aggregates. */
+void hs_lane_decode_shape(hs_lane *l);
+/* Default completion: decode step, chunk progress, joins, finishes. */
+void hs_lane_complete(struct hs_engine *e, hs_lane *l);
+/* Finishes a request (record to the sink, frees its slot). */
+void hs_lane_finish(struct hs_engine *e, hs_lane *l, int32_t r, hs_ns t);
+/* 1 when the lane's invariants hold (for assert and the audit). */
+int hs_lane_sane(struct hs_engine *e, const hs_lane *l);
+
+#endif
