@@ -23,7 +23,11 @@ static void find_root(void)
     const char *env = getenv("HS_ROOT");
     if (env && *env) {
         snprintf(root, sizeof root, "%s", env);
-    } else { /* __FILE__ is .../tests/test_workload.c */
+    } else {
+#ifdef HS_SOURCE_ROOT
+        snprintf(root, sizeof root, "%s", HS_SOURCE_ROOT);
+        return;
+#endif /* __FILE__ is .../tests/test_workload.c */
         const char *slash;
         snprintf(root, sizeof root, "%s", __FILE__);
         slash = strstr(root, "tests/test_workload.c");

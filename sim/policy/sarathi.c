@@ -55,4 +55,5 @@ const hs_policy_ops hs_policy_sarathi = {
     "chunked prefill, decodes first, prompts cut to fill a token budget (Sarathi-Serve)",
     schedule,
     NULL,
+    NULL,
 };

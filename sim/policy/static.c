@@ -132,9 +132,18 @@ static void complete(hs_engine *e, hs_lane *l)
     }
 }
 
+static void lane_free(hs_lane *l)
+{
+    fixed_batch *b = l->pstate;
+    if (b) free(b->reqs);
+    free(b);
+    l->pstate = NULL;
+}
+
 const hs_policy_ops hs_policy_static = {
     "static",
     "static batching: fixed batch run to its longest output, slots held (FasterTransformer)",
     schedule,
     complete,
+    lane_free,
 };

@@ -67,4 +67,5 @@ const hs_policy_ops hs_policy_vllm = {
     "continuous batching, prefill-priority, paged KV, preemption by recompute (vLLM)",
     schedule,
     NULL,
+    NULL,
 };

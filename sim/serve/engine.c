@@ -63,7 +63,8 @@ void hs_engine_destroy(hs_engine *e)
         free(l->heap);
         free(l->joiners);
         free(l->it.chunks);
-        free(l->pstate);
+        if (e->policy->lane_free) e->policy->lane_free(l);
+        else free(l->pstate);
     }
     for (int32_t i = 0; i < e->n_replicas; i++) {
         free(e->replicas[i].lanes);

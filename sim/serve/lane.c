@@ -162,7 +162,10 @@ static void dec_leave(hs_engine *e, hs_lane *l, int32_t r)
             joiner = 1;
             break;
         }
-    if (!joiner) l->n_old--;
+    if (!joiner) {
+        l->n_old--;
+        q->last_token = l->last_dec_end;
+    }
     q->gen = q->gen0 + (int32_t)(l->g - q->g0);
     q->blocks = hs_blocks_for(e, kv);
 }
@@ -331,6 +334,8 @@ void hs_lane_complete(hs_engine *e, hs_lane *l)
         if (q->prefilled < q->prefill_len) continue;
         q->gen++;
         if (q->first_token < 0) q->first_token = t;
+        else if (e->sink.itl) /* recompute after preemption: a regular token */
+            e->sink.itl(e->sink.ctx, t - q->last_token, 1);
         hs_list_remove(e, &l->prefilling, r);
         if (q->gen >= q->output) {
             hs_lane_finish(e, l, r, t);
@@ -348,11 +353,14 @@ int hs_lane_sane(hs_engine *e, const hs_lane *l)
 {
     int64_t held = 0;
     int32_t n = 0, r;
+    /* During a decode iteration the blocks for the token being written are
+     * already reserved: members hold blocks for kv + 1 tokens. */
+    int64_t writing = l->busy && l->it.decode ? 1 : 0;
     for (r = l->prefilling.head; r >= 0; r = e->pool[r].next) held += e->pool[r].blocks;
     for (r = l->running.head; r >= 0; r = e->pool[r].next, n++) {
         const hs_req *q = &e->pool[r];
         if (q->state == HS_REQ_DECODE)
-            held += hs_blocks_for(e, q->kv0 + (l->g - q->g0));
+            held += hs_blocks_for(e, q->kv0 + (l->g - q->g0) + writing);
         else
             held += q->blocks;
     }

@@ -69,13 +69,16 @@ struct hs_engine;
 /* A runtime policy: how a lane composes iterations.  `schedule` fills
  * lane->it and returns 1 when an iteration should run, 0 when idle; it may
  * admit, preempt and drop through the lane mechanisms below.  `complete`
- * applies the finished iteration (NULL: hs_lane_complete).  Policies see
+ * applies the finished iteration (NULL: hs_lane_complete).  Hooks may be
+ * NULL where documented.  Policies see
  * requests' prompts and progress, never their true output length. */
 typedef struct hs_policy_ops {
     const char *name;
     const char *help;
     int (*schedule)(struct hs_engine *e, struct hs_lane *l);
     void (*complete)(struct hs_engine *e, struct hs_lane *l);
+    /* Frees lane->pstate (NULL: plain free()). */
+    void (*lane_free)(struct hs_lane *l);
 } hs_policy_ops;
 
 /* One prefill chunk of an iteration. */

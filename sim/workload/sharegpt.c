@@ -78,7 +78,7 @@ int hs__pairs_load_json(hs__pairs *p, const char *path, int32_t max_prompt,
     cJSON_ArrayForEach(conv, root) {
         const cJSON *turns, *t;
         int k = 0, human = -1;
-        int64_t prompt, output;
+        int64_t prompt = 0, output = 0;
 
         conv_name(ctx, sizeof ctx, path, idx++, conv);
         if (!cJSON_IsObject(conv)) {

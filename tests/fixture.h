@@ -1,0 +1,130 @@
+/* fixture.h - builds a whole simulation in-process for engine tests:
+ * model + cluster + uniform plan + replicas + workload + engine, with a sink
+ * that keeps every record and checks ordering as records arrive. */
+#ifndef HS_TEST_FIXTURE_H
+#define HS_TEST_FIXTURE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hw/hw.h"
+#include "llm/model.h"
+#include "plan/plan.h"
+#include "policy/policy.h"
+#include "serve/deploy.h"
+#include "serve/engine.h"
+#include "workload/workload.h"
+
+typedef struct fx_opts {
+    const char *model, *cluster, *policy;
+    int router, tp, pp, max_model_len, max_replicas;
+    hs_engine_cfg ec;
+    hs_perf_cfg pc;
+    hs_workload_cfg wc;
+} fx_opts;
+
+typedef struct fx_result {
+    hs_req_record *rec;
+    int64_t n, cap;
+    int64_t arrivals, completed, dropped, preemptions, truncated, iterations;
+    int64_t itl_count;
+    double itl_sum_ns;
+    int clock_back;          /* a record was emitted earlier than the previous one */
+    hs_ns last_emit;
+} fx_result;
+
+static inline void fx_defaults(fx_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model = "llama-2-7b";
+    o->cluster = "dgx-a100";
+    o->policy = "vllm";
+    o->router = HS_ROUTE_LOR;
+    o->tp = 1;
+    o->pp = 1;
+    hs_engine_cfg_defaults(&o->ec);
+    hs_perf_cfg_defaults(&o->pc);
+    hs_workload_defaults(&o->wc);
+}
+
+static inline int fx_sink_req(void *ctx, const hs_req_record *r)
+{
+    fx_result *x = ctx;
+    if (x->n == x->cap) {
+        x->cap = x->cap ? x->cap * 2 : 1024;
+        x->rec = realloc(x->rec, (size_t)x->cap * sizeof *x->rec);
+        if (!x->rec) return HS_ENOMEM;
+    }
+    /* Records are emitted at the current simulated time: finish for
+     * completions, drop time for drops; both must never go back. */
+    if (r->finish < x->last_emit) x->clock_back = 1;
+    x->last_emit = r->finish;
+    x->rec[x->n++] = *r;
+    return 0;
+}
+
+static inline void fx_sink_itl(void *ctx, hs_ns dt, int64_t n)
+{
+    fx_result *x = ctx;
+    x->itl_count += n;
+    x->itl_sum_ns += (double)dt * (double)n;
+}
+
+static inline void fx_free(fx_result *x) { free(x->rec); memset(x, 0, sizeof *x); }
+
+/* Returns 0 or the error code (message in err). */
+static inline int fx_run(const fx_opts *o, fx_result *x, hs_err *err)
+{
+    hs_model m;
+    hs_cluster *c = NULL;
+    hs_deploy d;
+    hs_replica *reps = NULL;
+    hs_source *src = NULL;
+    hs_engine *e = NULL;
+    hs_engine_cfg ec = o->ec;
+    hs_plan_req pr;
+    hs_sink sink = {x, fx_sink_req, fx_sink_itl};
+    int rc, max_tokens;
+    int32_t mml;
+    const hs_policy_ops *pol = hs_policy_find(o->policy);
+    memset(x, 0, sizeof *x);
+    memset(&d, 0, sizeof d);
+    if (!pol) return hs_errf(err, HS_ENOTFOUND, "policy %s", o->policy);
+    if ((rc = hs_model_find(&m, o->model, err))) return rc;
+    if ((rc = hs_cluster_find(&c, o->cluster, err))) return rc;
+    mml = o->max_model_len ? o->max_model_len : m.max_seq_len;
+    if (!ec.max_batched_tokens) ec.max_batched_tokens = mml > 2048 ? mml : 2048;
+    max_tokens = !strcmp(o->policy, "sarathi") ? ec.chunk_size
+               : !strcmp(o->policy, "static") ? ec.static_batch * mml : ec.max_batched_tokens;
+    memset(&pr, 0, sizeof pr);
+    pr.model = &m;
+    pr.cluster = c;
+    pr.engine = &ec;
+    pr.tp = o->tp;
+    pr.pp = o->pp;
+    pr.bits = 16;
+    pr.max_replicas = o->max_replicas;
+    pr.max_tokens = max_tokens;
+    pr.max_model_len = mml;
+    if ((rc = hs_planner_find("uniform")->plan(&pr, &d, err))) goto out;
+    if ((rc = hs_replicas_build(&reps, &d, &m, c, &ec, &o->pc, max_tokens, mml, err))) goto out;
+    if ((rc = hs_source_open(&src, &o->wc, err))) goto out;
+    if ((rc = hs_engine_create(&e, &ec, pol, o->router, reps, d.n, src, &sink, mml, err))) goto out;
+    rc = hs_engine_run(e, err);
+    x->arrivals = e->arrivals;
+    x->completed = e->completed;
+    x->dropped = e->dropped;
+    x->preemptions = e->preemptions;
+    x->truncated = e->truncated;
+    x->iterations = e->iterations;
+out:
+    hs_engine_destroy(e);
+    hs_source_close(src);
+    hs_replicas_free(reps, d.n);
+    hs_deploy_free(&d);
+    hs_cluster_destroy(c);
+    return rc;
+}
+
+#endif
