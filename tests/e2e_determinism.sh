@@ -53,11 +53,9 @@ if hs_run 0 "seed from --config" run --db "$T/cfgseed.db" --config "$T/seed.json
     check_eq "seed from --config: runs.seed" "$(q "$T/cfgseed.db" "select seed from runs")" 42
     q "$T/cfgseed.db" "select * from requests where run = 1 order by id" >"$T/cfgseed.txt"
     q "$T/synth-1.db" "select * from requests where run = 1 order by id" >"$T/synth-1.req"
-    # KNOWN BUG: the top-level "seed" from --config / --set seed=N is stored in
-    # runs.seed but does not reach workload.seed (only the --seed flag sets
-    # both), so the workload is generated with seed 1.  Enable when fixed:
+    # The top-level seed drives the workload unless workload.seed is set.
     if cmp -s "$T/cfgseed.txt" "$T/synth-1.req"; then ok "seed from --config: same requests as --seed 42"
-    else echo "KNOWN BUG (not counted): --config {\"seed\": 42} gives other requests than --seed 42"; fi
+    else bad "seed from --config" "other requests than --seed 42"; fi
 fi
 
 e2e_finish

@@ -36,11 +36,15 @@ static const hs_field slo_fields[] = {
     {0},
 };
 
+/* Outside the accepted range of workload.seed, so only "unset" has it. */
+#define SEED_UNSET (UINT64_C(1) << 63)
+
 void hs_run_cfg_defaults(hs_run_cfg *c)
 {
     memset(c, 0, sizeof *c);
     hs_conf_defaults(c, top_fields);
     hs_workload_defaults(&c->workload);
+    c->workload.seed = SEED_UNSET;
     hs_engine_cfg_defaults(&c->engine);
     hs_perf_cfg_defaults(&c->perf);
     hs_conf_defaults(&c->slo, slo_fields);
@@ -73,31 +77,40 @@ int hs_run_cfg_load(hs_run_cfg *c, const char *path, hs_err *err)
     return rc;
 }
 
-int hs_run_cfg_set(hs_run_cfg *c, const char *kv, hs_err *err)
+void hs_run_cfg_finish(hs_run_cfg *c)
+{
+    if (c->workload.seed == SEED_UNSET) c->workload.seed = (uint64_t)c->seed;
+}
+
+int hs_run_cfg_set(hs_run_cfg *c, const char *kv, const char *where, hs_err *err)
 {
     char key[128];
     const char *eq = strchr(kv, '='), *dot;
     size_t n;
-    if (!eq || eq == kv) return hs_errf(err, HS_EINVAL, "--set %s: expected key=value", kv);
+    if (!eq || eq == kv) return hs_errf(err, HS_EINVAL, "%s %s: expected key=value", where, kv);
     n = (size_t)(eq - kv);
-    if (n >= sizeof key) return hs_errf(err, HS_EINVAL, "--set: key too long");
+    if (n >= sizeof key) return hs_errf(err, HS_EINVAL, "%s: key too long", where);
     memcpy(key, kv, n);
     key[n] = '\0';
     dot = strchr(key, '.');
     if (dot) {
         const char *sub = dot + 1;
         size_t sn = (size_t)(dot - key);
+        char w[160];
+        snprintf(w, sizeof w, "%s %.*s", where, (int)sn, key);
         if (sn == 6 && !strncmp(key, "engine", 6))
-            return hs_conf_set(&c->engine, hs_engine_cfg_fields, sub, eq + 1, "--set engine", err);
+            return hs_conf_set(&c->engine, hs_engine_cfg_fields, sub, eq + 1, w, err);
         if (sn == 4 && !strncmp(key, "perf", 4))
-            return hs_conf_set(&c->perf, hs_perf_cfg_fields, sub, eq + 1, "--set perf", err);
+            return hs_conf_set(&c->perf, hs_perf_cfg_fields, sub, eq + 1, w, err);
         if (sn == 3 && !strncmp(key, "slo", 3))
-            return hs_conf_set(&c->slo, slo_fields, sub, eq + 1, "--set slo", err);
-        if (sn == 8 && !strncmp(key, "workload", 8))
-            return hs_workload_set(&c->workload, sub, eq + 1, err);
-        return hs_errf(err, HS_EINVAL, "--set %s: unknown section (workload, engine, perf, slo)", key);
+            return hs_conf_set(&c->slo, slo_fields, sub, eq + 1, w, err);
+        if (sn == 8 && !strncmp(key, "workload", 8)) {
+            int rc = hs_workload_set(&c->workload, sub, eq + 1, err);
+            return rc ? hs_err_prefix(err, "%s: ", where) : 0;
+        }
+        return hs_errf(err, HS_EINVAL, "%s %s: unknown section (workload, engine, perf, slo)", where, key);
     }
-    return hs_conf_set(c, top_fields, key, eq + 1, "--set", err);
+    return hs_conf_set(c, top_fields, key, eq + 1, where, err);
 }
 
 static void add_fields(cJSON *o, const void *obj, const hs_field *f)

@@ -38,8 +38,12 @@ typedef struct hs_run_cfg {
 
 void hs_run_cfg_defaults(hs_run_cfg *c);
 int hs_run_cfg_load(hs_run_cfg *c, const char *path, hs_err *err);
-/* "key=value" with dotted section keys (engine.block_size=32). */
-int hs_run_cfg_set(hs_run_cfg *c, const char *kv, hs_err *err);
+/* "key=value" with dotted section keys (engine.block_size=32); `where`
+ * names the source in messages ("--set", "--tp"). */
+int hs_run_cfg_set(hs_run_cfg *c, const char *kv, const char *where, hs_err *err);
+/* After all sources are applied: the workload seed follows the run seed
+ * unless workload.seed was set explicitly. */
+void hs_run_cfg_finish(hs_run_cfg *c);
 /* The effective configuration as JSON text (caller frees). */
 char *hs_run_cfg_json(const hs_run_cfg *c);
 /* Prints every key with its default and help (run --help). */

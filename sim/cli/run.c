@@ -56,7 +56,7 @@ static void run_usage(FILE *fp, const char *cmd)
             "  --deployment FILE    replay a deployment JSON instead of planning\n"
             "  --tp N, --pp N       parallel layout for the planner (tp 0: smallest that fits)\n"
             "  --trace FILE         Azure CSV, ShareGPT JSON or ShareGPT length CSV\n"
-            "  --requests N         stop after N requests\n"
+            "  --requests N         stop after N requests (0: the whole trace; presets default to 2000)\n"
             "  --rate R             requests/s for generated arrivals\n"
             "  --time-scale X       replay a timed trace X times faster\n"
             "  --seed S             seed of every random choice\n"
@@ -124,7 +124,7 @@ static int parse_args(int argc, char **argv, const char *cmd, hs_run_cfg *cfg,
             return hs_errf(err, HS_EINVAL, "%s needs a value (see hetsim %s --help)", a, cmd);
         if (!strcmp(a, "--config")) { i++; continue; }
         if (!strcmp(a, "--set")) {
-            if ((rc = hs_run_cfg_set(cfg, v, err))) return rc;
+            if ((rc = hs_run_cfg_set(cfg, v, "--set", err))) return rc;
             i++;
             continue;
         }
@@ -138,8 +138,7 @@ static int parse_args(int argc, char **argv, const char *cmd, hs_run_cfg *cfg,
         }
         if (!strcmp(a, "--seed")) {
             snprintf(buf, sizeof buf, "seed=%s", v);
-            if ((rc = hs_run_cfg_set(cfg, buf, err))) return rc;
-            if ((rc = hs_workload_set(&cfg->workload, "seed", v, err))) return rc;
+            if ((rc = hs_run_cfg_set(cfg, buf, "--seed", err))) return rc;
             i++;
             continue;
         }
@@ -162,9 +161,10 @@ static int parse_args(int argc, char **argv, const char *cmd, hs_run_cfg *cfg,
         else
             return hs_errf(err, HS_EINVAL, "unknown option \"%s\" (see hetsim %s --help)", a, cmd);
         snprintf(buf, sizeof buf, "%s=%s", key, v);
-        if ((rc = hs_run_cfg_set(cfg, buf, err))) return hs_err_prefix(err, "%s: ", a);
+        if ((rc = hs_run_cfg_set(cfg, buf, a, err))) return rc;
         i++;
     }
+    hs_run_cfg_finish(cfg);
     return 0;
 }
 
@@ -247,8 +247,6 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
     }
     if ((rc = hs_deploy_check(&s->deploy, &s->model, s->cluster,
                               cfg->deployment[0] ? cfg->deployment : "deployment", err)))
-        goto fail;
-    if (cfg->emit_deployment[0] && (rc = hs_deploy_write(&s->deploy, cfg->emit_deployment, err)))
         goto fail;
     if (build_replicas &&
         (rc = hs_replicas_build(&s->replicas, &s->deploy, &s->model, s->cluster, ec,
@@ -414,6 +412,9 @@ int hs_cli_run(int argc, char **argv)
     if ((rc = hs_db_summary(db, run_id, vals, nv, &err))) goto fail;
     if ((rc = hs_db_run_commit(db, run_id, wall_now() - t0, (int64_t)e->q.popped, &err))) goto fail;
     run_open = 0;
+    /* Written only once the run is stored, so a failed run leaves no file. */
+    if (cfg.emit_deployment[0] && (rc = hs_deploy_write(&s.deploy, cfg.emit_deployment, &err)))
+        fprintf(stderr, "hetsim: warning: run %lld is stored, but %s\n", (long long)run_id, err.msg);
     if (!o.quiet) {
         print_header(&cfg, &s, stdout);
         hs_metrics_print(vals, nv, stdout);
@@ -461,6 +462,11 @@ int hs_cli_plan(int argc, char **argv)
     if (!rc) rc = setup_build(&s, &cfg, 1, &err);
     if (rc) {
         fprintf(stderr, "hetsim: %s\n", err.msg);
+        return hs_cli_exit_code(rc);
+    }
+    if (cfg.emit_deployment[0] && (rc = hs_deploy_write(&s.deploy, cfg.emit_deployment, &err))) {
+        fprintf(stderr, "hetsim: %s\n", err.msg);
+        setup_free(&s);
         return hs_cli_exit_code(rc);
     }
     if (!cfg.emit_deployment[0]) {

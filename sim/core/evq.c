@@ -59,6 +59,7 @@ uint64_t hs_evq_push(hs_evq *q, hs_ns time, int prio, int type, int64_t a,
                      int64_t b)
 {
     hs_event *e;
+    uint64_t seq;
     assert(time >= q->now);
     if (time < q->now) time = q->now;
     if (q->len == q->cap) {
@@ -72,11 +73,12 @@ uint64_t hs_evq_push(hs_evq *q, hs_ns time, int prio, int type, int64_t a,
     e->time = time;
     e->prio = prio;
     e->type = type;
-    e->seq = q->next_seq++;
+    e->seq = seq = q->next_seq++;
     e->a = a;
     e->b = b;
+    /* sift_up moves other events into *e: return the saved seq. */
     sift_up(q->heap, q->len++);
-    return e->seq;
+    return seq;
 }
 
 /* Open-addressing set of cancelled seqs (0 = empty slot). */

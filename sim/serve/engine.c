@@ -30,6 +30,7 @@ const hs_field hs_engine_cfg_fields[] = {
     HS_FIELD_NUM(hs_engine_cfg, max_model_len, HS_F_INT, 0, 0, 0, 1 << 24, "context limit, tokens (0: model's)"),
     HS_FIELD_NUM(hs_engine_cfg, kv_bits, HS_F_INT, 0, 16, 8, 16, "KV cache bits (16 or 8)"),
     HS_FIELD_NUM(hs_engine_cfg, audit, HS_F_BOOL, 0, 0, 0, 1, "check invariants after every event"),
+    HS_FIELD_NUM(hs_engine_cfg, fast_forward, HS_F_BOOL, 0, 1, 0, 1, "simulate runs of decode-only steps in one event"),
     {0},
 };
 
@@ -73,6 +74,8 @@ void hs_engine_destroy(hs_engine *e)
     free(e->lanes);
     free(e->pool);
     free(e->wrr);
+    free(e->load_req);
+    free(e->load_tok);
     hs_evq_free(&e->q);
     free(e);
 }
@@ -99,7 +102,9 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
     for (int32_t i = 0; i < n_replicas; i++) n += replicas[i].layout.pp;
     e->lanes = calloc((size_t)n, sizeof *e->lanes);
     e->wrr = calloc((size_t)n_replicas, sizeof *e->wrr);
-    if (!e->lanes || !e->wrr) goto nomem;
+    e->load_req = calloc((size_t)n_replicas, sizeof *e->load_req);
+    e->load_tok = calloc((size_t)n_replicas, sizeof *e->load_tok);
+    if (!e->lanes || !e->wrr || !e->load_req || !e->load_tok) goto nomem;
     for (int32_t i = 0; i < n_replicas; i++) {
         hs_replica *rp = &replicas[i];
         rp->n_lanes = rp->layout.pp;
@@ -157,14 +162,10 @@ static int32_t route(hs_engine *e, const hs_req *q)
         break;
     case HS_ROUTE_LOR:
     case HS_ROUTE_LOT: {
+        const int64_t *load = e->router == HS_ROUTE_LOR ? e->load_req : e->load_tok;
         double bv = INFINITY;
         for (int32_t i = 0; i < e->n_replicas; i++) {
-            const hs_replica *rp = &e->replicas[i];
-            double v = 0;
-            for (int32_t k = 0; k < rp->n_lanes; k++)
-                v += e->router == HS_ROUTE_LOR ? (double)rp->lanes[k].out_reqs
-                                               : (double)rp->lanes[k].out_tokens;
-            v /= rp->weight > 0 ? rp->weight : 1.0;
+            double w = e->replicas[i].weight, v = (double)load[i] / (w > 0 ? w : 1.0);
             if (v < bv) {
                 bv = v;
                 best = i;
@@ -206,6 +207,81 @@ static void kick(hs_engine *e, hs_lane *l)
         e->fatal = HS_ENOMEM;
 }
 
+/* ---- fast-forward ----
+ * A decode-only iteration with nothing waiting and nothing half-prefilled is
+ * followed by identical decode steps (same members, context growing by one
+ * token each) until the first member finishes, unless an arrival or a lack
+ * of KV blocks intervenes.  Such a run is simulated as one ITER_END event
+ * standing for ff_k steps; ends are recomputed with exactly the arithmetic
+ * of single steps, so results are bit-identical with fast_forward off
+ * (test_fastforward).  An arrival on the lane truncates the run at the
+ * first step boundary after it.  Only single-stage replicas (no pipeline
+ * reservations to replay) and policies using the default completion. */
+
+static hs_ns ff_step_end(const hs_replica *rp, const hs_lane *l, int32_t i, hs_ns start)
+{
+    hs_batch_shape b = l->it.shape;
+    b.dec_ctx += (int64_t)i * l->n_dec;
+    return (hs_ns)ceil((double)start + rp->perf.step_overhead + hs_perf_stage_ns(&rp->perf, 0, &b));
+}
+
+static int32_t ff_need(const hs_engine *e, const hs_lane *l, int32_t i)
+{
+    int64_t m = (l->g + i) % e->cfg.block_size;
+    return l->bucket[m < 0 ? m + e->cfg.block_size : m];
+}
+
+/* Extends the decode step just scheduled into a run; returns its end. */
+static hs_ns ff_extend(hs_engine *e, hs_lane *l, const hs_replica *rp, hs_ns end)
+{
+    int64_t steps = hs_req_at(e, l->heap[0])->finish_step - l->g;
+    int32_t k = 1;
+    while (k < steps && k < (1 << 20)) {
+        int32_t need = ff_need(e, l, k);
+        if (l->blocks_free < need) break;
+        l->blocks_free -= need;
+        end = ff_step_end(rp, l, k, end);
+        k++;
+    }
+    l->ff_k = k;
+    return end;
+}
+
+/* Cuts the run in flight after the first step ending after t. */
+static void ff_truncate(hs_engine *e, hs_lane *l, hs_ns t)
+{
+    const hs_replica *rp = &e->replicas[l->replica];
+    hs_ns end = ff_step_end(rp, l, 0, l->it.start);
+    int32_t j = 1;
+    while (end <= t && j < l->ff_k) end = ff_step_end(rp, l, j++, end);
+    if (j == l->ff_k) return;
+    for (int32_t i = j; i < l->ff_k; i++) l->blocks_free += ff_need(e, l, i);
+    l->ff_k = j;
+    l->it.end = end;
+    if (hs_evq_cancel(&e->q, l->ff_seq) ||
+        !(l->ff_seq = hs_evq_push(&e->q, end, HS_PRIO_COMPLETE, EV_ITER_END, l->id, 0)))
+        if (!e->fatal) e->fatal = HS_ENOMEM;
+}
+
+/* Applies every step of the run (the last one may finish requests). */
+static void ff_complete(hs_engine *e, hs_lane *l)
+{
+    const hs_replica *rp = &e->replicas[l->replica];
+    hs_ns start = l->it.start;
+    int32_t k = l->ff_k;
+    hs_batch_shape b0 = l->it.shape;
+    for (int32_t i = 0; i < k; i++) {
+        l->it.shape = b0;
+        l->it.shape.dec_ctx = l->sum_kv + l->n_dec;
+        l->it.end = ff_step_end(rp, l, 0, start);
+        start = l->it.end;
+        hs_lane_complete(e, l);
+    }
+    l->iters += k - 1;
+    e->iterations += k - 1;
+    l->ff_k = 1;
+}
+
 /* Starts the lane's next iteration if its policy has work.  Stages are
  * reserved FIFO: an iteration enters stage s when it has left stage s-1
  * and the stage has finished the previous lane's micro-batch. */
@@ -228,10 +304,15 @@ static void try_start(hs_engine *e, hs_lane *l)
     l->it.start = e->q.now;
     l->it.end = (hs_ns)ceil(in);
     if (l->it.end <= e->q.now) l->it.end = e->q.now + 1;
+    l->ff_k = 1;
+    if (e->cfg.fast_forward && l->it.decode && l->it.n_chunks == 0 && rp->perf.pp == 1 &&
+        !e->policy->complete && l->waiting.len == 0 && l->prefilling.len == 0 && l->n_dec > 0)
+        l->it.end = ff_extend(e, l, rp, l->it.end);
     l->busy = 1;
     l->iters++;
     e->iterations++;
-    if (!hs_evq_push(&e->q, l->it.end, HS_PRIO_COMPLETE, EV_ITER_END, l->id, 0) && !e->fatal)
+    if (!(l->ff_seq = hs_evq_push(&e->q, l->it.end, HS_PRIO_COMPLETE, EV_ITER_END, l->id, 0)) &&
+        !e->fatal)
         e->fatal = HS_ENOMEM;
 }
 
@@ -267,11 +348,14 @@ static int on_arrival(hs_engine *e)
     q->lane = l->id;
     l->out_reqs++;
     l->out_tokens += q->prompt;
+    e->load_req[rp->id]++;
+    e->load_tok[rp->id] += q->prompt;
     hs_list_push_back(e, &l->waiting, r);
     if (q->prompt >= e->max_model_len) {
         hs_lane_drop(e, l, r, "prompt reaches the context limit");
         return 0;
     }
+    if (l->busy && l->ff_k > 1) ff_truncate(e, l, e->q.now);
     kick(e, l);
     return 0;
 }
@@ -317,6 +401,7 @@ int hs_engine_run(hs_engine *e, hs_err *err)
         case EV_ITER_END:
             l = e->lanes[ev.a];
             if (e->policy->complete) e->policy->complete(e, l);
+            else if (l->ff_k > 1) ff_complete(e, l);
             else hs_lane_complete(e, l);
             l->busy = 0;
             try_start(e, l);

@@ -37,6 +37,9 @@ typedef struct hs_engine {
     int router;
     int64_t rr_next;
     double *wrr;              /* smooth WRR current weights [n_replicas] */
+    /* Router view per replica, contiguous so a scan stays in cache:
+     * outstanding requests and prompt tokens (known at arrival). */
+    int64_t *load_req, *load_tok;
     hs_evq q;
     hs_replica *replicas;
     int32_t n_replicas;

@@ -215,6 +215,8 @@ static void release(hs_engine *e, hs_lane *l, int32_t r, hs_req_record *rec)
     if (rc && !e->fatal) e->fatal = rc;
     l->out_reqs--;
     l->out_tokens -= q->prompt;
+    e->load_req[l->replica]--;
+    e->load_tok[l->replica] -= q->prompt;
     memset(q, 0, sizeof *q);
     q->state = HS_REQ_FREE;
     q->next = e->free_head;
@@ -353,9 +355,9 @@ int hs_lane_sane(hs_engine *e, const hs_lane *l)
 {
     int64_t held = 0;
     int32_t n = 0, r;
-    /* During a decode iteration the blocks for the token being written are
-     * already reserved: members hold blocks for kv + 1 tokens. */
-    int64_t writing = l->busy && l->it.decode ? 1 : 0;
+    /* During a decode iteration the blocks for the token(s) being written are
+     * already reserved: members hold blocks for kv + ff_k tokens. */
+    int64_t writing = l->busy && l->it.decode ? l->ff_k : 0;
     for (r = l->prefilling.head; r >= 0; r = e->pool[r].next) held += e->pool[r].blocks;
     for (r = l->running.head; r >= 0; r = e->pool[r].next, n++) {
         const hs_req *q = &e->pool[r];

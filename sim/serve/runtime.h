@@ -117,6 +117,10 @@ typedef struct hs_lane {
     /* execution */
     int busy, kick;
     hs_iter it;
+    /* Fast-forward: the iteration in flight stands for ff_k identical
+     * decode-only steps (1 normally); ff_seq is its ITER_END event. */
+    int32_t ff_k;
+    uint64_t ff_seq;
     int32_t cap_chunks, heap_cap;
     void *pstate;         /* policy state (static batching) */
     /* counters */
@@ -148,6 +152,7 @@ typedef struct hs_engine_cfg {
     int max_model_len;       /* tokens (0: the model's context window) */
     int kv_bits;             /* 16 or 8 */
     int audit;               /* 1: check invariants after every event (tests) */
+    int fast_forward;        /* 1: runs of decode-only steps in one event */
 } hs_engine_cfg;
 
 void hs_engine_cfg_defaults(hs_engine_cfg *c);
