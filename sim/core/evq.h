@@ -74,7 +74,9 @@ uint64_t hs_evq_push(hs_evq *q, hs_ns time, int prio, int type, int64_t a,
 int hs_evq_pop(hs_evq *q, hs_event *ev);
 
 /* Marks event `seq` cancelled; it will be dropped when it reaches the top.
- * Returns 0 or HS_ENOMEM. */
+ * `seq` must still be queued: the tombstone of an event already delivered is
+ * never reclaimed (the queue cannot tell without a search).  Returns 0 or
+ * HS_ENOMEM. */
 int hs_evq_cancel(hs_evq *q, uint64_t seq);
 
 /* Number of queued entries, tombstones included. */

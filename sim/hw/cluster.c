@@ -37,7 +37,10 @@ static int type_index(hs_cluster *c, const char *gpu, const char *where,
     for (int i = 0; i < c->n_types; i++)
         if (!strcmp(c->types[i].name, gpu)) return i;
     rc = hs_gpu_find(&g, gpu, err);
-    if (rc) return hs_err_prefix(err, "%s: ", where);
+    if (rc) {
+        hs_err_prefix(err, "%s: ", where);
+        return rc;
+    }
     c->types[c->n_types] = g;
     return c->n_types++;
 }
@@ -58,9 +61,12 @@ static int read_matrix(const cJSON *m, const char *key, int n, double scale,
             return hs_errf(err, HS_EPARSE, "%s: %s[%d]: expected %d entries",
                            where, key, i, n);
         cJSON_ArrayForEach(v, row) {
-            if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > 1e9)
-                return hs_errf(err, HS_EPARSE, "%s: %s[%d][%d]: expected a non-negative number",
+            if (!cJSON_IsNumber(v))
+                return hs_errf(err, HS_EPARSE, "%s: %s[%d][%d]: expected a number",
                                where, key, i, j);
+            if (!(v->valuedouble >= 0) || v->valuedouble > 1e9)
+                return hs_errf(err, HS_ERANGE, "%s: %s[%d][%d]: %g is outside [0, 1e9]",
+                               where, key, i, j, v->valuedouble);
             if (i != j && v->valuedouble == 0 && scale != 1e-6)
                 return hs_errf(err, HS_EPARSE,
                                "%s: %s[%d][%d]: missing link (bandwidth 0) between GPU %d and GPU %d",
@@ -85,6 +91,15 @@ int hs_cluster_load(hs_cluster **out, const char *path, hs_err *err)
     *out = NULL;
     rc = hs_json_load(path, &root, err);
     if (rc) return rc;
+    if (!cJSON_IsObject(root)) {
+        rc = hs_errf(err, HS_EPARSE, "%s: expected a JSON object", path);
+        goto fail;
+    }
+    it = cJSON_GetObjectItemCaseSensitive(root, "source");
+    if (it && !cJSON_IsString(it)) {
+        rc = hs_errf(err, HS_EPARSE, "%s: source: expected a string", path);
+        goto fail;
+    }
     for (it = root->child; it; it = it->next) {
         static const char *const keys[] = {"name", "description", "source", "nodes",
             "inter_bw_gbs", "inter_latency_us", "bandwidth_gbs", "latency_us", NULL};

@@ -48,6 +48,12 @@ int hs_model_load(hs_model *m, const char *path, hs_err *err)
                        path, m->arch);
     if (!strcmp(m->arch, "decoder") && m->encoder_layers)
         return hs_errf(err, HS_EPARSE, "%s: encoder_layers: must be 0 for a decoder model", path);
+    if (!strcmp(m->arch, "encoder-decoder") && !m->encoder_layers)
+        return hs_errf(err, HS_EPARSE, "%s: encoder_layers: an encoder-decoder model needs at least one", path);
+    if (strcmp(m->position, "rope") && strcmp(m->position, "learned") &&
+        strcmp(m->position, "alibi") && strcmp(m->position, "relative"))
+        return hs_errf(err, HS_EPARSE, "%s: position: \"%s\" is not rope, learned, alibi or relative",
+                       path, m->position);
     if (m->heads % m->kv_heads)
         return hs_errf(err, HS_EPARSE, "%s: kv_heads: %d does not divide heads %d",
                        path, m->kv_heads, m->heads);

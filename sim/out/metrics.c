@@ -433,7 +433,11 @@ void hs_metrics_print(const hs_metric_value *v, int n, FILE *fp)
         other = 1;
         char label[48];
         snprintf(label, sizeof label, "%s:", v[i].name);
-        print_line(fp, label, "%.6g", v[i].value);
+        /* Counts print as integers, not 1e+06. */
+        if (v[i].value == floor(v[i].value) && fabs(v[i].value) < 1e15)
+            print_line(fp, label, "%.0f", v[i].value);
+        else
+            print_line(fp, label, "%.6g", v[i].value);
     }
     rule(fp, NULL, '=');
     free(seen);

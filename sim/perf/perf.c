@@ -47,6 +47,19 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
     const hs_perf_builder *b = hs_perf_find(cfg->model);
     memset(p, 0, sizeof *p);
     if (!b) return hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", cfg->model);
+    if (max_tokens < 1 || max_seqs < 1)
+        return hs_errf(err, HS_ERANGE, "latency tables need max_tokens and max_seqs >= 1 (got %d, %d)",
+                       max_tokens, max_seqs);
+    if (l->pp < 1 || l->pp > HS_MAX_PP)
+        return hs_errf(err, HS_ERANGE, "layout: %d stages (1..%d)", l->pp, HS_MAX_PP);
+    for (int s = 0; s < l->pp; s++) {
+        if (l->stage[s].tp < 1 || l->stage[s].tp > HS_MAX_TP)
+            return hs_errf(err, HS_ERANGE, "layout: stage %d: tp %d (1..%d)", s, l->stage[s].tp, HS_MAX_TP);
+        for (int k = 0; k < l->stage[s].tp; k++)
+            if (l->stage[s].gpus[k] < 0 || l->stage[s].gpus[k] >= c->n_gpus)
+                return hs_errf(err, HS_ERANGE, "layout: stage %d: GPU %d not in cluster %s",
+                               s, l->stage[s].gpus[k], c->name);
+    }
     return b->build(p, cfg, m, c, l, max_tokens, max_seqs, err);
 }
 

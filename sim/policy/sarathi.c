@@ -8,8 +8,6 @@
  * prompt, at the price of prompts taking several iterations. */
 #include "serve/engine.h"
 
-int hs__admit_never_fits(hs_engine *e, hs_lane *l, int32_t r, int32_t max_tokens);
-
 static int schedule(hs_engine *e, hs_lane *l)
 {
     int32_t budget = e->cfg.chunk_size;
@@ -35,7 +33,7 @@ static int schedule(hs_engine *e, hs_lane *l)
         int32_t r = l->waiting.head, c;
         hs_req *q = hs_req_at(e, r);
         int32_t need;
-        if (hs__admit_never_fits(e, l, r, 0)) continue;
+        if (hs_lane_drop_if_never_fits(e, l, r, 0)) continue;
         need = hs_blocks_for(e, q->prefill_len);
         if (l->n_dec + l->prefilling.len + 1 > e->cfg.max_num_seqs) break;
         if (l->blocks_free - need < l->watermark) break;

@@ -8,23 +8,6 @@
  * sequences are preempted and later recomputed. */
 #include "serve/engine.h"
 
-/* Drops the waiting head when it could never be admitted on this lane. */
-int hs__admit_never_fits(hs_engine *e, hs_lane *l, int32_t r, int32_t max_tokens);
-
-int hs__admit_never_fits(hs_engine *e, hs_lane *l, int32_t r, int32_t max_tokens)
-{
-    hs_req *q = hs_req_at(e, r);
-    if (hs_blocks_for(e, q->prefill_len) > l->blocks_total - l->watermark) {
-        hs_lane_drop(e, l, r, "needs more KV blocks than the replica has");
-        return 1;
-    }
-    if (max_tokens && q->prefill_len > max_tokens) {
-        hs_lane_drop(e, l, r, "prompt longer than max_batched_tokens");
-        return 1;
-    }
-    return 0;
-}
-
 static int schedule(hs_engine *e, hs_lane *l)
 {
     int32_t max_tok = e->cfg.max_batched_tokens;
@@ -34,7 +17,7 @@ static int schedule(hs_engine *e, hs_lane *l)
             int32_t r = l->waiting.head;
             hs_req *q = hs_req_at(e, r);
             int32_t need;
-            if (hs__admit_never_fits(e, l, r, max_tok)) continue;
+            if (hs_lane_drop_if_never_fits(e, l, r, max_tok)) continue;
             need = hs_blocks_for(e, q->prefill_len);
             if (seqs + 1 > e->cfg.max_num_seqs) break;
             if (l->it.shape.tokens + q->prefill_len > max_tok) break;

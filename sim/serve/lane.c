@@ -244,6 +244,20 @@ void hs_lane_drop(hs_engine *e, hs_lane *l, int32_t r, const char *why)
     release(e, l, r, &rec);
 }
 
+int hs_lane_drop_if_never_fits(hs_engine *e, hs_lane *l, int32_t r, int32_t max_tokens)
+{
+    hs_req *q = hs_req_at(e, r);
+    if (hs_blocks_for(e, q->prefill_len) > l->blocks_total - l->watermark) {
+        hs_lane_drop(e, l, r, "needs more KV blocks than the replica has");
+        return 1;
+    }
+    if (max_tokens && q->prefill_len > max_tokens) {
+        hs_lane_drop(e, l, r, "prompt longer than max_batched_tokens");
+        return 1;
+    }
+    return 0;
+}
+
 void hs_lane_finish(hs_engine *e, hs_lane *l, int32_t r, hs_ns t)
 {
     hs_req *q = hs_req_at(e, r);

@@ -168,6 +168,10 @@ int32_t hs_blocks_for(const struct hs_engine *e, int64_t tokens);
 int hs_iter_add_chunk(struct hs_engine *e, hs_lane *l, int32_t r, int32_t len);
 /* Moves waiting request r to prefilling and allocates its prompt blocks. */
 void hs_lane_admit(struct hs_engine *e, hs_lane *l, int32_t r);
+/* Drops waiting request r when it could never be admitted on this lane
+ * (more blocks than the lane has, or longer than max_tokens when that is
+ * not 0); returns 1 when dropped. */
+int hs_lane_drop_if_never_fits(struct hs_engine *e, hs_lane *l, int32_t r, int32_t max_tokens);
 /* Drops a waiting request that can never be served. */
 void hs_lane_drop(struct hs_engine *e, hs_lane *l, int32_t r, const char *why);
 /* Reserves the blocks the decode set needs for the next step, preempting
