@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int hs__check_fail, hs__check_pass;
 
@@ -43,6 +44,54 @@ static inline const char *hs_shared_data(void)
 {
     const char *p = getenv("HS_SHARED_DATA");
     return (p && *p) ? p : NULL;
+}
+
+/* The source tree (ctest passes HS_ROOT); also points the loaders at it
+ * (HETSIM_ROOT) so tests read this checkout's models/ and profiles/. */
+static inline const char *hs_test_root(void)
+{
+    const char *env = getenv("HS_ROOT");
+    if (env && *env) {
+        setenv("HETSIM_ROOT", env, 1);
+        return env;
+    }
+    env = getenv("HETSIM_ROOT");
+    return env && *env ? env : HS_SOURCE_ROOT;
+}
+
+/* Temporary files written by a test, removed at exit. */
+static char hs__tmp[128][64];
+static int hs__ntmp;
+
+static void hs__tmp_cleanup(void)
+{
+    for (int i = 0; i < hs__ntmp; i++) unlink(hs__tmp[i]);
+    hs__ntmp = 0;
+}
+
+/* Writes text to a fresh /tmp/hs_<tag>_XXXXXX and returns its path (valid
+ * until exit).  Loaders take any name with a '/' as a path. */
+static inline const char *hs_test_tmpfile(const char *tag, const char *text)
+{
+    char *p;
+    FILE *fp;
+    int fd;
+    if (hs__ntmp >= 128) {
+        fprintf(stderr, "too many temp files\n");
+        exit(2);
+    }
+    if (hs__ntmp == 0) atexit(hs__tmp_cleanup);
+    p = hs__tmp[hs__ntmp];
+    snprintf(p, sizeof hs__tmp[0], "/tmp/hs_%s_XXXXXX", tag);
+    fd = mkstemp(p);
+    if (fd < 0 || !(fp = fdopen(fd, "wb"))) {
+        perror("mkstemp");
+        exit(2);
+    }
+    fputs(text, fp);
+    fclose(fp);
+    hs__ntmp++;
+    return p;
 }
 
 #endif

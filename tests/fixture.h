@@ -94,9 +94,7 @@ static inline int fx_run(const fx_opts *o, fx_result *x, hs_err *err)
     if ((rc = hs_model_find(&m, o->model, err))) return rc;
     if ((rc = hs_cluster_find(&c, o->cluster, err))) return rc;
     mml = o->max_model_len ? o->max_model_len : m.max_seq_len;
-    if (!ec.max_batched_tokens) ec.max_batched_tokens = mml > 2048 ? mml : 2048;
-    max_tokens = !strcmp(o->policy, "sarathi") ? ec.chunk_size
-               : !strcmp(o->policy, "static") ? ec.static_batch * mml : ec.max_batched_tokens;
+    max_tokens = hs_engine_pass_tokens(&ec, pol, mml);
     memset(&pr, 0, sizeof pr);
     pr.model = &m;
     pr.cluster = c;

@@ -37,7 +37,7 @@ static int same(const fx_result *a, const fx_result *b)
 int main(void)
 {
     static const char *const policies[] = {"vllm", "sarathi", "static"};
-    if (getenv("HS_ROOT")) setenv("HETSIM_ROOT", getenv("HS_ROOT"), 1);
+    hs_test_root();
     for (int p = 0; p < 3; p++) {
         fx_opts o;
         fx_result a, b, c;

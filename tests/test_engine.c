@@ -11,17 +11,13 @@
 #include "check.h"
 #include "fixture.h"
 
-static char trace_path[64];
+static const char *trace_path;
 
 static void write_trace(const char *rows)
 {
-    FILE *fp;
-    int fd;
-    strcpy(trace_path, "/tmp/hs_engine_XXXXXX");
-    fd = mkstemp(trace_path);
-    fp = fdopen(fd, "w");
-    fprintf(fp, "TIMESTAMP,ContextTokens,GeneratedTokens\n%s", rows);
-    fclose(fp);
+    char buf[4096];
+    snprintf(buf, sizeof buf, "TIMESTAMP,ContextTokens,GeneratedTokens\n%s", rows);
+    trace_path = hs_test_tmpfile("engine", buf);
 }
 
 static void base(fx_opts *o)
@@ -124,7 +120,6 @@ static void vllm_two(void)
     CHECK_INT(x.itl_count, 6);
     hs_perf_free(&p);
     fx_free(&x);
-    unlink(trace_path);
 }
 
 /* Sarathi: a 1000-token prompt in chunks of 512 while an earlier request
@@ -177,7 +172,6 @@ static void sarathi_chunks(void)
     CHECK_INT(find(&x, 1)->finish, t);
     hs_perf_free(&p);
     fx_free(&x);
-    unlink(trace_path);
 }
 
 /* Static batching: the first request runs alone; the next two share a
@@ -221,7 +215,6 @@ static void static_slots(void)
     CHECK_INT(find(&x, 2)->finish, t);
     hs_perf_free(&p);
     fx_free(&x);
-    unlink(trace_path);
 }
 
 /* Context limit: a prompt at the limit is dropped with a reason, a prompt
@@ -239,12 +232,11 @@ static void context_limit(void)
     CHECK_INT(find(&x, 1)->output, 4096 - 4000);
     CHECK_INT(x.truncated, 1);
     fx_free(&x);
-    unlink(trace_path);
 }
 
 int main(void)
 {
-    if (getenv("HS_ROOT")) setenv("HETSIM_ROOT", getenv("HS_ROOT"), 1);
+    hs_test_root();
     vllm_two();
     sarathi_chunks();
     static_slots();

@@ -40,7 +40,7 @@ static void compare(const char *what, fx_opts *o)
 int main(void)
 {
     fx_opts o;
-    if (getenv("HS_ROOT")) setenv("HETSIM_ROOT", getenv("HS_ROOT"), 1);
+    hs_test_root();
 
     /* Light load: long decode-only runs, cut by Poisson arrivals. */
     fx_defaults(&o);

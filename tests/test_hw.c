@@ -6,11 +6,10 @@
  * FLOP/s, 80 GiB = 80 * 2^30 bytes, 2039e9 B/s), every off-diagonal
  * bandwidth positive, the cluster price equal to the sum of its GPUs'
  * prices.  dgx-a100x2 is checked entry by entry (intra-node NVLink vs
- * inter-node InfiniBand).  Malformed inputs are written to mkstemps() files
+ * inter-node InfiniBand).  Malformed inputs are written to temporary files
  * in /tmp and each must fail with a code and a message naming the file and
  * the offending key (or line for JSON syntax errors).  Inputs that crash a
  * loader are run in a forked child so one crash does not hide the rest. */
-#define _DEFAULT_SOURCE /* mkstemps */
 #include "check.h"
 
 #include <dirent.h>
@@ -19,48 +18,13 @@
 
 #include "hw/hw.h"
 
-static char root[1024];
-static char tmpfiles[64][64];
-static int ntmp;
+static const char *root;
 
-static void set_root(void)
-{
-    const char *env = getenv("HS_ROOT");
-    if (env && *env) {
-        snprintf(root, sizeof root, "%s", env);
-        setenv("HETSIM_ROOT", root, 1);
-    } else {
-        snprintf(root, sizeof root, "%s", hs_data_root());
-    }
-}
-
-/* Writes text to a fresh /tmp/hs_hw_XXXXXX.json; returns its path. */
 static const char *write_tmp(const char *text)
 {
-    int fd;
-    FILE *fp;
-    char *p = tmpfiles[ntmp];
-    if (ntmp >= 64) {
-        fprintf(stderr, "too many temp files\n");
-        exit(2);
-    }
-    snprintf(p, sizeof tmpfiles[0], "/tmp/hs_hw_XXXXXX.json");
-    fd = mkstemps(p, 5);
-    if (fd < 0) {
-        perror("mkstemps");
-        exit(2);
-    }
-    fp = fdopen(fd, "wb");
-    fputs(text, fp);
-    fclose(fp);
-    ntmp++;
-    return p;
+    return hs_test_tmpfile("hw", text);
 }
 
-static void remove_tmp(void)
-{
-    for (int i = 0; i < ntmp; i++) unlink(tmpfiles[i]);
-}
 
 static int has_suffix(const char *s, const char *suf)
 {
@@ -520,7 +484,7 @@ static void test_cluster_errors(void)
 
 int main(void)
 {
-    set_root();
+    root = hs_test_root();
     test_data_root();
     test_resolve();
     test_all_gpus();
@@ -530,6 +494,5 @@ int main(void)
     test_matrix_clusters();
     test_gpu_errors();
     test_cluster_errors();
-    remove_tmp();
     return hs_check_result();
 }

@@ -79,7 +79,7 @@ int main(void)
     static const char *const policies[] = {"vllm", "sarathi", "static"};
     fx_opts o;
     char what[128];
-    if (getenv("HS_ROOT")) setenv("HETSIM_ROOT", getenv("HS_ROOT"), 1);
+    hs_test_root();
 
     for (int p = 0; p < 3; p++)
         for (int r = 0; r < 3; r++) {

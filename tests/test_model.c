@@ -9,7 +9,6 @@
  * stage weights (embedding on the first stage, LM head and final norm on the
  * last, tied heads), activations linear in max_tokens, and malformed model
  * files rejected with a message naming the file and the key. */
-#define _DEFAULT_SOURCE /* mkstemps */
 #include "check.h"
 
 #include <dirent.h>
@@ -18,41 +17,11 @@
 #include "hw/hw.h"
 #include "llm/model.h"
 
-static char root[1024];
-static char tmpfiles[64][64];
-static int ntmp;
-
-static void set_root(void)
-{
-    const char *env = getenv("HS_ROOT");
-    if (env && *env) {
-        snprintf(root, sizeof root, "%s", env);
-        setenv("HETSIM_ROOT", root, 1);
-    } else {
-        snprintf(root, sizeof root, "%s", hs_data_root());
-    }
-}
+static const char *root;
 
 static const char *write_tmp(const char *text)
 {
-    int fd;
-    FILE *fp;
-    char *p = tmpfiles[ntmp];
-    if (ntmp >= 64) {
-        fprintf(stderr, "too many temp files\n");
-        exit(2);
-    }
-    snprintf(p, sizeof tmpfiles[0], "/tmp/hs_model_XXXXXX.json");
-    fd = mkstemps(p, 5);
-    if (fd < 0) {
-        perror("mkstemps");
-        exit(2);
-    }
-    fp = fdopen(fd, "wb");
-    fputs(text, fp);
-    fclose(fp);
-    ntmp++;
-    return p;
+    return hs_test_tmpfile("model", text);
 }
 
 static int msg_has(const hs_err *err, const char *a, const char *b)
@@ -330,13 +299,12 @@ static void test_bad_models(void)
 
 int main(void)
 {
-    set_root();
+    root = hs_test_root();
     test_all_models();
     test_llama2_7b();
     test_llama2_70b_gqa();
     test_tied_and_encdec();
     test_weight_bytes();
     test_bad_models();
-    for (int i = 0; i < ntmp; i++) unlink(tmpfiles[i]);
     return hs_check_result();
 }

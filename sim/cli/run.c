@@ -215,11 +215,7 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
     if ((rc = hs_model_find(&s->model, cfg->model, err))) goto fail;
     if ((rc = hs_cluster_find(&s->cluster, cfg->cluster, err))) goto fail;
     s->max_model_len = ec->max_model_len ? ec->max_model_len : s->model.max_seq_len;
-    if (!ec->max_batched_tokens)
-        ec->max_batched_tokens = s->max_model_len > 2048 ? s->max_model_len : 2048;
-    if (!strcmp(s->policy->name, "sarathi")) s->max_tokens = ec->chunk_size;
-    else if (!strcmp(s->policy->name, "static")) s->max_tokens = ec->static_batch * s->max_model_len;
-    else s->max_tokens = ec->max_batched_tokens;
+    s->max_tokens = hs_engine_pass_tokens(ec, s->policy, s->max_model_len);
     if (!strcmp(s->policy->name, "vllm") && ec->max_batched_tokens < s->max_model_len) {
         rc = hs_errf(err, HS_EINVAL,
                      "engine.max_batched_tokens: %d is below the context limit %d (vllm without chunking needs whole prompts; use --policy sarathi)",

@@ -48,10 +48,17 @@ nomem:
     return 0;
 }
 
+static int pass_tokens(const hs_engine_cfg *c, int32_t max_model_len)
+{
+    (void)max_model_len;
+    return c->chunk_size;
+}
+
 const hs_policy_ops hs_policy_sarathi = {
     "sarathi",
     "chunked prefill, decodes first, prompts cut to fill a token budget (Sarathi-Serve)",
     schedule,
     NULL,
     NULL,
+    pass_tokens,
 };

@@ -140,10 +140,17 @@ static void lane_free(hs_lane *l)
     l->pstate = NULL;
 }
 
+/* Padded prefills: a full batch of context-long prompts. */
+static int pass_tokens(const hs_engine_cfg *c, int32_t max_model_len)
+{
+    return c->static_batch * max_model_len;
+}
+
 const hs_policy_ops hs_policy_static = {
     "static",
     "static batching: fixed batch run to its longest output, slots held (FasterTransformer)",
     schedule,
     complete,
     lane_free,
+    pass_tokens,
 };

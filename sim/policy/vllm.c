@@ -51,4 +51,5 @@ const hs_policy_ops hs_policy_vllm = {
     schedule,
     NULL,
     NULL,
+    NULL,
 };

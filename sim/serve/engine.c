@@ -39,6 +39,12 @@ void hs_engine_cfg_defaults(hs_engine_cfg *c)
     hs_conf_defaults(c, hs_engine_cfg_fields);
 }
 
+int hs_engine_pass_tokens(hs_engine_cfg *c, const hs_policy_ops *p, int32_t max_model_len)
+{
+    if (!c->max_batched_tokens) c->max_batched_tokens = max_model_len > 2048 ? max_model_len : 2048;
+    return p->pass_tokens ? p->pass_tokens(c, max_model_len) : c->max_batched_tokens;
+}
+
 static int lane_init(hs_engine *e, hs_lane *l, int32_t id, int32_t replica,
                      int64_t blocks)
 {

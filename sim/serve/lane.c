@@ -223,23 +223,29 @@ static void release(hs_engine *e, hs_lane *l, int32_t r, hs_req_record *rec)
     e->free_head = r;
 }
 
+static void record_of(const hs_req *q, const hs_lane *l, hs_ns t, hs_req_record *rec)
+{
+    memset(rec, 0, sizeof *rec);
+    rec->id = q->id;
+    rec->replica = l->replica;
+    rec->prompt = q->prompt;
+    rec->output = q->gen;
+    rec->preemptions = q->preemptions;
+    rec->arrival = q->arrival;
+    rec->first_sched = q->first_sched;
+    rec->first_token = q->first_token;
+    rec->finish = t;
+}
+
 void hs_lane_drop(hs_engine *e, hs_lane *l, int32_t r, const char *why)
 {
     hs_req *q = hs_req_at(e, r);
-    hs_req_record rec = {0};
+    hs_req_record rec;
     assert(q->state == HS_REQ_WAITING && q->blocks == 0);
     hs_list_remove(e, &l->waiting, r);
-    rec.id = q->id;
-    rec.replica = l->replica;
-    rec.prompt = q->prompt;
-    rec.output = q->gen;
-    rec.preemptions = q->preemptions;
+    record_of(q, l, e->q.now, &rec);
     rec.dropped = 1;
     rec.why = why;
-    rec.arrival = q->arrival;
-    rec.first_sched = q->first_sched;
-    rec.first_token = q->first_token;
-    rec.finish = e->q.now;
     e->dropped++;
     release(e, l, r, &rec);
 }
@@ -261,18 +267,10 @@ int hs_lane_drop_if_never_fits(hs_engine *e, hs_lane *l, int32_t r, int32_t max_
 void hs_lane_finish(hs_engine *e, hs_lane *l, int32_t r, hs_ns t)
 {
     hs_req *q = hs_req_at(e, r);
-    hs_req_record rec = {0};
+    hs_req_record rec;
     l->blocks_free += q->blocks;
     assert(l->blocks_free <= l->blocks_total); /* INV-KV */
-    rec.id = q->id;
-    rec.replica = l->replica;
-    rec.prompt = q->prompt;
-    rec.output = q->gen;
-    rec.preemptions = q->preemptions;
-    rec.arrival = q->arrival;
-    rec.first_sched = q->first_sched;
-    rec.first_token = q->first_token;
-    rec.finish = t;
+    record_of(q, l, t, &rec);
     e->completed++;
     release(e, l, r, &rec);
 }

@@ -65,6 +65,7 @@ typedef struct hs_list {
 
 struct hs_lane;
 struct hs_engine;
+struct hs_engine_cfg;
 
 /* A runtime policy: how a lane composes iterations.  `schedule` fills
  * lane->it and returns 1 when an iteration should run, 0 when idle; it may
@@ -79,6 +80,9 @@ typedef struct hs_policy_ops {
     void (*complete)(struct hs_engine *e, struct hs_lane *l);
     /* Frees lane->pstate (NULL: plain free()). */
     void (*lane_free)(struct hs_lane *l);
+    /* Most tokens one forward pass can hold, which sizes the latency tables
+     * and the activation memory (NULL: engine.max_batched_tokens). */
+    int (*pass_tokens)(const struct hs_engine_cfg *c, int32_t max_model_len);
 } hs_policy_ops;
 
 /* One prefill chunk of an iteration. */
@@ -156,6 +160,9 @@ typedef struct hs_engine_cfg {
 } hs_engine_cfg;
 
 void hs_engine_cfg_defaults(hs_engine_cfg *c);
+/* Fills c->max_batched_tokens when 0 (vLLM's rule: max(context, 2048)) and
+ * returns the most tokens one forward pass of this policy can hold. */
+int hs_engine_pass_tokens(hs_engine_cfg *c, const hs_policy_ops *p, int32_t max_model_len);
 extern const hs_field hs_engine_cfg_fields[];
 
 /* Lane mechanisms used by policies (lane.c). */
