@@ -7,9 +7,15 @@
 #include "core/conf.h"
 
 extern const hs_perf_builder hs_perf_roofline;
+extern const hs_perf_builder hs_perf_table;
+extern const hs_perf_builder hs_perf_fitted;
+extern const hs_perf_builder hs_perf_auto;
 
 const hs_perf_builder *const hs_perf_builders[] = {
     &hs_perf_roofline,
+    &hs_perf_table,
+    &hs_perf_fitted,
+    &hs_perf_auto,
     NULL,
 };
 
@@ -37,6 +43,8 @@ const hs_field hs_perf_cfg_fields[] = {
     HS_FIELD_NUM(hs_perf_cfg, link_eff, HS_F_DOUBLE, 0, 0.8, 0.01, 1, "fraction of link bandwidth"),
     HS_FIELD_NUM(hs_perf_cfg, launch_us, HS_F_DOUBLE, 0, 4, 0, 1e4, "per kernel launch, us"),
     HS_FIELD_NUM(hs_perf_cfg, step_overhead_us, HS_F_DOUBLE, 0, 300, 0, 1e6, "per iteration, us"),
+    HS_FIELD_STR(hs_perf_cfg, tables, 0, "", "measured tables root (empty: <data root>/profiles)"),
+    HS_FIELD_STR(hs_perf_cfg, fit_from, 0, "", "comma-separated table dirs or roots the fitted model learns from (empty: perf.tables)"),
     {0},
 };
 

@@ -5,8 +5,9 @@
  * lookups and a few multiply-adds (the hot loop never parses, allocates or
  * interpolates from scratch).  Builders are registered by name: "roofline"
  * (per-operator roofline with efficiency factors, this file's companion
- * roofline.c); measured-table builders plug in beside it with the same
- * output struct.
+ * roofline.c); "table", "fitted" and "auto" (measured.c: measured tables,
+ * a model fitted on other GPUs' and models' tables, or whichever exists)
+ * fill the same output struct.
  *
  * Stage time for one iteration (ns) =
  *     dense[T] + head[S]                       (tabulated by tokens / samples)
@@ -79,6 +80,8 @@ typedef struct hs_perf_cfg {
     double link_eff;          /* fraction of link bandwidth in collectives */
     double launch_us;         /* per kernel launch */
     double step_overhead_us;  /* per iteration */
+    char tables[256];         /* measured tables root, "": <data root>/profiles */
+    char fit_from[512];       /* comma-separated tables/roots to fit on, "": tables */
 } hs_perf_cfg;
 
 void hs_perf_cfg_defaults(hs_perf_cfg *c);

@@ -1,0 +1,128 @@
+/* fitted.h - a latency model fitted on measured tables of other GPUs and
+ * models, for a GPU or model that has no table of its own.
+ *
+ * Every kind (the ten dense ops, decode and prefill attention) is timed as
+ *     t = c0 + smax_p( F / (P * ec * x / (x + th)),  B / (W * em(B)) )
+ *     em(B) = em_inf + k_c / (b_c + B)
+ *     smax_p(a, b) = (a^p + b^p)^(1/p)
+ * with F the op's FLOPs and B its bytes on one rank (from the model's
+ * shapes, TP degree and weight bits), P and W the GPU's datasheet FP16 peak
+ * and memory bandwidth, and x the op's parallelism (tokens; batch for decode,
+ * chunk for prefill).  The parameters are per kind:
+ *   c0      us, fixed cost (launch, tail)
+ *   ec, th  peak fraction reached at large x, and the x where half of it is
+ *   p       sharpness of the roofline corner (p -> inf: max)
+ *   em_inf  bandwidth fraction for large transfers (DRAM)
+ *   k_c     cache bonus (bytes): small transfers reach em_inf + k_c / b_c
+ *           (L2 resident, may exceed 1), large ones tend to em_inf
+ *   b_c     bytes, where the bonus halves
+ * Memory-only ops (F = 0: norms, adds, rope, activation, embedding) have
+ * only c0, em_inf, k_c, b_c; the others have no cache term (k_c = 0).  Parameters are fitted with
+ * gsl_multifit_nlinear (trust region, Levenberg-Marquardt) on the log of
+ * time, so every row counts by its relative error; positive parameters are
+ * fitted as logs.  A kind with no training rows borrows the parameters of a
+ * similar kind (lm_head <- mlp_up, ...), recorded in `from`.
+ * Transfer assumptions (what makes a prediction for a new GPU possible):
+ * efficiencies are fractions of datasheet peaks and carry over between GPUs;
+ * fixed costs carry over in microseconds. */
+#ifndef HS_PERF_FITTED_H
+#define HS_PERF_FITTED_H
+
+#include "perf/table.h"
+
+enum {
+    HS_FP_C0, HS_FP_EC, HS_FP_TH, HS_FP_P, HS_FP_EMI, HS_FP_KC, HS_FP_BC,
+    HS_FP_COUNT
+};
+
+/* Kinds: HS_OP_* then the two attention kinds. */
+#define HS_FK_DECODE HS_OP_COUNT
+#define HS_FK_PREFILL (HS_OP_COUNT + 1)
+#define HS_FK_COUNT (HS_OP_COUNT + 2)
+
+const char *hs_fit_kind_name(int kind);
+
+typedef struct hs_kindfit {
+    int rows;                 /* training rows (0: borrowed or absent) */
+    int from;                 /* kind the parameters were fitted on; -1: none */
+    int memory_only;          /* 1: no compute term (ec, th, p unused) */
+    double par[HS_FP_COUNT];  /* see the top of this file */
+    hs_fitstat st;            /* error on its training rows */
+} hs_kindfit;
+
+typedef struct hs_fit {
+    int n_inputs;
+    hs_kindfit k[HS_FK_COUNT];
+} hs_fit;
+
+/* One training table with the model and GPU it was measured on. */
+typedef struct hs_fit_input {
+    const hs_ptable *t;
+    const hs_model *m;
+    const hs_gpu *g;
+} hs_fit_input;
+
+/* Fits every kind on all rows of the inputs.  HS_ENOTFOUND when no dense op
+ * has any row.  Deterministic: fixed starting points, no randomness. */
+int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err);
+
+/* Work of one op on one rank (FLOPs, bytes) and its parallelism x. */
+typedef struct hs_work {
+    double flops, bytes, x;
+} hs_work;
+
+void hs_fit_op_work(int op, const hs_model *m, int tp, int bits, double tokens, hs_work *w);
+/* Decode: x = batch, y = context per sequence; prefill: x = chunk, y = prefix. */
+void hs_fit_attn_work(int kind, const hs_model *m, int tp, int kv_bits, double x,
+                      double y, hs_work *w);
+
+/* Predicted time in us of a kind with the given parameters and work. */
+double hs_fit_eval(const double *par, const hs_work *w, const hs_gpu *g);
+
+/* Predicted op / attention time (us); 0 when the kind has no parameters
+ * (k[].from < 0). */
+double hs_fit_op_us(const hs_fit *f, int op, const hs_model *m, const hs_gpu *g,
+                    int tp, int bits, double tokens);
+double hs_fit_attn_us(const hs_fit *f, int kind, const hs_model *m, const hs_gpu *g,
+                      int tp, int kv_bits, double x, double y);
+
+/* Writes one line per kind (parameters, rows, training error). */
+void hs_fit_print(const hs_fit *f, FILE *out);
+
+/* Training data loaded from disk: every table under the given directories,
+ * with the model and GPU named in its meta.json (resolved under the data
+ * root; an unknown name is an error naming the table). */
+typedef struct hs_fit_data {
+    int n;
+    hs_fit_input *in;         /* [n], pointing into the arrays below */
+    hs_ptable **tables;       /* [n], owned */
+    hs_model *models;         /* [n] */
+    hs_gpu *gpus;             /* [n] */
+} hs_fit_data;
+
+/* dirs: comma-separated list, each a table (holds meta.json) or a root
+ * holding <gpu>/<model>/ tables (profiles/ itself is one: gpus/ and
+ * clusters/ hold no meta.json and are passed over).  Tables are taken in
+ * sorted order.  A list that finds no table gives d->n == 0 and returns 0. */
+int hs_fit_data_load(hs_fit_data *d, const char *dirs, hs_err *err);
+void hs_fit_data_free(hs_fit_data *d);
+
+/* `hetsim perf fit`: loads the tables named by dirs (as hs_fit_data_load;
+ * NULL or "": <data root>/profiles), fits, and prints the tables used and
+ * one line of parameters and training error per kind.  HS_ENOTFOUND when
+ * there is no table. */
+int hs_fit_report(const char *dirs, FILE *out, hs_err *err);
+
+/* Cross-validation on Vidur's published profiles (see crossval.c): fits on
+ * Llama-2-7B A100 and predicts Llama-2-70B A100; fits on A100 (both models)
+ * and predicts A40 (both); prints median and p90 absolute percentage error
+ * per operator, the whole layer, and an overall line. */
+typedef struct hs_crossval {
+    hs_fitstat op[2][HS_OP_COUNT];     /* [experiment][op], n = 0: no rows */
+    hs_fitstat layer[2], all[2];
+} hs_crossval;
+
+int hs_perf_crossval_run(const char *vidur_dir, hs_crossval *res, FILE *out, hs_err *err);
+int hs_perf_crossval(const char *vidur_dir, FILE *out, hs_err *err);
+
+#endif

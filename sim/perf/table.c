@@ -1,0 +1,770 @@
+/* table.c - measured latency tables: rows, reader, writer, interpolation and
+ * the linear coefficient fits of the hot path; see table.h.
+ *
+ * Invariants: after hs_ptable_sort (the reader applies it, the writer
+ * requires it) every row set is ordered by its key with no key twice, so a
+ * lookup is one contiguous run and files come out byte-identical for equal
+ * tables.  Every stored time is finite and > 0 (relative-error
+ * fits divide by it). */
+#include "perf/table.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_multifit.h>
+
+#include "core/conf.h"
+#include "perf/table_int.h"
+
+static const char *const op_names[HS_OP_COUNT] = {
+    "emb", "norm", "qkv", "rope", "attn_out", "mlp_up", "act", "mlp_down", "add", "lm_head",
+};
+
+const char *hs_op_name(int op)
+{
+    return op >= 0 && op < HS_OP_COUNT ? op_names[op] : "?";
+}
+
+int hs_op_find(const char *name)
+{
+    for (int i = 0; i < HS_OP_COUNT; i++)
+        if (!strcmp(op_names[i], name)) return i;
+    return -1;
+}
+
+/* ---- rows ---------------------------------------------------------------- */
+
+static const hs_field meta_fields[] = {
+    HS_FIELD_STR(hs_ptable_meta, gpu, 1, NULL, "GPU profile name (profiles/gpus)"),
+    HS_FIELD_STR(hs_ptable_meta, model, 1, NULL, "model name (models/)"),
+    HS_FIELD_STR(hs_ptable_meta, backend, 1, NULL, "cuda, cpu or vidur"),
+    HS_FIELD_STR(hs_ptable_meta, dtype, 0, "fp16", "activation dtype"),
+    HS_FIELD_STR(hs_ptable_meta, source, 0, "", "where the numbers come from"),
+    HS_FIELD_STR(hs_ptable_meta, created, 0, "", "ISO date"),
+    HS_FIELD_NUM(hs_ptable_meta, mem_total_bytes, HS_F_I64, 0, 0, 0, 1e15, "device memory, bytes"),
+    HS_FIELD_NUM(hs_ptable_meta, mem_usable_bytes, HS_F_I64, 0, 0, 0, 1e15, "usable memory, bytes"),
+    HS_FIELD_NUM(hs_ptable_meta, kv_block_size, HS_F_INT, 0, 16, 1, 65536, "tokens per KV block"),
+    HS_FIELD_NUM(hs_ptable_meta, kv_blocks, HS_F_I64, 0, 0, 0, 1e12, "KV blocks that fit"),
+    {0},
+};
+
+int hs_ptable_create(hs_ptable **out, hs_err *err)
+{
+    hs_ptable *t = calloc(1, sizeof *t);
+    *out = NULL;
+    if (!t) return hs_errf(err, HS_ENOMEM, "out of memory creating a latency table");
+    hs_conf_defaults(&t->meta, meta_fields);
+    snprintf(t->meta.backend, sizeof t->meta.backend, "cuda");
+    *out = t;
+    return 0;
+}
+
+void hs_ptable_destroy(hs_ptable *t)
+{
+    if (!t) return;
+    free(t->dense);
+    for (int k = 0; k < 2; k++) {
+        free(t->attn[k]);
+        free(t->comm[k]);
+    }
+    free(t);
+}
+
+/* Grows *v (elements of size sz) to hold n + 1. */
+static int grow(void **v, size_t *cap, size_t n, size_t sz, hs_err *err)
+{
+    void *p;
+    size_t nc;
+    if (n < *cap) return 0;
+    nc = *cap ? *cap * 2 : 64;
+    p = realloc(*v, nc * sz);
+    if (!p) return hs_errf(err, HS_ENOMEM, "out of memory growing a latency table");
+    *v = p;
+    *cap = nc;
+    return 0;
+}
+
+static int valid_bits(int b) { return b == 16 || b == 8 || b == 4 || b == 3; }
+
+static int check_us(double us, hs_err *err)
+{
+    if (!isfinite(us) || us <= 0)
+        return hs_errf(err, HS_ERANGE, "time_us %g must be finite and > 0", us);
+    return 0;
+}
+
+int hs_ptable_add_dense(hs_ptable *t, int op, int tp, int bits, int tokens,
+                        double us, hs_err *err)
+{
+    int rc;
+    if (op < 0 || op >= HS_OP_COUNT) return hs_errf(err, HS_ERANGE, "op %d unknown", op);
+    if (tp < 1 || tp > HS_MAX_TP) return hs_errf(err, HS_ERANGE, "tp %d outside 1..%d", tp, HS_MAX_TP);
+    if (!valid_bits(bits)) return hs_errf(err, HS_ERANGE, "bits %d not one of 16, 8, 4, 3", bits);
+    if (tokens < 1) return hs_errf(err, HS_ERANGE, "tokens %d < 1", tokens);
+    if ((rc = check_us(us, err))) return rc;
+    if ((rc = grow((void **)&t->dense, &t->cap_dense, t->n_dense, sizeof *t->dense, err))) return rc;
+    t->dense[t->n_dense++] = (hs_dense_row){op, tp, bits, tokens, us, 0};
+    return 0;
+}
+
+int hs_ptable_add_attn(hs_ptable *t, int kind, int tp, int x, int y,
+                       double us, hs_err *err)
+{
+    int rc;
+    if (kind != HS_ATTN_DECODE && kind != HS_ATTN_PREFILL)
+        return hs_errf(err, HS_EINVAL, "attention kind %d unknown", kind);
+    if (tp < 1 || tp > HS_MAX_TP) return hs_errf(err, HS_ERANGE, "tp %d outside 1..%d", tp, HS_MAX_TP);
+    if (x < 1) return hs_errf(err, HS_ERANGE, "%s %d < 1", kind ? "chunk" : "batch", x);
+    if (y < 0) return hs_errf(err, HS_ERANGE, "%s %d < 0", kind ? "prefix" : "context", y);
+    if ((rc = check_us(us, err))) return rc;
+    if ((rc = grow((void **)&t->attn[kind], &t->cap_attn[kind], t->n_attn[kind],
+                   sizeof *t->attn[kind], err))) return rc;
+    t->attn[kind][t->n_attn[kind]++] = (hs_attn_row){tp, x, y, us, 0};
+    return 0;
+}
+
+int hs_ptable_add_comm(hs_ptable *t, int kind, int gpus, double bytes,
+                       double us, hs_err *err)
+{
+    int rc;
+    if (kind != HS_COMM_ALLREDUCE && kind != HS_COMM_SENDRECV)
+        return hs_errf(err, HS_EINVAL, "communication kind %d unknown", kind);
+    if (gpus < 2 || gpus > 4096) return hs_errf(err, HS_ERANGE, "gpus %d outside 2..4096", gpus);
+    if (!isfinite(bytes) || bytes <= 0) return hs_errf(err, HS_ERANGE, "bytes %g must be > 0", bytes);
+    if ((rc = check_us(us, err))) return rc;
+    if ((rc = grow((void **)&t->comm[kind], &t->cap_comm[kind], t->n_comm[kind],
+                   sizeof *t->comm[kind], err))) return rc;
+    t->comm[kind][t->n_comm[kind]++] = (hs_comm_row){gpus, bytes, us, 0};
+    return 0;
+}
+
+/* Total orders on the keys, ending on the source line so that duplicate
+ * reports are deterministic. */
+#define CMP(a, b) do { if ((a) != (b)) return (a) < (b) ? -1 : 1; } while (0)
+static int dense_key(const void *pa, const void *pb)
+{
+    const hs_dense_row *a = pa, *b = pb;
+    CMP(a->op, b->op); CMP(a->tp, b->tp); CMP(b->bits, a->bits); CMP(a->tokens, b->tokens);
+    return 0;
+}
+static int dense_cmp(const void *pa, const void *pb)
+{
+    int c = dense_key(pa, pb);
+    if (c) return c;
+    CMP(((const hs_dense_row *)pa)->line, ((const hs_dense_row *)pb)->line);
+    return 0;
+}
+static int attn_key(const void *pa, const void *pb)
+{
+    const hs_attn_row *a = pa, *b = pb;
+    CMP(a->tp, b->tp); CMP(a->x, b->x); CMP(a->y, b->y);
+    return 0;
+}
+static int attn_cmp(const void *pa, const void *pb)
+{
+    int c = attn_key(pa, pb);
+    if (c) return c;
+    CMP(((const hs_attn_row *)pa)->line, ((const hs_attn_row *)pb)->line);
+    return 0;
+}
+static int comm_key(const void *pa, const void *pb)
+{
+    const hs_comm_row *a = pa, *b = pb;
+    CMP(a->gpus, b->gpus); CMP(a->bytes, b->bytes);
+    return 0;
+}
+static int comm_cmp(const void *pa, const void *pb)
+{
+    int c = comm_key(pa, pb);
+    if (c) return c;
+    CMP(((const hs_comm_row *)pa)->line, ((const hs_comm_row *)pb)->line);
+    return 0;
+}
+#undef CMP
+
+static const char *const attn_file[2] = {"attn_decode.csv", "attn_prefill.csv"};
+static const char *const comm_file[2] = {"allreduce.csv", "sendrecv.csv"};
+
+static int dup_error(const hs_ptable *t, const char *file, int l1, int l2,
+                     const char *what, hs_err *err)
+{
+    const char *sep = t->dir[0] ? "/" : "";
+    if (l1 && l2)
+        return hs_errf(err, HS_EPARSE, "%s%s%s:%d: duplicate of line %d (%s)",
+                       t->dir, sep, file, l2, l1, what);
+    return hs_errf(err, HS_EPARSE, "%s%s%s: duplicate row (%s)", t->dir, sep, file, what);
+}
+
+int hs_ptable_sort(hs_ptable *t, hs_err *err)
+{
+    char what[128];
+    if (t->n_dense) qsort(t->dense, t->n_dense, sizeof *t->dense, dense_cmp);
+    for (size_t i = 1; i < t->n_dense; i++)
+        if (!dense_key(&t->dense[i - 1], &t->dense[i])) {
+            const hs_dense_row *r = &t->dense[i];
+            snprintf(what, sizeof what, "op %s, tp %d, bits %d, tokens %d",
+                     hs_op_name(r->op), r->tp, r->bits, r->tokens);
+            return dup_error(t, "dense.csv", t->dense[i - 1].line, r->line, what, err);
+        }
+    for (int k = 0; k < 2; k++) {
+        if (t->n_attn[k]) qsort(t->attn[k], t->n_attn[k], sizeof *t->attn[k], attn_cmp);
+        for (size_t i = 1; i < t->n_attn[k]; i++)
+            if (!attn_key(&t->attn[k][i - 1], &t->attn[k][i])) {
+                const hs_attn_row *r = &t->attn[k][i];
+                snprintf(what, sizeof what, "tp %d, %s %d, %s %d", r->tp,
+                         k ? "chunk" : "batch", r->x, k ? "prefix" : "context", r->y);
+                return dup_error(t, attn_file[k], t->attn[k][i - 1].line, r->line, what, err);
+            }
+        if (t->n_comm[k]) qsort(t->comm[k], t->n_comm[k], sizeof *t->comm[k], comm_cmp);
+        for (size_t i = 1; i < t->n_comm[k]; i++)
+            if (!comm_key(&t->comm[k][i - 1], &t->comm[k][i])) {
+                const hs_comm_row *r = &t->comm[k][i];
+                snprintf(what, sizeof what, "gpus %d, bytes %.17g", r->gpus, r->bytes);
+                return dup_error(t, comm_file[k], t->comm[k][i - 1].line, r->line, what, err);
+            }
+    }
+    return 0;
+}
+
+/* ---- reader --------------------------------------------------------------- */
+
+static int check_header(const hs__tcsv *c, const char *const *cols, int n, hs_err *err)
+{
+    char want[128] = "";
+    int ok = c->nf == n;
+    for (int i = 0; i < n; i++) {
+        if (ok && strcmp(c->field[i], cols[i])) ok = 0;
+        strncat(want, cols[i], sizeof want - strlen(want) - 1);
+        if (i + 1 < n) strncat(want, ",", sizeof want - strlen(want) - 1);
+    }
+    if (!ok) return hs_errf(err, HS_EPARSE, "%s:%d: header must be \"%s\"", c->path, c->lineno, want);
+    return 0;
+}
+
+static int field_count(const hs__tcsv *c, int n, hs_err *err)
+{
+    if (c->nf != n)
+        return hs_errf(err, HS_EPARSE, "%s:%d: expected %d fields, got %d", c->path,
+                       c->lineno, n, c->nf);
+    return 0;
+}
+
+static int read_dense(hs_ptable *t, const char *path, hs_err *err)
+{
+    static const char *const cols[] = {"op", "tp", "bits", "tokens", "time_us"};
+    hs__tcsv c;
+    int rc;
+    if ((rc = hs__tcsv_open(&c, path, err))) return rc;
+    if ((rc = check_header(&c, cols, 5, err))) goto out;
+    while ((rc = hs__tcsv_next(&c, err)) == 1) {
+        long tp, bits, tok;
+        double us;
+        int op = hs_op_find(c.field[0]);
+        if ((rc = field_count(&c, 5, err))) goto out;
+        if (op < 0) {
+            rc = hs_errf(err, HS_EPARSE, "%s:%d: op: unknown operator \"%s\"", path, c.lineno, c.field[0]);
+            goto out;
+        }
+        if ((rc = hs__tcsv_int(&c, 1, "tp", 1, HS_MAX_TP, &tp, err)) ||
+            (rc = hs__tcsv_int(&c, 2, "bits", 3, 16, &bits, err)) ||
+            (rc = hs__tcsv_int(&c, 3, "tokens", 1, 1L << 30, &tok, err)) ||
+            (rc = hs__tcsv_num(&c, 4, "time_us", 0, 1e12, &us, err)))
+            goto out;
+        if (!valid_bits((int)bits)) {
+            rc = hs_errf(err, HS_ERANGE, "%s:%d: bits: %ld is not one of 16, 8, 4, 3", path, c.lineno, bits);
+            goto out;
+        }
+        if (us <= 0) {
+            rc = hs_errf(err, HS_ERANGE, "%s:%d: time_us: %g must be > 0", path, c.lineno, us);
+            goto out;
+        }
+        if ((rc = hs_ptable_add_dense(t, op, (int)tp, (int)bits, (int)tok, us, err))) goto out;
+        t->dense[t->n_dense - 1].line = c.lineno;
+    }
+out:
+    hs__tcsv_close(&c);
+    return rc < 0 ? rc : 0;
+}
+
+static int read_attn(hs_ptable *t, int kind, const char *path, hs_err *err)
+{
+    static const char *const dec[] = {"tp", "batch", "context", "time_us"};
+    static const char *const pre[] = {"tp", "chunk", "prefix", "time_us"};
+    const char *const *cols = kind ? pre : dec;
+    hs__tcsv c;
+    int rc;
+    if ((rc = hs__tcsv_open(&c, path, err))) return rc;
+    if ((rc = check_header(&c, cols, 4, err))) goto out;
+    while ((rc = hs__tcsv_next(&c, err)) == 1) {
+        long tp, x, y;
+        double us;
+        if ((rc = field_count(&c, 4, err)) ||
+            (rc = hs__tcsv_int(&c, 0, "tp", 1, HS_MAX_TP, &tp, err)) ||
+            (rc = hs__tcsv_int(&c, 1, cols[1], 1, 1L << 30, &x, err)) ||
+            (rc = hs__tcsv_int(&c, 2, cols[2], 0, 1L << 30, &y, err)) ||
+            (rc = hs__tcsv_num(&c, 3, "time_us", 0, 1e12, &us, err)))
+            goto out;
+        if (us <= 0) {
+            rc = hs_errf(err, HS_ERANGE, "%s:%d: time_us: %g must be > 0", path, c.lineno, us);
+            goto out;
+        }
+        if ((rc = hs_ptable_add_attn(t, kind, (int)tp, (int)x, (int)y, us, err))) goto out;
+        t->attn[kind][t->n_attn[kind] - 1].line = c.lineno;
+    }
+out:
+    hs__tcsv_close(&c);
+    return rc < 0 ? rc : 0;
+}
+
+static int read_comm(hs_ptable *t, int kind, const char *path, hs_err *err)
+{
+    static const char *const ar[] = {"gpus", "bytes", "time_us"};
+    static const char *const sr[] = {"bytes", "time_us"};
+    int nc = kind == HS_COMM_ALLREDUCE ? 3 : 2, b = nc - 2;
+    hs__tcsv c;
+    int rc;
+    if ((rc = hs__tcsv_open(&c, path, err))) return rc;
+    if ((rc = check_header(&c, kind == HS_COMM_ALLREDUCE ? ar : sr, nc, err))) goto out;
+    while ((rc = hs__tcsv_next(&c, err)) == 1) {
+        long gpus = 2;
+        double bytes, us;
+        if ((rc = field_count(&c, nc, err)) ||
+            (b && (rc = hs__tcsv_int(&c, 0, "gpus", 2, 4096, &gpus, err))) ||
+            (rc = hs__tcsv_num(&c, b, "bytes", 0, 1e15, &bytes, err)) ||
+            (rc = hs__tcsv_num(&c, b + 1, "time_us", 0, 1e12, &us, err)))
+            goto out;
+        if (bytes <= 0 || us <= 0) {
+            rc = hs_errf(err, HS_ERANGE, "%s:%d: %s must be > 0", path, c.lineno,
+                         bytes <= 0 ? "bytes" : "time_us");
+            goto out;
+        }
+        if ((rc = hs_ptable_add_comm(t, kind, (int)gpus, bytes, us, err))) goto out;
+        t->comm[kind][t->n_comm[kind] - 1].line = c.lineno;
+    }
+out:
+    hs__tcsv_close(&c);
+    return rc < 0 ? rc : 0;
+}
+
+static int read_meta(hs_ptable *t, const char *path, hs_err *err)
+{
+    cJSON *j;
+    int rc = hs_json_load(path, &j, err);
+    if (rc) return rc;
+    rc = hs_conf_fill(&t->meta, meta_fields, j, path, err);
+    cJSON_Delete(j);
+    if (rc) return rc;
+    if (strcmp(t->meta.backend, "cuda") && strcmp(t->meta.backend, "cpu") &&
+        strcmp(t->meta.backend, "vidur"))
+        return hs_errf(err, HS_EPARSE, "%s: backend: \"%s\" is not cuda, cpu or vidur",
+                       path, t->meta.backend);
+    return 0;
+}
+
+int hs_ptable_read(hs_ptable **out, const char *dir, hs_err *err)
+{
+    hs_ptable *t;
+    char path[1100];
+    int rc;
+    *out = NULL;
+    if (strlen(dir) >= sizeof t->dir) return hs_errf(err, HS_ERANGE, "%s: path too long", dir);
+    if ((rc = hs_ptable_create(&t, err))) return rc;
+    snprintf(t->dir, sizeof t->dir, "%s", dir);
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    if ((rc = read_meta(t, path, err))) goto fail;
+    snprintf(path, sizeof path, "%s/dense.csv", dir);
+    if ((rc = read_dense(t, path, err))) goto fail;
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/%s", dir, attn_file[k]);
+        if (hs__is_file(path) && (rc = read_attn(t, k, path, err))) goto fail;
+        snprintf(path, sizeof path, "%s/%s", dir, comm_file[k]);
+        if (hs__is_file(path) && (rc = read_comm(t, k, path, err))) goto fail;
+    }
+    if ((rc = hs_ptable_sort(t, err))) goto fail;
+    *out = t;
+    return 0;
+fail:
+    hs_ptable_destroy(t);
+    return rc;
+}
+
+/* ---- writer --------------------------------------------------------------- */
+
+/* Ten significant digits: enough for microsecond medians (Vidur's are ms with
+ * three decimals) while keeping files readable; the round trip is exact to
+ * 1e-10 relative. */
+static int write_file(const hs_ptable *t, const char *dir, int which, hs_err *err)
+{
+    char path[1100];
+    const char *name = which == 0 ? "dense.csv" : which <= 2 ? attn_file[which - 1] : comm_file[which - 3];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (!(f = fopen(path, "w"))) return hs_errf(err, HS_EIO, "%s: cannot create: %s", path, strerror(errno));
+    if (which == 0) {
+        fputs("op,tp,bits,tokens,time_us\n", f);
+        for (size_t i = 0; i < t->n_dense; i++) {
+            const hs_dense_row *r = &t->dense[i];
+            fprintf(f, "%s,%d,%d,%d,%.10g\n", hs_op_name(r->op), r->tp, r->bits, r->tokens, r->us);
+        }
+    } else if (which <= 2) {
+        int k = which - 1;
+        fputs(k ? "tp,chunk,prefix,time_us\n" : "tp,batch,context,time_us\n", f);
+        for (size_t i = 0; i < t->n_attn[k]; i++) {
+            const hs_attn_row *r = &t->attn[k][i];
+            fprintf(f, "%d,%d,%d,%.10g\n", r->tp, r->x, r->y, r->us);
+        }
+    } else {
+        int k = which - 3;
+        fputs(k == HS_COMM_ALLREDUCE ? "gpus,bytes,time_us\n" : "bytes,time_us\n", f);
+        for (size_t i = 0; i < t->n_comm[k]; i++) {
+            const hs_comm_row *r = &t->comm[k][i];
+            if (k == HS_COMM_ALLREDUCE) fprintf(f, "%d,", r->gpus);
+            fprintf(f, "%.17g,%.10g\n", r->bytes, r->us);
+        }
+    }
+    if (ferror(f) | fclose(f)) return hs_errf(err, HS_EIO, "%s: write error", path);
+    return 0;
+}
+
+static int write_meta(const hs_ptable *t, const char *dir, hs_err *err)
+{
+    char path[1100], *s;
+    const hs_ptable_meta *m = &t->meta;
+    cJSON *j = cJSON_CreateObject();
+    FILE *f;
+    int bad;
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    if (!j) return hs_errf(err, HS_ENOMEM, "out of memory writing %s", path);
+    bad = !cJSON_AddStringToObject(j, "gpu", m->gpu) ||
+          !cJSON_AddStringToObject(j, "model", m->model) ||
+          !cJSON_AddStringToObject(j, "backend", m->backend) ||
+          !cJSON_AddStringToObject(j, "dtype", m->dtype) ||
+          !cJSON_AddStringToObject(j, "source", m->source) ||
+          !cJSON_AddStringToObject(j, "created", m->created) ||
+          !cJSON_AddNumberToObject(j, "mem_total_bytes", (double)m->mem_total_bytes) ||
+          !cJSON_AddNumberToObject(j, "mem_usable_bytes", (double)m->mem_usable_bytes) ||
+          !cJSON_AddNumberToObject(j, "kv_block_size", m->kv_block_size) ||
+          !cJSON_AddNumberToObject(j, "kv_blocks", (double)m->kv_blocks);
+    s = bad ? NULL : cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!s) return hs_errf(err, HS_ENOMEM, "out of memory writing %s", path);
+    if (!(f = fopen(path, "w"))) {
+        free(s);
+        return hs_errf(err, HS_EIO, "%s: cannot create: %s", path, strerror(errno));
+    }
+    fprintf(f, "%s\n", s);
+    free(s);
+    if (ferror(f) | fclose(f)) return hs_errf(err, HS_EIO, "%s: write error", path);
+    return 0;
+}
+
+int hs_ptable_write(const hs_ptable *t, const char *dir, hs_err *err)
+{
+    int rc;
+    for (size_t i = 1; i < t->n_dense; i++)
+        if (dense_key(&t->dense[i - 1], &t->dense[i]) >= 0)
+            return hs_errf(err, HS_EINVAL, "%s: table not sorted (call hs_ptable_sort)", dir);
+    if ((rc = hs__mkdirs(dir, err))) return rc;
+    if ((rc = write_meta(t, dir, err)) || (rc = write_file(t, dir, 0, err))) return rc;
+    for (int k = 0; k < 2; k++) {
+        if (t->n_attn[k] && (rc = write_file(t, dir, 1 + k, err))) return rc;
+        if (t->n_comm[k] && (rc = write_file(t, dir, 3 + k, err))) return rc;
+    }
+    return 0;
+}
+
+/* ---- lookups -------------------------------------------------------------- */
+
+/* First row of (op, tp, bits) and the count of its rows (sorted by tokens). */
+static size_t dense_run(const hs_ptable *t, int op, int tp, int bits, size_t *first)
+{
+    size_t i = 0, n = 0;
+    while (i < t->n_dense && !(t->dense[i].op == op && t->dense[i].tp == tp && t->dense[i].bits == bits)) i++;
+    *first = i;
+    while (i + n < t->n_dense && t->dense[i + n].op == op && t->dense[i + n].tp == tp &&
+           t->dense[i + n].bits == bits)
+        n++;
+    return n;
+}
+
+int hs_ptable_has_op(const hs_ptable *t, int op, int tp, int bits)
+{
+    size_t f;
+    return dense_run(t, op, tp, bits, &f) > 0;
+}
+
+int hs_ptable_has_attn(const hs_ptable *t, int kind, int tp)
+{
+    for (size_t i = 0; i < t->n_attn[kind]; i++)
+        if (t->attn[kind][i].tp == tp) return 1;
+    return 0;
+}
+
+int hs_ptable_check(const hs_ptable *t, const hs_ptable_need *need, hs_err *err)
+{
+    char msg[HS_ERR_MSG_MAX] = "";
+    int missing = 0;
+    const char *dir = t->dir[0] ? t->dir : "(table)";
+    for (int op = 0; op < HS_OP_COUNT; op++) {
+        if (!(need->ops & (1u << op)) || hs_ptable_has_op(t, op, need->tp, need->bits)) continue;
+        size_t len = strlen(msg);
+        snprintf(msg + len, sizeof msg - len, "%s%s", missing++ ? ", " : "", hs_op_name(op));
+    }
+    if (missing) {
+        size_t len = strlen(msg);
+        snprintf(msg + len, sizeof msg - len, " at tp %d, bits %d in dense.csv", need->tp, need->bits);
+    }
+    for (int k = 0; k < 2; k++) {
+        if (!(k ? need->prefill : need->decode) || hs_ptable_has_attn(t, k, need->tp)) continue;
+        size_t len = strlen(msg);
+        snprintf(msg + len, sizeof msg - len, "%sno %s rows at tp %d", missing++ ? "; " : "",
+                 attn_file[k], need->tp);
+    }
+    if (missing) return hs_errf(err, HS_ENOTFOUND, "%s: missing %s", dir, msg);
+    return 0;
+}
+
+/* ---- curves --------------------------------------------------------------- */
+
+int hs_curve_init(hs_curve *c, const double *x, const double *y, int n, hs_err *err)
+{
+    memset(c, 0, sizeof *c);
+    if (n < 1) return hs_errf(err, HS_EINVAL, "interpolation needs at least one point");
+    for (int i = 1; i < n; i++)
+        if (!(x[i] > x[i - 1]))
+            return hs_errf(err, HS_EINVAL, "interpolation points not increasing at %g", x[i]);
+    c->x = malloc((size_t)n * sizeof *c->x);
+    c->y = malloc((size_t)n * sizeof *c->y);
+    if (!c->x || !c->y) goto nomem;
+    memcpy(c->x, x, (size_t)n * sizeof *x);
+    memcpy(c->y, y, (size_t)n * sizeof *y);
+    c->n = n;
+    if (n >= 2) {
+        c->interp = gsl_interp_alloc(n >= 3 ? gsl_interp_steffen : gsl_interp_linear, (size_t)n);
+        if (!c->interp || gsl_interp_init(c->interp, c->x, c->y, (size_t)n) != GSL_SUCCESS) goto nomem;
+    }
+    return 0;
+nomem:
+    hs_curve_free(c);
+    return hs_errf(err, HS_ENOMEM, "out of memory building an interpolant");
+}
+
+double hs_curve_eval(const hs_curve *c, double x)
+{
+    if (x <= c->x[0]) return c->y[0];
+    if (x >= c->x[c->n - 1]) return c->y[c->n - 1] * (x / c->x[c->n - 1]);
+    /* In range, so GSL's domain error (and its abort handler) cannot fire;
+     * no accelerator, so the curve stays const and shareable. */
+    return gsl_interp_eval(c->interp, c->x, c->y, x, NULL);
+}
+
+void hs_curve_free(hs_curve *c)
+{
+    if (!c) return;
+    if (c->interp) gsl_interp_free(c->interp);
+    free(c->x);
+    free(c->y);
+    memset(c, 0, sizeof *c);
+}
+
+int hs_ptable_op_curve(const hs_ptable *t, int op, int tp, int bits, hs_curve *out, hs_err *err)
+{
+    size_t first, n = dense_run(t, op, tp, bits, &first);
+    double *x, *y;
+    int rc;
+    memset(out, 0, sizeof *out);
+    if (!n)
+        return hs_errf(err, HS_ENOTFOUND, "%s/dense.csv: no rows for op %s at tp %d, bits %d",
+                       t->dir[0] ? t->dir : "(table)", hs_op_name(op), tp, bits);
+    x = malloc(n * sizeof *x);
+    y = malloc(n * sizeof *y);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        x[i] = t->dense[first + i].tokens;
+        y[i] = t->dense[first + i].us;
+    }
+    rc = hs_curve_init(out, x, y, (int)n, err);
+    free(x);
+    free(y);
+    return rc;
+}
+
+int hs_ptable_allreduce_curve(const hs_ptable *t, int gpus, hs_curve *out, hs_err *err)
+{
+    const hs_comm_row *r = t->comm[HS_COMM_ALLREDUCE];
+    size_t n = 0, first = 0;
+    double *x, *y;
+    int rc;
+    memset(out, 0, sizeof *out);
+    while (first < t->n_comm[0] && r[first].gpus != gpus) first++;
+    while (first + n < t->n_comm[0] && r[first + n].gpus == gpus) n++;
+    if (!n)
+        return hs_errf(err, HS_ENOTFOUND, "%s/allreduce.csv: no rows for %d GPUs",
+                       t->dir[0] ? t->dir : "(table)", gpus);
+    x = malloc(n * sizeof *x);
+    y = malloc(n * sizeof *y);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        x[i] = r[first + i].bytes;
+        y[i] = r[first + i].us;
+    }
+    rc = hs_curve_init(out, x, y, (int)n, err);
+    free(x);
+    free(y);
+    return rc;
+}
+
+/* ---- fits ----------------------------------------------------------------- */
+
+void hs_fitstat_compute(hs_fitstat *st, const double *pred, const double *meas, int n)
+{
+    double *e = malloc((size_t)(n > 0 ? n : 1) * sizeof *e);
+    memset(st, 0, sizeof *st);
+    if (!e || n <= 0) {
+        free(e);
+        return;
+    }
+    for (int i = 0; i < n; i++) e[i] = 100.0 * fabs(pred[i] - meas[i]) / meas[i];
+    st->n = n;
+    st->med_ape = hs__percentile(e, n, 50);
+    st->p90_ape = hs__percentile(e, n, 90);
+    st->max_ape = e[n - 1];
+    free(e);
+}
+
+int hs_linfit_rel(const double *X, const double *y, int n, int k,
+                  double *coef, hs_fitstat *st, hs_err *err)
+{
+    int active[4] = {1, 1, 1, 1}, na = k, rc = 0;
+    gsl_error_handler_t *old;
+    double *pred;
+    if (n < 1 || k < 1 || k > 4) return hs_errf(err, HS_EINVAL, "linear fit: %d rows, %d columns", n, k);
+    for (int j = 0; j < k; j++) coef[j] = 0;
+    /* GSL reports singular systems through its handler, which aborts by
+     * default; library code returns errors instead. */
+    old = gsl_set_error_handler_off();
+    while (na > 0) {
+        gsl_matrix *A = gsl_matrix_alloc((size_t)n, (size_t)na);
+        gsl_vector *b = gsl_vector_alloc((size_t)n), *c = gsl_vector_alloc((size_t)na);
+        gsl_matrix *cov = gsl_matrix_alloc((size_t)na, (size_t)na);
+        gsl_multifit_linear_workspace *w = gsl_multifit_linear_alloc((size_t)n, (size_t)na);
+        double chisq, worst = 0;
+        int wj = -1, col;
+        if (!A || !b || !c || !cov || !w) rc = hs_errf(err, HS_ENOMEM, "out of memory in linear fit");
+        /* Dividing each row by y_i turns relative error into ordinary least
+         * squares: small and large times count alike. */
+        for (int i = 0; !rc && i < n; i++) {
+            col = 0;
+            for (int j = 0; j < k; j++)
+                if (active[j]) gsl_matrix_set(A, (size_t)i, (size_t)col++, X[i * k + j] / y[i]);
+            gsl_vector_set(b, (size_t)i, 1.0);
+        }
+        if (!rc && gsl_multifit_linear(A, b, c, cov, &chisq, w) != GSL_SUCCESS)
+            rc = hs_errf(err, HS_ERANGE, "linear fit failed (singular design)");
+        col = 0;
+        for (int j = 0; !rc && j < k; j++) {
+            if (!active[j]) continue;
+            coef[j] = gsl_vector_get(c, (size_t)col++);
+            if (coef[j] < worst) { worst = coef[j]; wj = j; }
+        }
+        gsl_matrix_free(A); gsl_vector_free(b); gsl_vector_free(c); gsl_matrix_free(cov);
+        gsl_multifit_linear_free(w);
+        if (rc || wj < 0) break;
+        active[wj] = 0; /* negative: drop the column and refit the rest */
+        coef[wj] = 0;
+        na--;
+    }
+    gsl_set_error_handler(old);
+    if (rc) return rc;
+    if (st) {
+        if (!(pred = malloc((size_t)n * sizeof *pred))) return hs_errf(err, HS_ENOMEM, "out of memory");
+        for (int i = 0; i < n; i++) {
+            pred[i] = 0;
+            for (int j = 0; j < k; j++) pred[i] += coef[j] * X[i * k + j];
+        }
+        hs_fitstat_compute(st, pred, y, n);
+        free(pred);
+    }
+    return 0;
+}
+
+int hs_attn_coef_rows(int kind, const hs_attn_row *r, size_t n, double coef[3],
+                      hs_fitstat *st, hs_err *err)
+{
+    double *X, *y;
+    int rc;
+    if (!n) return hs_errf(err, HS_EINVAL, "attention fit: no rows");
+    X = malloc(n * 3 * sizeof *X);
+    y = malloc(n * sizeof *y);
+    if (!X || !y) {
+        free(X);
+        free(y);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        X[i * 3] = 1;
+        if (kind == HS_ATTN_DECODE) {
+            X[i * 3 + 1] = r[i].x;
+            X[i * 3 + 2] = (double)r[i].x * r[i].y;
+        } else {
+            X[i * 3 + 1] = hs_attn_pairs(r[i].x, r[i].y);
+            X[i * 3 + 2] = r[i].y;
+        }
+        y[i] = r[i].us;
+    }
+    rc = hs_linfit_rel(X, y, (int)n, 3, coef, st, err);
+    free(X);
+    free(y);
+    return rc;
+}
+
+int hs_ptable_attn_coef(const hs_ptable *t, int kind, int tp, double coef[3],
+                        hs_fitstat *st, hs_err *err)
+{
+    const hs_attn_row *r = t->attn[kind];
+    size_t first = 0, n = 0;
+    /* rows are sorted by tp first, so one tp is a contiguous run */
+    while (first < t->n_attn[kind] && r[first].tp != tp) first++;
+    while (first + n < t->n_attn[kind] && r[first + n].tp == tp) n++;
+    if (!n)
+        return hs_errf(err, HS_ENOTFOUND, "%s/%s: no rows at tp %d",
+                       t->dir[0] ? t->dir : "(table)", attn_file[kind], tp);
+    return hs_attn_coef_rows(kind, r + first, n, coef, st, err);
+}
+
+int hs_ptable_sendrecv_coef(const hs_ptable *t, double coef[2], hs_fitstat *st, hs_err *err)
+{
+    size_t n = t->n_comm[HS_COMM_SENDRECV];
+    double *X, *y;
+    int rc;
+    if (!n)
+        return hs_errf(err, HS_ENOTFOUND, "%s/sendrecv.csv: no rows", t->dir[0] ? t->dir : "(table)");
+    X = malloc(n * 2 * sizeof *X);
+    y = malloc(n * sizeof *y);
+    if (!X || !y) {
+        free(X);
+        free(y);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        X[i * 2] = 1;
+        X[i * 2 + 1] = t->comm[HS_COMM_SENDRECV][i].bytes;
+        y[i] = t->comm[HS_COMM_SENDRECV][i].us;
+    }
+    rc = hs_linfit_rel(X, y, (int)n, 2, coef, st, err);
+    free(X);
+    free(y);
+    return rc;
+}

@@ -1,0 +1,335 @@
+/* test_fitted.c - the fitted transfer model (sim/perf/fitted.c) and the
+ * cross-validation on Vidur's data (sim/perf/crossval.c).
+ *
+ * Synthetic truth: tables generated from the model itself with known
+ * parameters (below) for two GPUs (A100-like 312 TFLOP/s, 2039 GB/s;
+ * A40-like 149.7 TFLOP/s, 696 GB/s) and two models (llama-2-7b,
+ * llama-2-70b), tp 1/2/4/8, tokens 1..4096, attention over batches,
+ * contexts, chunks and prefixes.  Checked:
+ *   - the fit recovers every generating parameter (within 1%; the corner
+ *     position th and sharpness p within 5%) and reproduces the training
+ *     rows within 0.1%;
+ *   - predictions for a held-out GPU (H100-like 989 TFLOP/s, 3350 GB/s) and
+ *     a held-out model (llama-2-13b) are within 1% of the truth for every op
+ *     and both attention kinds;
+ *   - a kind without rows borrows (lm_head <- mlp_up); no rows at all is
+ *     HS_ENOTFOUND; two fits of the same data are bit-identical;
+ *   - the "fitted" builder on the unit-test table fixture names itself, and
+ *     the `perf fit` report lists the table and every kind;
+ *   - with $HS_SHARED_DATA: the cross-validation of the brief (7B A100 ->
+ *     70B A100; A100 -> A40) keeps every operator's median error under 10%
+ *     for A and the GEMMs' and the whole layer's under 10% for B (the
+ *     memory-bound ops of B are reported, not asserted: see crossval.c). */
+#include "check.h"
+
+#include "perf/fitted.h"
+#include "perf/perf.h"
+#include "perf/table.h"
+
+/* truth: c0, ec, th, p, em_inf, k_c, b_c */
+static const double gemm_par[HS_FP_COUNT] = {6.0, 0.75, 50.0, 4.0, 0.85, 0, 1e7};
+static const double mem_par[HS_FP_COUNT] = {3.0, 0.7, 16.0, 4.0, 0.6, 2e6, 4e6};
+static const double dec_par[HS_FP_COUNT] = {12.0, 0.05, 400.0, 3.0, 0.8, 0, 1e7};
+static const double pre_par[HS_FP_COUNT] = {9.0, 0.45, 2000.0, 2.5, 0.5, 0, 1e7};
+
+static const double *truth(int kind, const hs_model *m)
+{
+    hs_work w;
+    if (kind == HS_FK_DECODE) return dec_par;
+    if (kind == HS_FK_PREFILL) return pre_par;
+    hs_fit_op_work(kind, m, 1, 16, 1, &w);
+    return w.flops > 0 ? gemm_par : mem_par;
+}
+
+static hs_gpu mk_gpu(const char *name, double tflops, double gbs)
+{
+    hs_gpu g;
+    memset(&g, 0, sizeof g);
+    snprintf(g.name, sizeof g.name, "%s", name);
+    g.flops16 = tflops * 1e12;
+    g.mem_bw = gbs * 1e9;
+    return g;
+}
+
+static double true_us(int kind, const hs_model *m, const hs_gpu *g, int tp, double x, double y)
+{
+    hs_work w;
+    if (kind < HS_OP_COUNT) hs_fit_op_work(kind, m, tp, 16, x, &w);
+    else hs_fit_attn_work(kind, m, tp, 16, x, y, &w);
+    return hs_fit_eval(truth(kind, m), &w, g);
+}
+
+/* A table of the truth; lm_head left out when skip_head. */
+static hs_ptable *synth(const hs_model *m, const hs_gpu *g, int skip_head)
+{
+    static const int toks[] = {1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096};
+    hs_ptable *t = NULL;
+    hs_err err = {0};
+    if (hs_ptable_create(&t, &err)) exit(2);
+    for (int op = 0; op < HS_OP_COUNT; op++) {
+        if (op == HS_OP_LM_HEAD && skip_head) continue;
+        for (int tp = 1; tp <= 8; tp *= 2)
+            for (size_t i = 0; i < sizeof toks / sizeof toks[0]; i++)
+                if (hs_ptable_add_dense(t, op, tp, 16, toks[i], true_us(op, m, g, tp, toks[i], 0), &err)) exit(2);
+    }
+    for (int tp = 1; tp <= 8; tp *= 2)
+        for (int b = 1; b <= 256; b *= 2)
+            for (int c = 32; c <= 4096; c *= 2)
+                if (hs_ptable_add_attn(t, HS_ATTN_DECODE, tp, b, c, true_us(HS_FK_DECODE, m, g, tp, b, c), &err))
+                    exit(2);
+    for (int tp = 1; tp <= 8; tp *= 2)
+        for (int c = 16; c <= 4096; c *= 2)
+            for (int p = 0; p + c <= 4096; p = p ? p * 2 : 64)
+                if (hs_ptable_add_attn(t, HS_ATTN_PREFILL, tp, c, p, true_us(HS_FK_PREFILL, m, g, tp, c, p), &err))
+                    exit(2);
+    if (hs_ptable_sort(t, &err)) exit(2);
+    return t;
+}
+
+static void check_par(int kind, const hs_kindfit *kf, const double *want)
+{
+    static const double tol[HS_FP_COUNT] = {0.01, 0.01, 0.05, 0.05, 0.01, 0.01, 0.01};
+    hs_work w;
+    int memory = 0;
+    if (kind < HS_OP_COUNT) {
+        hs_model dummy;
+        memset(&dummy, 0, sizeof dummy);
+        dummy.hidden = dummy.heads = dummy.kv_heads = dummy.head_dim = dummy.ffn = dummy.vocab = 8;
+        hs_fit_op_work(kind, &dummy, 1, 16, 1, &w);
+        memory = w.flops == 0;
+    }
+    for (int i = 0; i < HS_FP_COUNT; i++) {
+        int used = memory ? (i == HS_FP_C0 || i == HS_FP_EMI || i == HS_FP_KC || i == HS_FP_BC)
+                          : (i != HS_FP_KC && i != HS_FP_BC);
+        if (!used) continue;
+        if (fabs(kf->par[i] - want[i]) <= tol[i] * fabs(want[i])) {
+            hs__check_pass++;
+        } else {
+            hs__check_fail++;
+            fprintf(stderr, "%s:%d: %s parameter %d: fitted %.6g, truth %.6g\n", __FILE__, __LINE__,
+                    hs_fit_kind_name(kind), i, kf->par[i], want[i]);
+        }
+    }
+}
+
+static void test_recovery(const hs_model *m7, const hs_model *m70, const hs_model *m13)
+{
+    hs_gpu a100 = mk_gpu("a100-like", 312, 2039), a40 = mk_gpu("a40-like", 149.7, 696);
+    hs_gpu h100 = mk_gpu("h100-like", 989.4, 3350);
+    hs_ptable *t[4] = {synth(m7, &a100, 0), synth(m70, &a100, 1), synth(m7, &a40, 0), synth(m70, &a40, 1)};
+    hs_fit_input in[4] = {{t[0], m7, &a100}, {t[1], m70, &a100}, {t[2], m7, &a40}, {t[3], m70, &a40}};
+    hs_fit f, f2;
+    hs_err err = {0};
+    CHECK_OK(hs_fit_run(&f, in, 4, &err), &err);
+    CHECK_INT(f.n_inputs, 4);
+    for (int k = 0; k < HS_FK_COUNT; k++) {
+        CHECK_INT(f.k[k].from, k);
+        CHECK(f.k[k].rows > 0);
+        check_par(k, &f.k[k], truth(k, m7));
+        CHECK(f.k[k].st.max_ape < 0.1);
+    }
+    /* held out: a faster GPU and a model never seen, every op and kind */
+    {
+        int bad = 0, n = 0;
+        double worst = 0;
+        for (int tp = 1; tp <= 2; tp++)
+            for (int tok = 1; tok <= 4096; tok = tok * 3 + 1) {
+                for (int op = 0; op < HS_OP_COUNT; op++) {
+                    double p = hs_fit_op_us(&f, op, m13, &h100, tp, 16, tok);
+                    double want = true_us(op, m13, &h100, tp, tok, 0), e = fabs(p / want - 1);
+                    if (e > worst) worst = e;
+                    bad += e > 0.01;
+                    n++;
+                }
+                for (int y = 0; y <= 2048; y += 512) {
+                    double p = hs_fit_attn_us(&f, HS_FK_DECODE, m13, &h100, tp, 16, tok < 300 ? tok : 300, y + 1);
+                    double want = true_us(HS_FK_DECODE, m13, &h100, tp, tok < 300 ? tok : 300, y + 1);
+                    double q = hs_fit_attn_us(&f, HS_FK_PREFILL, m13, &h100, tp, 16, tok, y);
+                    double wq = true_us(HS_FK_PREFILL, m13, &h100, tp, tok, y);
+                    double e1 = fabs(p / want - 1), e2 = fabs(q / wq - 1);
+                    if (e1 > worst) worst = e1;
+                    if (e2 > worst) worst = e2;
+                    bad += (e1 > 0.01) + (e2 > 0.01);
+                    n += 2;
+                }
+            }
+        CHECK_INT(bad, 0);
+        if (bad) fprintf(stderr, "held-out worst error %.3f%% over %d predictions\n", worst * 100, n);
+    }
+    /* deterministic */
+    CHECK_OK(hs_fit_run(&f2, in, 4, &err), &err);
+    CHECK(memcmp(&f, &f2, sizeof f) == 0);
+    /* borrowing: without any lm_head rows the head takes mlp_up's parameters */
+    {
+        hs_fit_input no_head[2] = {{t[1], m70, &a100}, {t[3], m70, &a40}};
+        CHECK_OK(hs_fit_run(&f2, no_head, 2, &err), &err);
+        CHECK_INT(f2.k[HS_OP_LM_HEAD].from, HS_OP_MLP_UP);
+        CHECK_INT(f2.k[HS_OP_LM_HEAD].rows, 0);
+        CHECK(memcmp(f2.k[HS_OP_LM_HEAD].par, f2.k[HS_OP_MLP_UP].par, sizeof f2.k[0].par) == 0);
+        /* and still predicts the head within 1%: the truth shares GEMM parameters */
+        CHECK_REL(hs_fit_op_us(&f2, HS_OP_LM_HEAD, m13, &h100, 1, 16, 64),
+                  true_us(HS_OP_LM_HEAD, m13, &h100, 1, 64, 0), 0.01);
+    }
+    /* a table without attention: the attention kinds stay unfitted */
+    {
+        hs_ptable *d = NULL;
+        hs_fit_input one = {NULL, m7, &a100};
+        CHECK_OK(hs_ptable_create(&d, &err), &err);
+        for (int tok = 1; tok <= 4096; tok *= 2)
+            hs_ptable_add_dense(d, HS_OP_ADD, 1, 16, tok, true_us(HS_OP_ADD, m7, &a100, 1, tok, 0), &err);
+        hs_ptable_sort(d, &err);
+        one.t = d;
+        CHECK_OK(hs_fit_run(&f2, &one, 1, &err), &err);
+        CHECK_INT(f2.k[HS_FK_DECODE].from, -1);
+        CHECK_NEAR(hs_fit_attn_us(&f2, HS_FK_DECODE, m7, &a100, 1, 16, 1, 100), 0, 0);
+        CHECK_INT(f2.k[HS_OP_NORM].from, HS_OP_ADD);
+        CHECK_INT(f2.k[HS_OP_QKV].from, -1); /* no GEMM rows anywhere */
+        CHECK_NEAR(hs_fit_op_us(&f2, HS_OP_QKV, m7, &a100, 1, 16, 8), 0, 0);
+        hs_ptable_destroy(d);
+        CHECK_INT(hs_fit_run(&f2, NULL, 0, &err), HS_ENOTFOUND);
+    }
+    {
+        FILE *out = tmpfile();
+        if (out) {
+            char buf[4096] = "";
+            size_t n;
+            hs_fit_print(&f, out);
+            rewind(out);
+            n = fread(buf, 1, sizeof buf - 1, out);
+            buf[n] = '\0';
+            CHECK(strstr(buf, "attn_prefill") != NULL);
+            CHECK(strstr(buf, "mlp_down") != NULL);
+            fclose(out);
+        }
+    }
+    for (int i = 0; i < 4; i++) hs_ptable_destroy(t[i]);
+}
+
+static void test_builder(const hs_model *m7)
+{
+    char tables[1024];
+    hs_cluster *c = NULL;
+    hs_perf_cfg cfg;
+    hs_perf p;
+    hs_err err = {0};
+    hs_layout *l = calloc(1, sizeof *l);
+    if (!l) exit(2);
+    if (hs_cluster_find(&c, "dgx-a100", &err)) {
+        CHECK_OK(1, &err);
+        free(l);
+        return;
+    }
+    l->pp = 2;
+    l->kv_bits = 16;
+    for (int s = 0; s < 2; s++) {
+        l->stage[s].tp = 2;
+        l->stage[s].layers = 16;
+        l->stage[s].bits = 16;
+        l->stage[s].gpus[0] = 2 * s;
+        l->stage[s].gpus[1] = 2 * s + 1;
+    }
+    snprintf(tables, sizeof tables, "%s/tests/fixtures/perf/tables", hs_data_root());
+    hs_perf_cfg_defaults(&cfg);
+    snprintf(cfg.model, sizeof cfg.model, "fitted");
+    if (snprintf(cfg.tables, sizeof cfg.tables, "%s", tables) >= (int)sizeof cfg.tables) SKIP("path too long");
+    CHECK_OK(hs_perf_build(&p, &cfg, m7, c, l, 256, 16, &err), &err);
+    CHECK_STR(p.model_name, "fitted");
+    CHECK_INT(p.pp, 2);
+    if (p.pp == 2) {
+        CHECK(p.stage[0].dense[256] > p.stage[1].dense[256]); /* the embedding */
+        CHECK(p.stage[1].head[16] > 0 && p.stage[0].head[16] == 0);
+        CHECK(p.stage[0].send_token > 0 && p.stage[1].send_token == 0);
+        CHECK(p.stage[0].dec_ctx > 0 && p.stage[0].pre_pair > 0);
+        hs_perf_free(&p);
+    }
+    /* fit_from names the tables explicitly (a table directory this time) */
+    snprintf(cfg.fit_from, sizeof cfg.fit_from, "%.400s/a100-80g/tiny-test", tables);
+    CHECK_OK(hs_perf_build(&p, &cfg, m7, c, l, 64, 8, &err), &err);
+    CHECK_STR(p.model_name, "fitted");
+    hs_perf_free(&p);
+    snprintf(cfg.fit_from, sizeof cfg.fit_from, "/nonexistent-hetsim-dir");
+    CHECK_INT(hs_perf_build(&p, &cfg, m7, c, l, 64, 8, &err), HS_ENOTFOUND);
+    /* the report behind `hetsim perf fit` */
+    {
+        FILE *out = tmpfile();
+        if (out) {
+            char buf[8192];
+            size_t n;
+            CHECK_OK(hs_fit_report(tables, out, &err), &err);
+            rewind(out);
+            n = fread(buf, 1, sizeof buf - 1, out);
+            buf[n] = '\0';
+            CHECK(strstr(buf, "fitted latency model on 1 table:") != NULL);
+            CHECK(strstr(buf, "(tiny-test on a100-80g, cpu): 80 dense, 12 decode, 12 prefill rows") != NULL);
+            CHECK(strstr(buf, "attn_decode") != NULL);
+            fclose(out);
+        }
+        CHECK_INT(hs_fit_report("/nonexistent-hetsim-dir", stdout, &err), HS_ENOTFOUND);
+        CHECK(strstr(err.msg, "no measured tables") != NULL);
+    }
+    hs_perf_cache_clear();
+    hs_cluster_destroy(c);
+    free(l);
+}
+
+static void test_crossval(void)
+{
+    const char *shared = hs_shared_data();
+    static const int gemm[] = {HS_OP_QKV, HS_OP_ATTN_OUT, HS_OP_MLP_UP, HS_OP_MLP_DOWN};
+    char vd[1024];
+    hs_crossval r;
+    hs_err err = {0};
+    FILE *out;
+    if (!shared) {
+        printf("HS_SHARED_DATA not set: skipping the cross-validation on Vidur's profiles\n");
+        return;
+    }
+    snprintf(vd, sizeof vd, "%s/profiles/vidur", shared);
+    out = tmpfile();
+    CHECK_OK(hs_perf_crossval_run(vd, &r, out, &err), &err);
+    for (int op = 0; op < HS_OP_COUNT; op++) {
+        if (op == HS_OP_LM_HEAD) {
+            CHECK_INT(r.op[0][op].n, 0); /* Vidur does not time the LM head */
+            continue;
+        }
+        CHECK_INT(r.op[0][op].n, 1036);
+        CHECK_INT(r.op[1][op].n, 2072);
+        CHECK(r.op[0][op].med_ape < 10);
+        if (r.op[0][op].med_ape >= 10) fprintf(stderr, "A %s median %.2f%%\n", hs_op_name(op), r.op[0][op].med_ape);
+    }
+    for (size_t i = 0; i < sizeof gemm / sizeof gemm[0]; i++) {
+        CHECK(r.op[1][gemm[i]].med_ape < 10);
+        if (r.op[1][gemm[i]].med_ape >= 10)
+            fprintf(stderr, "B %s median %.2f%%\n", hs_op_name(gemm[i]), r.op[1][gemm[i]].med_ape);
+    }
+    CHECK(r.layer[0].med_ape < 10 && r.layer[1].med_ape < 10);
+    CHECK(r.layer[0].p90_ape < 15 && r.layer[1].p90_ape < 15);
+    if (out) {
+        char buf[16384];
+        size_t n;
+        rewind(out);
+        n = fread(buf, 1, sizeof buf - 1, out);
+        buf[n] = '\0';
+        CHECK(strstr(buf, "overall") != NULL);
+        CHECK(strstr(buf, "mlp_down") != NULL);
+        CHECK(strstr(buf, "interpolation over tokens") != NULL);
+        fclose(out);
+    }
+}
+
+int main(void)
+{
+    hs_model m7, m70, m13;
+    hs_err err = {0};
+    const char *env = getenv("HS_ROOT");
+    if (env && *env) setenv("HETSIM_ROOT", env, 1);
+    if (hs_model_find(&m7, "llama-2-7b", &err) || hs_model_find(&m70, "llama-2-70b", &err) ||
+        hs_model_find(&m13, "llama-2-13b", &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    test_recovery(&m7, &m70, &m13);
+    test_builder(&m7);
+    test_crossval();
+    return hs_check_result();
+}

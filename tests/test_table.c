@@ -1,0 +1,553 @@
+/* test_table.c - measured latency tables (sim/perf/table.c) and the "table"
+ * and "auto" builders over them (sim/perf/measured.c).
+ *
+ * The fixture tests/fixtures/perf/tables/a100-80g/tiny-test/ holds synthetic
+ * numbers written for this test (rows deliberately out of key order):
+ *   dense.csv         op k (0 = emb .. 9 = lm_head), tp 1 and 2, tokens 1, 8,
+ *                     64, 512: time = (k + 1) * (1 + 0.01 * tokens / tp)
+ *   attn_decode.csv   5/tp + 0.5 B + (0.002/tp) B context, B 1/4/16, ctx 64/512
+ *   attn_prefill.csv  8/tp + (1e-4/tp) W + (0.01/tp) P, chunk 16/128/512, prefix 0/256
+ *   allreduce.csv     2 and 4 GPUs at 1e3, 1e6, 1e8 bytes
+ *   sendrecv.csv      5 + 1e-5 bytes
+ * Checked: the reader (counts, meta, sorting); malformed inputs, each
+ * rejected with "<file>:<line>: ..." naming the field or both duplicate
+ * lines; missing ops and attention named with their TP; interpolation exact
+ * at measured points, monotone between, flat below and proportional above;
+ * the linear coefficient fits recover the generating coefficients exactly
+ * and never go negative; write -> read round trip; the "table" builder's
+ * dense[T] equals the layer composition at measured points; "auto" on a
+ * model without a table falls back to the fitted model (with the GPU's
+ * measured all-reduce, so "table+fitted"), with no tables at all to
+ * "roofline"; 8-bit KV takes attention from the fitted model; a send
+ * between stages in one node comes from sendrecv.csv; a TP group of two GPU
+ * types is at least as slow as its measured type. */
+#include "check.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "perf/fitted.h"
+#include "perf/perf.h"
+#include "perf/table.h"
+
+static char fixture[1100], tables_root[1024];
+
+static void set_root(void)
+{
+    const char *env = getenv("HS_ROOT");
+    if (env && *env) setenv("HETSIM_ROOT", env, 1);
+    snprintf(tables_root, sizeof tables_root, "%s/tests/fixtures/perf/tables", hs_data_root());
+    snprintf(fixture, sizeof fixture, "%s/a100-80g/tiny-test", tables_root);
+}
+
+static double fx_dense(int op, int tp, int tokens)
+{
+    return (op + 1) * (1 + 0.01 * tokens / tp);
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    char path[2048];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    f = fopen(path, "w");
+    if (!f) { perror(path); exit(2); }
+    fputs(text, f);
+    fclose(f);
+}
+
+static void make_tmpdir(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "/tmp/hs_test_table_XXXXXX");
+    if (!mkdtemp(buf)) { perror("mkdtemp"); exit(2); }
+}
+
+static void rm_rf(const char *dir)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+static void test_read_fixture(void)
+{
+    hs_ptable *t = NULL;
+    hs_err err = {0};
+    CHECK_OK(hs_ptable_read(&t, fixture, &err), &err);
+    if (!t) return;
+    CHECK_INT(t->n_dense, 80);
+    CHECK_INT(t->n_attn[HS_ATTN_DECODE], 12);
+    CHECK_INT(t->n_attn[HS_ATTN_PREFILL], 12);
+    CHECK_INT(t->n_comm[HS_COMM_ALLREDUCE], 6);
+    CHECK_INT(t->n_comm[HS_COMM_SENDRECV], 3);
+    CHECK_STR(t->meta.gpu, "a100-80g");
+    CHECK_STR(t->meta.model, "tiny-test");
+    CHECK_STR(t->meta.backend, "cpu");
+    CHECK_INT(t->meta.mem_total_bytes, 85899345920LL);
+    CHECK_INT(t->meta.kv_blocks, 1000);
+    CHECK_INT(t->meta.kv_block_size, 16);
+    /* sorted: first row is emb, tp 1, tokens 1 */
+    CHECK_INT(t->dense[0].op, HS_OP_EMB);
+    CHECK_INT(t->dense[0].tp, 1);
+    CHECK_INT(t->dense[0].tokens, 1);
+    CHECK_NEAR(t->dense[0].us, 1.01, 1e-12);
+    for (size_t i = 0; i < t->n_dense; i++)
+        CHECK_NEAR(t->dense[i].us, fx_dense(t->dense[i].op, t->dense[i].tp, t->dense[i].tokens), 1e-9);
+    CHECK(hs_ptable_has_op(t, HS_OP_LM_HEAD, 2, 16));
+    CHECK(!hs_ptable_has_op(t, HS_OP_LM_HEAD, 4, 16));
+    CHECK(!hs_ptable_has_op(t, HS_OP_QKV, 1, 4));
+    CHECK(hs_ptable_has_attn(t, HS_ATTN_PREFILL, 2));
+    CHECK(!hs_ptable_has_attn(t, HS_ATTN_DECODE, 4));
+    CHECK_INT(hs_op_find("mlp_down"), HS_OP_MLP_DOWN);
+    CHECK_INT(hs_op_find("gate"), -1);
+    CHECK_STR(hs_op_name(HS_OP_ATTN_OUT), "attn_out");
+    hs_ptable_destroy(t);
+    hs_ptable_destroy(NULL);
+}
+
+/* One malformed table per case: the reader must fail with code and a
+ * message containing `want`. */
+static void bad_case(const char *file, const char *text, int code, const char *want)
+{
+    char dir[256], msg_want[512];
+    hs_ptable *t = NULL;
+    hs_err err = {0};
+    int rc;
+    make_tmpdir(dir, sizeof dir);
+    write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\"}\n");
+    write_text(dir, "dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n");
+    write_text(dir, file, text);
+    rc = hs_ptable_read(&t, dir, &err);
+    CHECK_INT(rc, code);
+    CHECK(t == NULL);
+    snprintf(msg_want, sizeof msg_want, "%s/%s", dir, want);
+    if (!strstr(err.msg, msg_want)) {
+        hs__check_fail++;
+        fprintf(stderr, "%s:%d: message \"%s\" lacks \"%s\"\n", __FILE__, __LINE__, err.msg, msg_want);
+    } else {
+        hs__check_pass++;
+    }
+    rm_rf(dir);
+}
+
+static void test_malformed(void)
+{
+    bad_case("dense.csv", "op,tp,bit,tokens,time_us\n", HS_EPARSE,
+             "dense.csv:1: header must be \"op,tp,bits,tokens,time_us\"");
+    bad_case("dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\ngate,1,16,2,3\n", HS_EPARSE,
+             "dense.csv:3: op: unknown operator \"gate\"");
+    bad_case("dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,5,1,3\n", HS_ERANGE,
+             "dense.csv:2: bits: 5 is not one of 16, 8, 4, 3");
+    bad_case("dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n\nqkv,1,16,2\n", HS_EPARSE,
+             "dense.csv:4: expected 5 fields, got 4");
+    bad_case("dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,-1\n", HS_ERANGE,
+             "dense.csv:2: time_us: -1 is outside");
+    bad_case("dense.csv", "op,tp,bits,tokens,time_us\nqkv,x,16,1,3\n", HS_EPARSE,
+             "dense.csv:2: tp: \"x\" is not an integer");
+    bad_case("dense.csv", "op,tp,bits,tokens,time_us\nqkv,32,16,1,3\n", HS_ERANGE,
+             "dense.csv:2: tp: 32 is outside [1, 16]");
+    bad_case("dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\nadd,1,16,1,2\nqkv,1,16,1,4\n", HS_EPARSE,
+             "dense.csv:4: duplicate of line 2 (op qkv, tp 1, bits 16, tokens 1)");
+    bad_case("dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,0\n", HS_ERANGE,
+             "dense.csv:2: time_us: 0 must be > 0");
+    bad_case("attn_decode.csv", "tp,batch,context,time_us\n1,1,64,5\n1,2.5,64,5\n", HS_EPARSE,
+             "attn_decode.csv:3: batch: \"2.5\" is not an integer");
+    bad_case("attn_prefill.csv", "tp,chunk,prefix,time_us\n1,0,0,5\n", HS_ERANGE,
+             "attn_prefill.csv:2: chunk: 0 is outside");
+    bad_case("attn_prefill.csv", "tp,batch,context,time_us\n", HS_EPARSE,
+             "attn_prefill.csv:1: header must be \"tp,chunk,prefix,time_us\"");
+    bad_case("allreduce.csv", "gpus,bytes,time_us\n1,100,5\n", HS_ERANGE,
+             "allreduce.csv:2: gpus: 1 is outside");
+    bad_case("sendrecv.csv", "bytes,time_us\n100,5\n200,nan\n", HS_EPARSE,
+             "sendrecv.csv:3: time_us: \"nan\" is not a number");
+    bad_case("meta.json", "{\"gpu\": \"a\", \"model\": \"b\", \"backend\": \"cuda\", \"colour\": 1}", HS_EPARSE,
+             "meta.json: unknown key \"colour\"");
+    bad_case("meta.json", "{\"gpu\": \"a\", \"model\": \"b\", \"backend\": \"tpu\"}", HS_EPARSE,
+             "meta.json: backend: \"tpu\" is not cuda, cpu or vidur");
+    bad_case("meta.json", "{\"gpu\": \"a\", \"backend\": \"cuda\"}", HS_EPARSE,
+             "meta.json: missing required key \"model\"");
+    {   /* no dense.csv at all */
+        char dir[256];
+        hs_ptable *t = NULL;
+        hs_err err = {0};
+        make_tmpdir(dir, sizeof dir);
+        write_text(dir, "meta.json", "{\"gpu\": \"a\", \"model\": \"b\", \"backend\": \"cuda\"}\n");
+        CHECK_INT(hs_ptable_read(&t, dir, &err), HS_EIO);
+        CHECK(strstr(err.msg, "dense.csv: cannot open") != NULL);
+        rm_rf(dir);
+    }
+}
+
+static void test_check_missing(void)
+{
+    hs_ptable *t = NULL;
+    hs_err err = {0};
+    hs_ptable_need need = {4, 16, 1u << HS_OP_QKV | 1u << HS_OP_LM_HEAD, 1, 0};
+    if (hs_ptable_read(&t, fixture, &err)) {
+        CHECK_OK(1, &err);
+        return;
+    }
+    CHECK_INT(hs_ptable_check(t, &need, &err), HS_ENOTFOUND);
+    CHECK(strstr(err.msg, "missing qkv, lm_head at tp 4, bits 16 in dense.csv; no attn_decode.csv rows at tp 4") != NULL);
+    CHECK(strstr(err.msg, fixture) != NULL);
+    need.tp = 2;
+    need.prefill = 1;
+    CHECK_OK(hs_ptable_check(t, &need, &err), &err);
+    need.bits = 8;
+    need.decode = need.prefill = 0;
+    CHECK_INT(hs_ptable_check(t, &need, &err), HS_ENOTFOUND);
+    CHECK(strstr(err.msg, "missing qkv, lm_head at tp 2, bits 8") != NULL);
+    {
+        hs_curve c;
+        CHECK_INT(hs_ptable_op_curve(t, HS_OP_ROPE, 8, 16, &c, &err), HS_ENOTFOUND);
+        CHECK(strstr(err.msg, "dense.csv: no rows for op rope at tp 8, bits 16") != NULL);
+        CHECK_INT(hs_ptable_allreduce_curve(t, 8, &c, &err), HS_ENOTFOUND);
+        CHECK(strstr(err.msg, "allreduce.csv: no rows for 8 GPUs") != NULL);
+    }
+    hs_ptable_destroy(t);
+}
+
+static void test_interpolation(void)
+{
+    /* steffen through a convex increasing set: exact at the points,
+     * monotone between, no overshoot */
+    double x[] = {1, 2, 4, 8, 16, 64, 256, 1024}, y[8];
+    hs_curve c;
+    hs_err err = {0};
+    int bad = 0;
+    for (int i = 0; i < 8; i++) y[i] = 5 + 0.02 * x[i] * x[i] / (x[i] + 30);
+    CHECK_OK(hs_curve_init(&c, x, y, 8, &err), &err);
+    for (int i = 0; i < 8; i++) CHECK_NEAR(hs_curve_eval(&c, x[i]), y[i], 1e-12);
+    for (double v = 1, prev = 0; v <= 1024; v += 0.25) {
+        double e = hs_curve_eval(&c, v);
+        int k = 0;
+        while (k < 7 && x[k + 1] < v) k++;
+        if (e < prev - 1e-12) bad++;                  /* monotone */
+        if (e < y[k] - 1e-12 || e > y[k + 1] + 1e-12) bad++; /* within its segment */
+        prev = e;
+    }
+    CHECK_INT(bad, 0);
+    CHECK_NEAR(hs_curve_eval(&c, 0.5), y[0], 0);        /* flat below */
+    CHECK_NEAR(hs_curve_eval(&c, 2048), y[7] * 2, 1e-9); /* proportional above */
+    hs_curve_free(&c);
+    hs_curve_free(&c); /* idempotent */
+
+    /* two points: linear; one point: constant then proportional */
+    CHECK_OK(hs_curve_init(&c, x, (double[]){10, 20}, 2, &err), &err);
+    CHECK_NEAR(hs_curve_eval(&c, 1.5), 15, 1e-12);
+    hs_curve_free(&c);
+    CHECK_OK(hs_curve_init(&c, (double[]){4}, (double[]){7}, 1, &err), &err);
+    CHECK_NEAR(hs_curve_eval(&c, 2), 7, 0);
+    CHECK_NEAR(hs_curve_eval(&c, 8), 14, 1e-12);
+    hs_curve_free(&c);
+    CHECK_INT(hs_curve_init(&c, (double[]){1, 1}, (double[]){1, 2}, 2, &err), HS_EINVAL);
+    CHECK_INT(hs_curve_init(&c, x, y, 0, &err), HS_EINVAL);
+
+    /* on the fixture: exact at measured tokens */
+    {
+        hs_ptable *t = NULL;
+        if (hs_ptable_read(&t, fixture, &err) == 0) {
+            CHECK_OK(hs_ptable_op_curve(t, HS_OP_MLP_UP, 2, 16, &c, &err), &err);
+            CHECK_NEAR(hs_curve_eval(&c, 64), fx_dense(HS_OP_MLP_UP, 2, 64), 1e-9);
+            CHECK_NEAR(hs_curve_eval(&c, 512), fx_dense(HS_OP_MLP_UP, 2, 512), 1e-9);
+            /* the data is linear in tokens: steffen reproduces lines */
+            CHECK_NEAR(hs_curve_eval(&c, 300), fx_dense(HS_OP_MLP_UP, 2, 300), 1e-9);
+            hs_curve_free(&c);
+            CHECK_OK(hs_ptable_allreduce_curve(t, 4, &c, &err), &err);
+            CHECK_NEAR(hs_curve_eval(&c, 1e6), 30, 1e-9);
+            hs_curve_free(&c);
+            hs_ptable_destroy(t);
+        } else {
+            CHECK_OK(1, &err);
+        }
+    }
+}
+
+static void test_coef_fits(void)
+{
+    hs_ptable *t = NULL;
+    hs_err err = {0};
+    double c[3], sr[2];
+    hs_fitstat st;
+    if (hs_ptable_read(&t, fixture, &err)) {
+        CHECK_OK(1, &err);
+        return;
+    }
+    for (int tp = 1; tp <= 2; tp++) {
+        CHECK_OK(hs_ptable_attn_coef(t, HS_ATTN_DECODE, tp, c, &st, &err), &err);
+        CHECK_NEAR(c[0], 5.0 / tp, 1e-7);
+        CHECK_NEAR(c[1], 0.5, 1e-7);
+        CHECK_NEAR(c[2], 0.002 / tp, 1e-10);
+        CHECK_INT(st.n, 6);
+        CHECK(st.max_ape < 1e-6);
+        CHECK_OK(hs_ptable_attn_coef(t, HS_ATTN_PREFILL, tp, c, &st, &err), &err);
+        CHECK_NEAR(c[0], 8.0 / tp, 1e-7);
+        CHECK_NEAR(c[1], 1e-4 / tp, 1e-12);
+        CHECK_NEAR(c[2], 0.01 / tp, 1e-9);
+        CHECK(st.max_ape < 1e-6);
+    }
+    CHECK_INT(hs_ptable_attn_coef(t, HS_ATTN_DECODE, 8, c, &st, &err), HS_ENOTFOUND);
+    CHECK(strstr(err.msg, "attn_decode.csv: no rows at tp 8") != NULL);
+    CHECK_OK(hs_ptable_sendrecv_coef(t, sr, &st, &err), &err);
+    CHECK_NEAR(sr[0], 5, 1e-7);
+    CHECK_NEAR(sr[1], 1e-5, 1e-12);
+    hs_ptable_destroy(t);
+
+    /* a column whose free coefficient is negative is dropped: y = 10 - 0.01 x
+     * over x in 1..100 cannot take a negative slope, so the fit is a
+     * constant, and every coefficient is >= 0 */
+    {
+        double X[200], y[100];
+        for (int i = 0; i < 100; i++) {
+            X[2 * i] = 1;
+            X[2 * i + 1] = i + 1;
+            y[i] = 10 - 0.01 * (i + 1);
+        }
+        CHECK_OK(hs_linfit_rel(X, y, 100, 2, c, &st, &err), &err);
+        CHECK_NEAR(c[1], 0, 0);
+        CHECK(c[0] > 9 && c[0] < 10);
+        CHECK(st.max_ape < 6);
+        CHECK_INT(hs_linfit_rel(X, y, 0, 2, c, NULL, &err), HS_EINVAL);
+    }
+    /* percentiles of the error statistics */
+    {
+        double p[] = {110, 90, 100, 150, 100}, m[] = {100, 100, 100, 100, 100};
+        hs_fitstat_compute(&st, p, m, 5);
+        CHECK_INT(st.n, 5);
+        CHECK_NEAR(st.med_ape, 10, 1e-12);
+        CHECK_NEAR(st.max_ape, 50, 1e-12);
+        CHECK_NEAR(st.p90_ape, 10 + 0.6 * 40, 1e-12);
+    }
+}
+
+static void test_round_trip(void)
+{
+    hs_ptable *t = NULL, *u = NULL;
+    hs_err err = {0};
+    char dir[256], sub[512];
+    make_tmpdir(dir, sizeof dir);
+    snprintf(sub, sizeof sub, "%s/x/a100-80g/tiny-test", dir);
+    if (hs_ptable_read(&t, fixture, &err)) {
+        CHECK_OK(1, &err);
+        rm_rf(dir);
+        return;
+    }
+    CHECK_OK(hs_ptable_write(t, sub, &err), &err);
+    CHECK_OK(hs_ptable_read(&u, sub, &err), &err);
+    if (u) {
+        CHECK_INT(u->n_dense, t->n_dense);
+        for (size_t i = 0; i < t->n_dense && i < u->n_dense; i++) {
+            CHECK_INT(u->dense[i].op, t->dense[i].op);
+            CHECK_INT(u->dense[i].tokens, t->dense[i].tokens);
+            CHECK_REL(u->dense[i].us, t->dense[i].us, 1e-9);
+        }
+        for (int k = 0; k < 2; k++) {
+            CHECK_INT(u->n_attn[k], t->n_attn[k]);
+            CHECK_INT(u->n_comm[k], t->n_comm[k]);
+            for (size_t i = 0; i < t->n_attn[k] && i < u->n_attn[k]; i++)
+                CHECK_REL(u->attn[k][i].us, t->attn[k][i].us, 1e-9);
+            for (size_t i = 0; i < t->n_comm[k] && i < u->n_comm[k]; i++)
+                CHECK_REL(u->comm[k][i].bytes, t->comm[k][i].bytes, 1e-15);
+        }
+        CHECK_STR(u->meta.source, t->meta.source);
+        CHECK_INT(u->meta.mem_usable_bytes, t->meta.mem_usable_bytes);
+    }
+    /* an in-memory table with no attention rows writes no attention file */
+    {
+        hs_ptable *m = NULL;
+        char p[1024];
+        struct stat sb;
+        CHECK_OK(hs_ptable_create(&m, &err), &err);
+        if (m) {
+            snprintf(m->meta.gpu, sizeof m->meta.gpu, "a40");
+            snprintf(m->meta.model, sizeof m->meta.model, "tiny-test");
+            CHECK_OK(hs_ptable_add_dense(m, HS_OP_ADD, 1, 16, 4, 2.5, &err), &err);
+            CHECK_INT(hs_ptable_add_dense(m, HS_OP_ADD, 1, 16, 4, -1, &err), HS_ERANGE);
+            CHECK_INT(hs_ptable_add_dense(m, HS_OP_ADD, 1, 7, 4, 1, &err), HS_ERANGE);
+            CHECK_OK(hs_ptable_sort(m, &err), &err);
+            snprintf(sub, sizeof sub, "%s/y", dir);
+            CHECK_OK(hs_ptable_write(m, sub, &err), &err);
+            snprintf(p, sizeof p, "%s/attn_decode.csv", sub);
+            CHECK(stat(p, &sb) != 0);
+            CHECK_OK(hs_ptable_add_dense(m, HS_OP_ADD, 1, 16, 4, 3, &err), &err);
+            CHECK_INT(hs_ptable_sort(m, &err), HS_EPARSE);
+            CHECK(strstr(err.msg, "duplicate") != NULL);
+            hs_ptable_destroy(m);
+        }
+    }
+    hs_ptable_destroy(t);
+    hs_ptable_destroy(u);
+    rm_rf(dir);
+}
+
+static hs_layout *layout1(int tp, int layers)
+{
+    hs_layout *l = calloc(1, sizeof *l);
+    if (!l) exit(2);
+    l->pp = 1;
+    l->kv_bits = 16;
+    l->stage[0].tp = tp;
+    l->stage[0].layers = layers;
+    l->stage[0].bits = 16;
+    for (int i = 0; i < tp; i++) l->stage[0].gpus[i] = i;
+    return l;
+}
+
+static void test_builders(void)
+{
+    hs_model m, m7;
+    hs_cluster *c = NULL;
+    hs_perf_cfg cfg;
+    hs_perf p;
+    hs_err err = {0};
+    hs_layout *l = layout1(2, 2);
+    if (hs_model_find(&m, "tiny-test", &err) || hs_model_find(&m7, "llama-2-7b", &err) ||
+        hs_cluster_find(&c, "dgx-a100", &err)) {
+        CHECK_OK(1, &err);
+        free(l);
+        return;
+    }
+    hs_perf_cfg_defaults(&cfg);
+    CHECK_STR(cfg.tables, "");
+    CHECK_STR(cfg.fit_from, "");
+    CHECK(hs_perf_find("table") && hs_perf_find("fitted") && hs_perf_find("auto"));
+    if (snprintf(cfg.tables, sizeof cfg.tables, "%s", tables_root) >= (int)sizeof cfg.tables) SKIP("path too long");
+    snprintf(cfg.model, sizeof cfg.model, "table");
+    CHECK_OK(hs_perf_build(&p, &cfg, &m, c, l, 600, 8, &err), &err);
+    if (p.pp == 1) {
+        const hs_perf_stage *s = &p.stage[0];
+        /* at tokens 64 (measured): per layer qkv + rope + attn_out + mlp_up
+         * + act + mlp_down + 2 norm + 2 add, two layers, plus emb; plus the
+         * measured all-reduce of 64 * 256 * 2 bytes, two per layer */
+        double layer = 0, us, ar;
+        hs_curve arc;
+        for (int op = 0; op < HS_OP_COUNT; op++)
+            if (op != HS_OP_EMB && op != HS_OP_LM_HEAD)
+                layer += (op == HS_OP_NORM || op == HS_OP_ADD ? 2 : 1) * fx_dense(op, 2, 64);
+        {
+            hs_ptable *t = NULL;
+            CHECK_OK(hs_ptable_read(&t, fixture, &err), &err);
+            CHECK_OK(hs_ptable_allreduce_curve(t, 2, &arc, &err), &err);
+            ar = hs_curve_eval(&arc, 64 * 256 * 2.0);
+            hs_curve_free(&arc);
+            hs_ptable_destroy(t);
+        }
+        us = 2 * layer + fx_dense(HS_OP_EMB, 2, 64) + 2 * 2 * ar;
+        CHECK_STR(p.model_name, "table");
+        CHECK_NEAR(s->dense[64], us * 1e3, 1e-6);
+        CHECK_NEAR(s->head[8], (fx_dense(HS_OP_LM_HEAD, 2, 8) + fx_dense(HS_OP_NORM, 2, 8)) * 1e3 +
+                                   hs_allreduce_s(c, l->stage[0].gpus, 2, 8 * 1000 / 2 * 4.0, cfg.link_eff) / 2 * 1e9,
+                   1e-6);
+        /* attention coefficients per layer times layers, in ns */
+        CHECK_NEAR(s->dec_fixed, 2 * 2.5 * 1e3, 1e-3);
+        CHECK_NEAR(s->dec_seq, 2 * 0.5 * 1e3, 1e-3);
+        CHECK_NEAR(s->dec_ctx, 2 * 0.001 * 1e3, 1e-6);
+        CHECK_NEAR(s->pre_pair, 2 * 5e-5 * 1e3, 1e-8);
+        for (int t = 2; t <= 600; t++)
+            if (s->dense[t] < s->dense[t - 1]) {
+                CHECK(s->dense[t] >= s->dense[t - 1]);
+                break;
+            }
+        hs_perf_free(&p);
+    }
+    /* table mode needs every op at the layout's TP */
+    {
+        hs_layout *l4 = layout1(4, 2);
+        CHECK_INT(hs_perf_build(&p, &cfg, &m, c, l4, 64, 8, &err), HS_ENOTFOUND);
+        CHECK(strstr(err.msg, "at tp 4, bits 16 in dense.csv") != NULL);
+        free(l4);
+    }
+    /* ... and a table for the model at all */
+    CHECK_INT(hs_perf_build(&p, &cfg, &m7, c, l, 64, 8, &err), HS_ENOTFOUND);
+    CHECK(strstr(err.msg, "no measured table") != NULL);
+
+    /* auto: tiny-test has a table (table), llama-2-7b has none (fitted on
+     * the tiny-test table); with no tables at all, roofline */
+    snprintf(cfg.model, sizeof cfg.model, "auto");
+    CHECK_OK(hs_perf_build(&p, &cfg, &m, c, l, 64, 8, &err), &err);
+    CHECK_STR(p.model_name, "table");
+    hs_perf_free(&p);
+    CHECK_OK(hs_perf_build(&p, &cfg, &m7, c, l, 64, 8, &err), &err);
+    /* ops fitted; the all-reduce comes from the A100's measured table of the
+     * other model (collectives do not depend on the model) */
+    CHECK_STR(p.model_name, "table+fitted");
+    CHECK(p.pp == 1 && p.stage[0].dense[64] > 0 && p.stage[0].dense[64] >= p.stage[0].dense[1]);
+    hs_perf_free(&p);
+    {
+        char empty[200];
+        make_tmpdir(empty, sizeof empty);
+        snprintf(cfg.tables, sizeof cfg.tables, "%s", empty);
+        CHECK_OK(hs_perf_build(&p, &cfg, &m7, c, l, 64, 8, &err), &err);
+        CHECK_STR(p.model_name, "roofline");
+        hs_perf_free(&p);
+        snprintf(cfg.model, sizeof cfg.model, "fitted");
+        CHECK_INT(hs_perf_build(&p, &cfg, &m7, c, l, 64, 8, &err), HS_ENOTFOUND);
+        CHECK(strstr(err.msg, "no measured tables") != NULL);
+        rm_rf(empty);
+    }
+    /* 8-bit KV: the table holds FP16 caches */
+    if (snprintf(cfg.tables, sizeof cfg.tables, "%s", tables_root) >= (int)sizeof cfg.tables) SKIP("path too long");
+    snprintf(cfg.model, sizeof cfg.model, "table");
+    l->kv_bits = 8;
+    CHECK_INT(hs_perf_build(&p, &cfg, &m, c, l, 64, 8, &err), HS_EUNSUPPORTED);
+    snprintf(cfg.model, sizeof cfg.model, "auto");
+    CHECK_OK(hs_perf_build(&p, &cfg, &m, c, l, 64, 8, &err), &err);
+    CHECK_STR(p.model_name, "table+fitted");
+    hs_perf_free(&p);
+    /* two stages in one node: the send is fitted on sendrecv.csv
+     * (5 us + 1e-5 us/byte, 256 * 2 bytes per token) */
+    snprintf(cfg.model, sizeof cfg.model, "table");
+    l->kv_bits = 16;
+    l->pp = 2;
+    l->stage[0].layers = l->stage[1].layers = 1;
+    l->stage[1] = l->stage[0];
+    l->stage[1].gpus[0] = 2;
+    l->stage[1].gpus[1] = 3;
+    CHECK_OK(hs_perf_build(&p, &cfg, &m, c, l, 64, 8, &err), &err);
+    if (p.pp == 2) {
+        CHECK_NEAR(p.stage[0].send_alpha, 5e3, 1e-3);
+        CHECK_NEAR(p.stage[0].send_token, 1e-5 * 512 * 1e3, 1e-6);
+        CHECK_NEAR(p.stage[0].head[8], 0, 0);
+        CHECK(p.stage[1].head[8] > 0);
+        /* the first stage carries the embedding */
+        CHECK_NEAR(p.stage[0].dense[64] - p.stage[1].dense[64], fx_dense(HS_OP_EMB, 2, 64) * 1e3, 1e-6);
+        hs_perf_free(&p);
+    }
+    hs_cluster_destroy(c);
+    /* a TP group of two GPU types (A100 with a table, RTX 3090 without):
+     * auto times each type and keeps the slower at every entry */
+    if (hs_cluster_find(&c, "hetis-a100-3090x2", &err) == 0) {
+        double table_sum = 0;
+        snprintf(cfg.model, sizeof cfg.model, "auto");
+        l->pp = 1;
+        l->stage[0].layers = 2;
+        l->stage[0].gpus[0] = 0;
+        l->stage[0].gpus[1] = 1;
+        CHECK_OK(hs_perf_build(&p, &cfg, &m, c, l, 64, 8, &err), &err);
+        CHECK_STR(p.model_name, "table+fitted");
+        for (int op = 0; op < HS_OP_COUNT; op++)
+            if (op != HS_OP_LM_HEAD)
+                table_sum += (op == HS_OP_NORM || op == HS_OP_ADD ? 2 : 1) * (op == HS_OP_EMB ? 1 : 2) *
+                             fx_dense(op, 2, 64);
+        if (p.pp == 1) CHECK(p.stage[0].dense[64] >= table_sum * 1e3);
+        hs_perf_free(&p);
+        hs_cluster_destroy(c);
+    } else {
+        CHECK_OK(1, &err);
+    }
+    hs_perf_cache_clear();
+    free(l);
+}
+
+int main(void)
+{
+    set_root();
+    test_read_fixture();
+    test_malformed();
+    test_check_missing();
+    test_interpolation();
+    test_coef_fits();
+    test_round_trip();
+    test_builders();
+    return hs_check_result();
+}
