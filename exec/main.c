@@ -1,20 +1,225 @@
-/* hetsim-exec - the executor's entry point.
- *
- * The CUDA/cuBLAS and CPU backends (profile, replay, info) are built in a
- * later change; this binary exists so the build graph, install and CLI
- * layout are fixed now.  It does not pretend to measure anything. */
+/* main.c - hetsim-exec, the executor's command line: `profile` and `info`.
+ * Only this file decides exit codes: 0 success, 2 for every error (one
+ * line on stderr naming what is wrong). */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "exec.h"
+#include "info.h"
+#include "layer.h"
+#include "llm/model.h"
+#include "profile.h"
+
+static void usage(FILE *fp)
+{
+    fprintf(fp,
+            "usage: hetsim-exec <command> [options]\n"
+            "\n"
+            "hetsim-exec runs the work of one transformer layer of a model on this\n"
+            "machine and measures it, for the simulator's latency tables.\n"
+            "\n"
+            "commands:\n"
+            "  profile   measure per-op tables of a model (dense ops, decode and prefill attention)\n"
+            "  info      show the device and its measured GEMM and copy ceilings\n"
+            "  replay    execute a schedule exported by `hetsim run` (not built yet)\n"
+            "\n"
+            "`hetsim-exec <command> --help` describes each command.\n");
+}
+
+static void profile_usage(FILE *fp)
+{
+    fprintf(fp,
+            "usage: hetsim-exec profile --model M [options]\n"
+            "\n"
+            "Measures one transformer layer of model M on one TP rank and writes\n"
+            "dense.csv, attn_decode.csv, attn_prefill.csv and meta.json (format in\n"
+            "exec/README.md).  Times are medians in microseconds.\n"
+            "\n"
+            "options:\n"
+            "  --model M          model name (models/M.json) or path\n"
+            "  --tp T[,T...]      tensor-parallel degrees; each must divide the heads (default 1)\n"
+            "  --bits B[,B...]    weight bits of the GEMM ops: 16, 8, 4 (default 16)\n"
+            "  --backend NAME     cuda or cpu (default: cuda when a GPU is present, else cpu)\n"
+            "  --dtype D          fp16 or bf16 on cuda (default fp16); fp32 on cpu\n"
+            "  --out DIR          output folder (default profiles/<device>/<model>/)\n"
+            "  --quick            small grids and few repeats (seconds on the CPU with tiny-test)\n"
+            "  --quiet            no progress lines on stderr\n");
+}
+
+static void info_usage(FILE *fp)
+{
+    fprintf(fp,
+            "usage: hetsim-exec info [--backend cuda|cpu] [--dtype fp16|bf16|fp32]\n"
+            "\n"
+            "Prints the device, its memory, and its measured ceilings: the GEMM\n"
+            "throughput of a large square GEMM (FP16/BF16 cuBLAS on a GPU, FP32\n"
+            "OpenBLAS sgemm on the CPU) and the copy bandwidth (device-to-device\n"
+            "memcpy on a GPU, memcpy on the CPU).\n");
+}
+
+static int fail(const hs_err *err)
+{
+    fprintf(stderr, "hetsim-exec: %s\n", err->msg);
+    return 2;
+}
+
+/* Parses "a,b,c" into at most cap ints in [lo, hi]. */
+static int parse_list(const char *flag, const char *s, int *out, int cap, int lo, int hi,
+                      int *n, hs_err *err)
+{
+    const char *p = s;
+    *n = 0;
+    for (;;) {
+        char *end;
+        long v;
+        errno = 0;
+        v = strtol(p, &end, 10);
+        if (end == p || errno || v < lo || v > hi || (*end && *end != ','))
+            return hs_errf(err, HS_EINVAL, "%s %s: expected integers in %d..%d separated by commas",
+                           flag, s, lo, hi);
+        if (*n == cap) return hs_errf(err, HS_EINVAL, "%s %s: at most %d values", flag, s, cap);
+        out[(*n)++] = (int)v;
+        if (!*end) return 0;
+        p = end + 1;
+    }
+}
+
+static int parse_dtype(const char *s, int *dtype, hs_err *err)
+{
+    if (!strcmp(s, "fp16")) *dtype = HS_EXEC_FP16;
+    else if (!strcmp(s, "bf16")) *dtype = HS_EXEC_BF16;
+    else if (!strcmp(s, "fp32")) *dtype = HS_EXEC_FP32;
+    else return hs_errf(err, HS_EINVAL, "--dtype %s: not fp16, bf16 or fp32", s);
+    return 0;
+}
+
+/* Options every command takes. */
+typedef struct common {
+    const char *backend;
+    int dtype;
+} common;
+
+static int cmd_profile(int argc, char **argv)
+{
+    hs_err err = {0};
+    hs_exec_profile_opts o;
+    common c = {NULL, -1};
+    const char *model = NULL;
+    hs_model m;
+    hs_exec x;
+    char dir[1024];
+    int rc;
+    memset(&o, 0, sizeof o);
+    o.tp[0] = 1;
+    o.n_tp = 1;
+    o.bits[0] = 16;
+    o.n_bits = 1;
+    o.progress = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            profile_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--quick")) { o.quick = 1; continue; }
+        if (!strcmp(a, "--quiet")) { o.progress = 0; continue; }
+        if (strcmp(a, "--model") && strcmp(a, "--tp") && strcmp(a, "--bits") &&
+            strcmp(a, "--backend") && strcmp(a, "--dtype") && strcmp(a, "--out")) {
+            hs_errf(&err, HS_EINVAL, "profile: unknown option \"%s\" (see hetsim-exec profile --help)", a);
+            return fail(&err);
+        }
+        if (!v) {
+            hs_errf(&err, HS_EINVAL, "%s needs a value", a);
+            return fail(&err);
+        }
+        i++;
+        if (!strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "--out")) o.out = v;
+        else if (!strcmp(a, "--backend")) c.backend = v;
+        else if (!strcmp(a, "--dtype")) {
+            if (parse_dtype(v, &c.dtype, &err)) return fail(&err);
+        } else if (!strcmp(a, "--tp")) {
+            if (parse_list("--tp", v, o.tp, HS_EXEC_MAX_TPS, 1, 1024, &o.n_tp, &err)) return fail(&err);
+        } else {
+            if (parse_list("--bits", v, o.bits, 3, 1, 64, &o.n_bits, &err)) return fail(&err);
+            for (int b = 0; b < o.n_bits; b++)
+                if (o.bits[b] != 16 && o.bits[b] != 8 && o.bits[b] != 4) {
+                    hs_errf(&err, HS_EINVAL, "--bits %s: each must be 16, 8 or 4", v);
+                    return fail(&err);
+                }
+        }
+    }
+    if (!model) {
+        hs_errf(&err, HS_EINVAL, "profile: --model is required (see hetsim-exec profile --help)");
+        return fail(&err);
+    }
+    if (hs_model_find(&m, model, &err)) return fail(&err);
+    for (int i = 0; i < o.n_tp; i++) {
+        hs_exec_shape s;
+        if (hs_exec_shape_make(&s, &m, o.tp[i], &err)) return fail(&err);
+    }
+    if (hs_exec_open(&x, c.backend, c.dtype, &err)) return fail(&err);
+    rc = hs_exec_profile(&x, &m, &o, dir, sizeof dir, &err);
+    hs_exec_close(&x);
+    if (rc) return fail(&err);
+    printf("wrote %s/{dense.csv,attn_decode.csv,attn_prefill.csv,meta.json}\n", dir);
+    return 0;
+}
+
+static int cmd_info(int argc, char **argv)
+{
+    hs_err err = {0};
+    common c = {NULL, -1};
+    hs_exec x;
+    hs_exec_ceilings ce;
+    int rc;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            info_usage(stdout);
+            return 0;
+        }
+        if (strcmp(a, "--backend") && strcmp(a, "--dtype")) {
+            hs_errf(&err, HS_EINVAL, "info: unknown option \"%s\" (see hetsim-exec info --help)", a);
+            return fail(&err);
+        }
+        if (!v) {
+            hs_errf(&err, HS_EINVAL, "%s needs a value", a);
+            return fail(&err);
+        }
+        i++;
+        if (!strcmp(a, "--backend")) c.backend = v;
+        else if (parse_dtype(v, &c.dtype, &err)) return fail(&err);
+    }
+    if (hs_exec_open(&x, c.backend, c.dtype, &err)) return fail(&err);
+    rc = hs_exec_ceilings_measure(&x, &ce, &err);
+    if (!rc) hs_exec_info_print(stdout, &x, &ce);
+    hs_exec_close(&x);
+    return rc ? fail(&err) : 0;
+}
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: hetsim-exec <profile|replay|info> [options]\n"
-               "The executor backends are not built yet; every subcommand "
-               "reports that and exits 2.\n");
+    if (argc < 2) {
+        fprintf(stderr, "hetsim-exec: no command given (see hetsim-exec --help)\n");
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
         return 0;
     }
-    fprintf(stderr, "hetsim-exec: %s: executor backends are not built yet\n",
-            argc > 1 ? argv[1] : "(no subcommand)");
+    if (!strcmp(argv[1], "profile")) return cmd_profile(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "replay")) {
+        if (argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
+            printf("usage: hetsim-exec replay ...\n\nReplaying schedules is not built yet (issue 4).\n");
+            return 0;
+        }
+        fprintf(stderr, "hetsim-exec: replay: not built yet (issue 4)\n");
+        return 2;
+    }
+    fprintf(stderr, "hetsim-exec: unknown command \"%s\" (see hetsim-exec --help)\n", argv[1]);
     return 2;
 }

@@ -68,7 +68,7 @@ static void test_cfg(void)
 {
     hs_perf_cfg cfg;
     hs_perf_cfg_defaults(&cfg);
-    CHECK_STR(cfg.model, "roofline");
+    CHECK_STR(cfg.model, "auto");
     CHECK_NEAR(cfg.gemm_eff, 0.7, 0);
     CHECK_NEAR(cfg.attn_eff, 0.5, 0);
     CHECK_NEAR(cfg.mem_eff, 0.8, 0);

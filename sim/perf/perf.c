@@ -36,7 +36,7 @@ void hs_perf_cfg_defaults(hs_perf_cfg *c)
 }
 
 const hs_field hs_perf_cfg_fields[] = {
-    HS_FIELD_STR(hs_perf_cfg, model, 0, "roofline", "latency model builder"),
+    HS_FIELD_STR(hs_perf_cfg, model, 0, "auto", "latency model: auto (measured table, else fitted, else roofline), table, fitted, roofline"),
     HS_FIELD_NUM(hs_perf_cfg, gemm_eff, HS_F_DOUBLE, 0, 0.7, 0.01, 1, "GEMM fraction of peak FLOP/s"),
     HS_FIELD_NUM(hs_perf_cfg, attn_eff, HS_F_DOUBLE, 0, 0.5, 0.01, 1, "attention fraction of peak FLOP/s"),
     HS_FIELD_NUM(hs_perf_cfg, mem_eff, HS_F_DOUBLE, 0, 0.8, 0.01, 1, "fraction of memory bandwidth"),

@@ -1,0 +1,216 @@
+/* exec.c - backend registry, weights and timing shared by every backend;
+ * see exec.h.
+ *
+ * Invariants: an hs_exec is either fully open (ops and priv set by a
+ * successful init) or zeroed; a weight's buffers are all allocated or all
+ * NULL. */
+#include "exec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const hs_exec_ops *const backends[] = {
+#ifdef HS_HAVE_CUDA
+    &hs_exec_cuda_ops,
+#endif
+    &hs_exec_cpu_ops,
+    NULL,
+};
+
+const hs_exec_ops *hs_exec_find(const char *name)
+{
+    for (int i = 0; backends[i]; i++)
+        if (!strcmp(backends[i]->name, name)) return backends[i];
+    return NULL;
+}
+
+int hs_exec_known(const char *name)
+{
+    return !strcmp(name, "cpu") || !strcmp(name, "cuda");
+}
+
+const hs_exec_ops *hs_exec_default(void)
+{
+    for (int i = 0; backends[i]; i++)
+        if (backends[i]->available()) return backends[i];
+    return &hs_exec_cpu_ops;
+}
+
+int hs_exec_open(hs_exec *x, const char *name, int dtype, hs_err *err)
+{
+    const hs_exec_ops *ops;
+    int rc;
+    memset(x, 0, sizeof *x);
+    if (!name) ops = hs_exec_default();
+    else if (!(ops = hs_exec_find(name))) {
+        if (hs_exec_known(name))
+            return hs_errf(err, HS_EUNSUPPORTED,
+                           "--backend %s: this hetsim-exec was built without the CUDA toolkit",
+                           name);
+        return hs_errf(err, HS_EINVAL, "--backend %s: unknown backend (cpu or cuda)", name);
+    }
+    x->ops = ops;
+    if ((rc = ops->init(x, 0, dtype, err))) {
+        memset(x, 0, sizeof *x);
+        return rc;
+    }
+    return 0;
+}
+
+void hs_exec_close(hs_exec *x)
+{
+    if (x && x->ops) x->ops->destroy(x);
+    if (x) memset(x, 0, sizeof *x);
+}
+
+const char *hs_exec_dtype_name(hs_exec_dtype d)
+{
+    switch (d) {
+    case HS_EXEC_FP16: return "fp16";
+    case HS_EXEC_BF16: return "bf16";
+    default: return "fp32";
+    }
+}
+
+size_t hs_exec_qrow_bytes(int k, int bits)
+{
+    size_t b = ((size_t)k * (size_t)bits + 7) / 8;
+    return (b + 15) / 16 * 16;
+}
+
+int hs_exec_weight_alloc(hs_exec *x, hs_exec_weight *w, int n, int k, int bits, hs_err *err)
+{
+    const hs_exec_ops *o = x->ops;
+    size_t es = (size_t)x->info.elem_bytes;
+    int rc;
+    memset(w, 0, sizeof *w);
+    if (n < 1 || k < 1) return hs_errf(err, HS_EINVAL, "weight %dx%d: empty", n, k);
+    if (bits != 16 && bits != 8 && bits != 4)
+        return hs_errf(err, HS_EINVAL, "weight bits %d: not 16, 8 or 4", bits);
+    w->n = n;
+    w->k = k;
+    w->bits = bits;
+    if (bits == 16) return o->alloc(x, &w->data, (size_t)n * k * es, err);
+    w->groups = (k + HS_EXEC_QGROUP - 1) / HS_EXEC_QGROUP;
+    w->ld = hs_exec_qrow_bytes(k, bits);
+    if ((rc = o->alloc(x, &w->data, (size_t)n * w->ld, err)) ||
+        (rc = o->alloc(x, &w->scale, (size_t)n * w->groups * es, err)) ||
+        (rc = o->alloc(x, &w->zero, (size_t)n * w->groups * es, err))) {
+        hs_exec_weight_free(x, w);
+        return rc;
+    }
+    return 0;
+}
+
+void hs_exec_weight_free(hs_exec *x, hs_exec_weight *w)
+{
+    if (!w) return;
+    if (x && x->ops) {
+        x->ops->free(x, w->data);
+        x->ops->free(x, w->scale);
+        x->ops->free(x, w->zero);
+    }
+    memset(w, 0, sizeof *w);
+}
+
+int hs_exec_weight_random(hs_exec *x, hs_exec_weight *w, uint64_t seed, float scale, hs_err *err)
+{
+    const hs_exec_ops *o = x->ops;
+    size_t ng = (size_t)w->n * w->groups;
+    float mid, *z;
+    int rc;
+    if (w->bits == 16) return o->fill_random(x, w->data, (size_t)w->n * w->k, seed, scale, err);
+    mid = (float)(1 << (w->bits - 1));
+    if ((rc = o->fill_bytes(x, w->data, (size_t)w->n * w->ld, seed, err)) ||
+        (rc = o->fill_random(x, w->scale, ng, seed + 1, scale / mid, err)))
+        return rc;
+    /* Zero points in the middle of the code range, so the weights are
+     * centred on 0. */
+    if (!(z = malloc(ng * sizeof *z))) return hs_errf(err, HS_ENOMEM, "out of memory (zero points)");
+    for (size_t i = 0; i < ng; i++) z[i] = mid;
+    rc = o->upload(x, w->zero, z, ng, err);
+    free(z);
+    return rc;
+}
+
+void hs_exec_quantize(const float *w, int n, int k, int bits, uint8_t *q, float *scale,
+                      float *zero)
+{
+    int groups = (k + HS_EXEC_QGROUP - 1) / HS_EXEC_QGROUP;
+    size_t ld = hs_exec_qrow_bytes(k, bits);
+    float qmax = (float)((1 << bits) - 1);
+    memset(q, 0, (size_t)n * ld);
+    for (int r = 0; r < n; r++)
+        for (int g = 0; g < groups; g++) {
+            int k0 = g * HS_EXEC_QGROUP, k1 = k0 + HS_EXEC_QGROUP < k ? k0 + HS_EXEC_QGROUP : k;
+            float lo = w[(size_t)r * k + k0], hi = lo, s, z;
+            for (int i = k0; i < k1; i++) {
+                float v = w[(size_t)r * k + i];
+                if (v < lo) lo = v;
+                if (v > hi) hi = v;
+            }
+            s = hi > lo ? (hi - lo) / qmax : 1.0f;
+            z = -lo / s;
+            scale[(size_t)r * groups + g] = s;
+            zero[(size_t)r * groups + g] = z;
+            for (int i = k0; i < k1; i++) {
+                float c = roundf(w[(size_t)r * k + i] / s + z);
+                unsigned v = c < 0 ? 0u : c > qmax ? (unsigned)qmax : (unsigned)c;
+                uint8_t *row = q + (size_t)r * ld;
+                if (bits == 8) row[i] = (uint8_t)v;
+                else row[i / 2] |= (uint8_t)(i % 2 ? v << 4 : v);
+            }
+        }
+}
+
+int hs_exec_weight_set(hs_exec *x, hs_exec_weight *w, const float *data_f, const uint8_t *q,
+                       const float *scale, const float *zero, hs_err *err)
+{
+    const hs_exec_ops *o = x->ops;
+    size_t ng = (size_t)w->n * w->groups;
+    int rc;
+    if (w->bits == 16) return o->upload(x, w->data, data_f, (size_t)w->n * w->k, err);
+    if ((rc = o->upload_bytes(x, w->data, q, (size_t)w->n * w->ld, err)) ||
+        (rc = o->upload(x, w->scale, scale, ng, err)) ||
+        (rc = o->upload(x, w->zero, zero, ng, err)))
+        return rc;
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int hs_exec_measure(hs_exec *x, const hs_exec_timing *t,
+                    int (*fn)(hs_exec *x, void *ctx, hs_err *err), void *ctx, double *us,
+                    hs_err *err)
+{
+    const hs_exec_ops *o = x->ops;
+    double first = 0, *s;
+    int rc, reps;
+    /* Warm-up; the last one is timed to choose the number of repeats. */
+    for (int i = 0; i < (t->warmup > 1 ? t->warmup : 1); i++) {
+        if ((rc = o->timer_start(x, err)) || (rc = fn(x, ctx, err)) ||
+            (rc = o->timer_stop(x, &first, err)))
+            return rc;
+    }
+    reps = first > 0 ? (int)ceil(t->target_us / first) : t->max_reps;
+    if (reps < t->min_reps) reps = t->min_reps;
+    if (reps > t->max_reps) reps = t->max_reps;
+    if (reps < 1) reps = 1;
+    if (!(s = malloc((size_t)reps * sizeof *s)))
+        return hs_errf(err, HS_ENOMEM, "out of memory (timing samples)");
+    for (int i = 0; i < reps; i++)
+        if ((rc = o->timer_start(x, err)) || (rc = fn(x, ctx, err)) ||
+            (rc = o->timer_stop(x, &s[i], err))) {
+            free(s);
+            return rc;
+        }
+    qsort(s, (size_t)reps, sizeof *s, cmp_double);
+    *us = reps % 2 ? s[reps / 2] : 0.5 * (s[reps / 2 - 1] + s[reps / 2]);
+    free(s);
+    return 0;
+}

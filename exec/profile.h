@@ -1,0 +1,43 @@
+/* profile.h - `hetsim-exec profile`: measured per-op tables of one model on
+ * the device a backend runs on (format in exec/README.md):
+ *
+ *   dense.csv         op,tp,bits,tokens,time_us
+ *   attn_decode.csv   tp,batch,context,time_us
+ *   attn_prefill.csv  tp,chunk,prefix,time_us
+ *   meta.json         device, memory and KV-block figures
+ *
+ * Times are medians of repeated runs in microseconds for one instance of
+ * the op on one TP rank.  Files are written to temporaries and renamed at
+ * the end, so a failed profile leaves no partial table behind. */
+#ifndef HS_EXEC_PROFILE_H
+#define HS_EXEC_PROFILE_H
+
+#include <stddef.h>
+
+#include "exec.h"
+#include "llm/model.h"
+
+#define HS_EXEC_MAX_TPS 8
+
+typedef struct hs_exec_profile_opts {
+    int tp[HS_EXEC_MAX_TPS];   /* TP degrees to profile, in order */
+    int n_tp;
+    int bits[3];               /* weight bits of the GEMM ops: 16, 8, 4 */
+    int n_bits;
+    const char *out;           /* directory; NULL: <root>/profiles/<device>/<model>/ */
+    int quick;                 /* small grids and few repeats */
+    int progress;              /* one line per table on stderr */
+} hs_exec_profile_opts;
+
+/* Runs the sweeps and writes the four files; the directory used is copied
+ * to dir_out.  Errors: HS_EINVAL (bad --tp), HS_EIO (directory not
+ * writable), device errors from the backend. */
+int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o,
+                    char *dir_out, size_t cap, hs_err *err);
+
+/* The folder name of x's device: the hetsim GPU name (profiles/gpus) when
+ * the device matches one, else the sanitised device name; on the CPU
+ * "cpu-<sanitised CPU model>". */
+void hs_exec_device_dirname(const hs_exec_info *info, char *buf, size_t cap);
+
+#endif

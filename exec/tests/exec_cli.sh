@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# exec_cli.sh - hetsim-exec's command line on the CPU backend: help, info,
+# a quick profile of tiny-test (all four files, exact headers, positive
+# times, every op), and one-line errors with exit code 2.
+# usage: exec_cli.sh PATH/TO/hetsim-exec
+set -u
+bin=${1:?usage: exec_cli.sh hetsim-exec}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+# expect_error NAME ARGS...: exit code 2 and exactly one line on stderr.
+expect_error() {
+    local name=$1; shift
+    "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    [ "$rc" -eq 2 ] || fail "$name: exit $rc, expected 2"
+    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$name: stderr is not one line: $(cat "$tmp/err")"
+    echo "ok: $name -> $(cat "$tmp/err")"
+}
+
+for args in "--help" "profile --help" "info --help" "replay --help"; do
+    # shellcheck disable=SC2086
+    "$bin" $args >"$tmp/out" 2>&1 || fail "$args: exit $?"
+    grep -q usage "$tmp/out" || fail "$args: no usage text"
+done
+
+# info on the CPU: positive GEMM and copy figures.
+if "$bin" info --backend cpu >"$tmp/info" 2>"$tmp/err"; then
+    cat "$tmp/info"
+    awk '/^gemm:/ { ok = $2 > 0 } END { exit !ok }' "$tmp/info" || fail "info: gemm TFLOP/s not positive"
+    awk '/^copy:/ { ok = $2 > 0 } END { exit !ok }' "$tmp/info" || fail "info: copy GB/s not positive"
+else
+    fail "info --backend cpu: $(cat "$tmp/err")"
+fi
+
+# A quick profile of tiny-test at two TP degrees and three weight widths.
+out=$tmp/prof
+start=$(date +%s)
+if "$bin" profile --model tiny-test --tp 1,2 --bits 16,8,4 --backend cpu --quick --out "$out" \
+        >"$tmp/out" 2>"$tmp/err"; then
+    echo "profile: $(cat "$tmp/out") in $(( $(date +%s) - start )) s"
+    [ "$(head -1 "$out/dense.csv")" = "op,tp,bits,tokens,time_us" ] || fail "dense.csv header"
+    [ "$(head -1 "$out/attn_decode.csv")" = "tp,batch,context,time_us" ] || fail "attn_decode.csv header"
+    [ "$(head -1 "$out/attn_prefill.csv")" = "tp,chunk,prefix,time_us" ] || fail "attn_prefill.csv header"
+    for f in dense attn_decode attn_prefill; do
+        rows=$(($(wc -l <"$out/$f.csv") - 1))
+        [ "$rows" -gt 0 ] || fail "$f.csv: no rows"
+        awk -F, 'NR > 1 && !($NF > 0) { bad++ } END { exit bad > 0 }' "$out/$f.csv" ||
+            fail "$f.csv: a time is not positive"
+        echo "ok: $f.csv, $rows rows"
+    done
+    for op in emb norm qkv rope attn_out mlp_up act mlp_down add lm_head; do
+        for tp in 1 2; do
+            grep -q "^$op,$tp,16," "$out/dense.csv" || fail "dense.csv: no $op rows at tp $tp"
+        done
+    done
+    for op in qkv attn_out mlp_up mlp_down; do
+        for bits in 8 4; do
+            grep -q "^$op,1,$bits," "$out/dense.csv" || fail "dense.csv: no $op rows at $bits bits"
+        done
+    done
+    if grep -qE '^(emb|norm|rope|act|add|lm_head),[0-9]+,(8|4),' "$out/dense.csv"; then
+        fail "dense.csv: a non-GEMM op has quantised rows"
+    fi
+    for key in '"gpu": "cpu-' '"model": "tiny-test"' '"backend": "cpu"' '"dtype": "fp32"' \
+               '"source": "hetsim-exec profile"' '"created": "' '"mem_total_bytes": ' \
+               '"mem_usable_bytes": ' '"kv_block_size": 16' '"kv_blocks": '; do
+        grep -qF "$key" "$out/meta.json" || fail "meta.json: no $key"
+    done
+    python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); assert m["kv_blocks"] > 0 and m["mem_usable_bytes"] > 0' \
+        "$out/meta.json" 2>/dev/null || { command -v python3 >/dev/null && fail "meta.json: not valid JSON or no KV blocks"; }
+    ls "$out" | grep -q '\.tmp$' && fail "temporary files left behind"
+else
+    fail "profile: $(cat "$tmp/err")"
+fi
+
+# Errors: one line, exit 2.
+expect_error "no command"
+expect_error "unknown command" frobnicate
+expect_error "unknown option" profile --model tiny-test --frob
+expect_error "missing --model" profile --backend cpu
+expect_error "bad --model" profile --model no-such-model --backend cpu --quick --out "$tmp/x"
+expect_error "--tp not dividing heads" profile --model tiny-test --tp 3 --backend cpu --quick --out "$tmp/x"
+expect_error "bad --tp" profile --model tiny-test --tp 0 --backend cpu
+expect_error "bad --bits" profile --model tiny-test --bits 3 --backend cpu
+expect_error "unwritable --out" profile --model tiny-test --backend cpu --quick --out /proc/hetsim-exec-test
+expect_error "bad --backend" info --backend tpu
+expect_error "cpu in bf16" info --backend cpu --dtype bf16
+[ -e "$tmp/x" ] && fail "a failed profile created its --out folder"
+
+# --backend cuda without a GPU (or without the toolkit): one line, exit 2.
+if "$bin" info --backend cuda >/dev/null 2>&1; then
+    echo "skip: a CUDA device is present, not checking the no-device error"
+else
+    expect_error "--backend cuda without a device" info --backend cuda
+    expect_error "profile --backend cuda without a device" profile --model tiny-test --backend cuda --quick --out "$tmp/y"
+fi
+
+if [ "$fails" -gt 0 ]; then
+    echo "$fails failures"
+    exit 1
+fi
+echo "all checks passed"
