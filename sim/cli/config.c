@@ -14,6 +14,8 @@ static const hs_field top_fields[] = {
     HS_FIELD_STR(hs_run_cfg, planner, 0, "uniform", "planner (hetsim list planners)"),
     HS_FIELD_STR(hs_run_cfg, deployment, 0, "", "deployment JSON to replay instead of planning"),
     HS_FIELD_STR(hs_run_cfg, emit_deployment, 0, "", "write the deployment used to this file"),
+    HS_FIELD_STR(hs_run_cfg, emit_schedule, 0, "", "write the executed schedule (JSON lines) to this file"),
+    HS_FIELD_STR(hs_run_cfg, emit_replicas, 0, "0", "replicas whose schedule is written, e.g. 0,2"),
     HS_FIELD_NUM(hs_run_cfg, tp, HS_F_INT, 0, 0, 0, HS_MAX_TP, "tensor-parallel degree (0: smallest that fits)"),
     HS_FIELD_NUM(hs_run_cfg, pp, HS_F_INT, 0, 1, 1, HS_MAX_PP, "pipeline stages"),
     HS_FIELD_NUM(hs_run_cfg, bits, HS_F_INT, 0, 16, 3, 16, "weight bits: 16, 8, 4, 3"),

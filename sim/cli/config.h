@@ -24,6 +24,8 @@ typedef struct hs_run_cfg {
     char planner[32];
     char deployment[1024];   /* deployment JSON to replay instead of planning */
     char emit_deployment[1024];
+    char emit_schedule[1024];   /* per-iteration schedule of chosen replicas (JSON lines) */
+    char emit_replicas[256];    /* which replicas, "0,3" */
     int tp, pp, bits;
     int64_t seed;
     char db[1024];

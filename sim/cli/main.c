@@ -36,6 +36,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "list")) return hs_cli_list(argc - 1, argv + 1);
     if (!strcmp(argv[1], "trace")) return hs_cli_trace(argc - 1, argv + 1);
     if (!strcmp(argv[1], "perf")) return hs_cli_perf(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "validate")) return hs_cli_validate(argc - 1, argv + 1);
     fprintf(stderr, "hetsim: unknown command \"%s\" (see hetsim --help)\n", argv[1]);
     return 2;
 }

@@ -65,6 +65,9 @@ static void run_usage(FILE *fp, const char *cmd)
             "  --no-requests        do not store per-request rows\n"
             "  --label TEXT         label stored with the run\n"
             "  --emit-deployment F  write the deployment used to F\n"
+            "  --emit-schedule F    write every iteration of chosen replicas to F (JSON lines,\n"
+            "                       for hetsim-exec replay and hetsim validate)\n"
+            "  --emit-replicas L    replicas to write, e.g. 0,2 (default 0)\n"
             "  --quiet              no summary table\n"
             "\n", cmd);
     hs_run_cfg_help(fp);
@@ -149,6 +152,8 @@ static int parse_args(int argc, char **argv, const char *cmd, hs_run_cfg *cfg,
         else if (!strcmp(a, "--planner")) key = "planner";
         else if (!strcmp(a, "--deployment")) key = "deployment";
         else if (!strcmp(a, "--emit-deployment")) key = "emit_deployment";
+        else if (!strcmp(a, "--emit-schedule")) key = "emit_schedule";
+        else if (!strcmp(a, "--emit-replicas")) key = "emit_replicas";
         else if (!strcmp(a, "--tp")) key = "tp";
         else if (!strcmp(a, "--pp")) key = "pp";
         else if (!strcmp(a, "--db")) key = "db";
@@ -254,6 +259,56 @@ fail:
     return rc;
 }
 
+/* Opens the schedule file for the replicas listed in cfg->emit_replicas and
+ * writes their headers. */
+static int open_schedule(const hs_run_cfg *cfg, const setup *s, hs_sched_writer **out,
+                         hs_err *err)
+{
+    int32_t ids[64];
+    int n = 0, rc;
+    const char *p = cfg->emit_replicas;
+    *out = NULL;
+    if (s->policy->complete)
+        return hs_errf(err, HS_EUNSUPPORTED,
+                       "emit_schedule: policy %s is not supported (vllm, sarathi)", s->policy->name);
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v >= s->deploy.n || n == 64)
+            return hs_errf(err, HS_ERANGE, "emit_replicas: \"%s\": expected replica ids 0..%d",
+                           cfg->emit_replicas, s->deploy.n - 1);
+        if (s->replicas[v].layout.pp != 1)
+            return hs_errf(err, HS_EUNSUPPORTED,
+                           "emit_replicas: replica %ld has %d pipeline stages; only pp 1 replicas can be emitted",
+                           v, s->replicas[v].layout.pp);
+        ids[n++] = (int32_t)v;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return hs_errf(err, HS_EPARSE, "emit_replicas: \"%s\": expected ids separated by commas",
+                           cfg->emit_replicas);
+    }
+    if ((rc = hs_sched_writer_open(out, cfg->emit_schedule, ids, n, err))) return rc;
+    for (int i = 0; i < n; i++) {
+        const hs_replica *r = &s->replicas[ids[i]];
+        hs_sched_header h;
+        memset(&h, 0, sizeof h);
+        h.replica = ids[i];
+        snprintf(h.model, sizeof h.model, "%s", s->model.name);
+        snprintf(h.gpu, sizeof h.gpu, "%s", hs_cluster_gpu(s->cluster, r->layout.stage[0].gpus[0])->name);
+        snprintf(h.perf_model, sizeof h.perf_model, "%s", r->perf.model_name);
+        h.tp = r->layout.stage[0].tp;
+        h.pp = r->layout.pp;
+        h.bits = r->layout.stage[0].bits;
+        h.kv_bits = r->layout.kv_bits;
+        h.layers = r->layout.stage[0].layers;
+        h.block_size = cfg->engine.block_size;
+        h.kv_blocks = r->kv_blocks;
+        h.step_overhead_ns = r->perf.step_overhead;
+        hs_sched_write_header(*out, &h);
+    }
+    return 0;
+}
+
 /* The sink: metrics always, per-request rows when asked. */
 typedef struct sink_ctx {
     hs_metrics *m;
@@ -329,6 +384,7 @@ int hs_cli_run(int argc, char **argv)
     hs_metrics *m = NULL;
     hs_db *db = NULL;
     hs_engine *e = NULL;
+    hs_sched_writer *sched = NULL;
     char *cfg_json = NULL;
     int rc, db_new = 0, run_open = 0;
     int64_t run_id = 0;
@@ -345,6 +401,7 @@ int hs_cli_run(int argc, char **argv)
     if (rc) goto fail;
     if ((rc = setup_build(&s, &cfg, 1, &err))) goto fail;
     if ((rc = hs_source_open(&src, &cfg.workload, &err))) goto fail;
+    if (cfg.emit_schedule[0] && (rc = open_schedule(&cfg, &s, &sched, &err))) goto fail;
     m = hs_metrics_create(&cfg.slo);
     cfg_json = hs_run_cfg_json(&cfg);
     if (!m || !cfg_json) {
@@ -378,6 +435,7 @@ int hs_cli_run(int argc, char **argv)
     if ((rc = hs_engine_create(&e, &cfg.engine, s.policy, s.router, s.replicas, s.deploy.n, src,
                                &sink, s.max_model_len, &err)))
         goto fail;
+    e->trace = sched;
     t0 = wall_now();
     prog = (progress){t0, t0};
     if (isatty(2) && !o.quiet) {
@@ -406,6 +464,11 @@ int hs_cli_run(int argc, char **argv)
         }
     }
     if ((rc = hs_db_summary(db, run_id, vals, nv, &err))) goto fail;
+    if (sched) {
+        rc = hs_sched_writer_close(sched, 0, &err);
+        sched = NULL;
+        if (rc) goto fail;
+    }
     if ((rc = hs_db_run_commit(db, run_id, wall_now() - t0, (int64_t)e->q.popped, &err))) goto fail;
     run_open = 0;
     /* Written only once the run is stored, so a failed run leaves no file. */
@@ -434,6 +497,7 @@ int hs_cli_run(int argc, char **argv)
     return 0;
 
 fail:
+    hs_sched_writer_close(sched, 1, NULL);
     if (run_open) hs_db_run_abort(db);
     hs_db_close(db);
     if (db_new && db) unlink(cfg.db);

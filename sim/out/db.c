@@ -467,3 +467,69 @@ void hs_db_run_abort(hs_db *db)
     rollback(db);
     db->open = 0;
 }
+
+int hs_db_latest_run(hs_db *db, int64_t *run_id, hs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (sqlite3_prepare_v2(db->h, "SELECT max(id) FROM runs", -1, &st, NULL) != SQLITE_OK)
+        return db_fail(db, err, "finding the latest run");
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL) {
+        sqlite3_finalize(st);
+        return hs_errf(err, HS_ENOTFOUND, "%s: holds no run", db->path);
+    }
+    *run_id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return 0;
+}
+
+int hs_db_validations(hs_db *db, int64_t run_id, const char *device, const int64_t *iteration,
+                      const int64_t *predicted_ns, const int64_t *measured_ns, int64_t n,
+                      hs_err *err)
+{
+    sqlite3_stmt *st = NULL, *chk = NULL;
+    int rc;
+    if (db->open)
+        return hs_errf(err, HS_ESTATE, "%s: run %lld is still open", db->path, (long long)db->run);
+    if (sqlite3_prepare_v2(db->h, "SELECT 1 FROM runs WHERE id = ?1", -1, &chk, NULL) != SQLITE_OK)
+        return db_fail(db, err, "checking the run");
+    sqlite3_bind_int64(chk, 1, run_id);
+    rc = sqlite3_step(chk);
+    sqlite3_finalize(chk);
+    if (rc != SQLITE_ROW)
+        return hs_errf(err, HS_ENOTFOUND, "%s: no run %lld", db->path, (long long)run_id);
+    if ((rc = db_exec(db, "BEGIN IMMEDIATE", "storing validations", err))) return rc;
+    /* A device validated twice replaces its rows: the newest replay wins. */
+    if (sqlite3_prepare_v2(db->h, "DELETE FROM validations WHERE run = ?1 AND device = ?2", -1,
+                           &st, NULL) != SQLITE_OK) {
+        rc = db_fail(db, err, "storing validations");
+        goto fail;
+    }
+    sqlite3_bind_int64(st, 1, run_id);
+    bind_text(st, 2, device);
+    if ((rc = step_done(db, st, "replacing validations", err))) goto fail;
+    sqlite3_finalize(st);
+    if (sqlite3_prepare_v2(db->h,
+                           "INSERT INTO validations (run, device, iteration, predicted_ns, measured_ns) "
+                           "VALUES (?1, ?2, ?3, ?4, ?5)", -1, &st, NULL) != SQLITE_OK) {
+        st = NULL;
+        rc = db_fail(db, err, "storing validations");
+        goto fail;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        sqlite3_bind_int64(st, 1, run_id);
+        bind_text(st, 2, device);
+        sqlite3_bind_int64(st, 3, iteration[i]);
+        sqlite3_bind_int64(st, 4, predicted_ns[i]);
+        sqlite3_bind_int64(st, 5, measured_ns[i]);
+        if ((rc = step_done(db, st, "inserting a validation", err))) goto fail;
+    }
+    sqlite3_finalize(st);
+    if ((rc = db_exec(db, "COMMIT", "committing validations", err))) rollback(db);
+    return rc;
+fail:
+    sqlite3_finalize(st);
+    rollback(db);
+    return rc;
+}

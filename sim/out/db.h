@@ -64,4 +64,13 @@ int hs_db_run_commit(hs_db *db, int64_t run_id, double wall_s, int64_t events,
 /* Rolls back the open run; safe to call when none is open. */
 void hs_db_run_abort(hs_db *db);
 
+/* The id of the newest run; HS_ENOTFOUND when the database has none. */
+int hs_db_latest_run(hs_db *db, int64_t *run_id, hs_err *err);
+
+/* Stores measured-vs-predicted iteration times of a committed run in one
+ * transaction, replacing earlier rows of the same run and device. */
+int hs_db_validations(hs_db *db, int64_t run_id, const char *device, const int64_t *iteration,
+                      const int64_t *predicted_ns, const int64_t *measured_ns, int64_t n,
+                      hs_err *err);
+
 #endif

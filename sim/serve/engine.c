@@ -70,6 +70,7 @@ void hs_engine_destroy(hs_engine *e)
         free(l->heap);
         free(l->joiners);
         free(l->it.chunks);
+        free(l->trace_pm);
         if (e->policy->lane_free) e->policy->lane_free(l);
         else free(l->pstate);
     }
@@ -82,6 +83,10 @@ void hs_engine_destroy(hs_engine *e)
     free(e->wrr);
     free(e->load_req);
     free(e->load_tok);
+    free(e->trace_it.pre);
+    free(e->trace_it.dec);
+    free(e->trace_it.first);
+    free(e->trace_it.finished);
     hs_evq_free(&e->q);
     free(e);
 }
@@ -288,6 +293,69 @@ static void ff_complete(hs_engine *e, hs_lane *l)
     l->ff_k = 1;
 }
 
+/* ---- schedule emission ---- */
+
+static int tgrow(void **p, int32_t *cap, int32_t n, size_t sz)
+{
+    void *np;
+    int32_t nc = *cap ? *cap : 64;
+    if (n <= *cap) return 0;
+    while (nc < n) nc *= 2;
+    if (!(np = realloc(*p, (size_t)nc * sz))) return HS_ENOMEM;
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
+void hs__trace_preempt(hs_engine *e, hs_lane *l, const hs_req *q)
+{
+    if (tgrow((void **)&l->trace_pm, &l->cap_trace_pm, l->n_trace_pm + 1, sizeof *l->trace_pm)) {
+        if (!e->fatal) e->fatal = HS_ENOMEM;
+        return;
+    }
+    l->trace_pm[l->n_trace_pm++] = q->id;
+}
+
+/* Writes the iteration just scheduled: everything, including which requests
+ * get their first token or finish, follows from the state at its start. */
+static void trace_iter(hs_engine *e, hs_lane *l)
+{
+    hs_sched_iter *t = &e->trace_it;
+    int32_t n = l->n_dec + l->it.n_chunks;
+    t->replica = l->replica;
+    t->start = l->it.start;
+    t->end = l->it.end;
+    t->kv_blocks_used = l->blocks_total - l->blocks_free;
+    t->n_pre = t->n_dec = t->n_first = t->n_finished = 0;
+    if (tgrow((void **)&t->pre, &e->cap_tpre, l->it.n_chunks, sizeof *t->pre) ||
+        tgrow((void **)&t->dec, &e->cap_tdec, l->n_dec, sizeof *t->dec) ||
+        tgrow((void **)&t->first, &e->cap_tfirst, n, sizeof *t->first) ||
+        tgrow((void **)&t->finished, &e->cap_tfin, n, sizeof *t->finished)) {
+        if (!e->fatal) e->fatal = HS_ENOMEM;
+        return;
+    }
+    for (int32_t k = 0; k < l->it.n_chunks; k++) {
+        const hs_req *q = hs_req_at(e, l->it.chunks[k].req);
+        int32_t len = l->it.chunks[k].len;
+        t->pre[t->n_pre++] = (hs_sched_chunk){q->id, len, q->prefilled};
+        if (q->prefilled + len == q->prefill_len) {
+            if (q->first_token < 0) t->first[t->n_first++] = q->id;
+            if (q->gen + 1 >= q->output) t->finished[t->n_finished++] = q->id;
+        }
+    }
+    if (l->it.decode)
+        for (int32_t r = l->running.head; r >= 0; r = e->pool[r].next) {
+            const hs_req *q = &e->pool[r];
+            t->dec[t->n_dec++] = (hs_sched_dec){q->id, (int32_t)(q->kv0 + (l->g - q->g0) + 1)};
+            if (q->finish_step == l->g + 1) t->finished[t->n_finished++] = q->id;
+        }
+    t->preempted = l->trace_pm;
+    t->n_preempted = l->n_trace_pm;
+    hs_sched_write_iter(e->trace, t);
+    t->preempted = NULL;
+    l->n_trace_pm = 0;
+}
+
 /* Starts the lane's next iteration if its policy has work.  Stages are
  * reserved FIFO: an iteration enters stage s when it has left stage s-1
  * and the stage has finished the previous lane's micro-batch. */
@@ -311,7 +379,8 @@ static void try_start(hs_engine *e, hs_lane *l)
     l->it.end = (hs_ns)ceil(in);
     if (l->it.end <= e->q.now) l->it.end = e->q.now + 1;
     l->ff_k = 1;
-    if (e->cfg.fast_forward && l->it.decode && l->it.n_chunks == 0 && rp->perf.pp == 1 &&
+    if (e->trace && hs_sched_wants(e->trace, l->replica)) trace_iter(e, l);
+    else if (e->cfg.fast_forward && !e->trace && l->it.decode && l->it.n_chunks == 0 && rp->perf.pp == 1 &&
         !e->policy->complete && l->waiting.len == 0 && l->prefilling.len == 0 && l->n_dec > 0)
         l->it.end = ff_extend(e, l, rp, l->it.end);
     l->busy = 1;
@@ -357,6 +426,10 @@ static int on_arrival(hs_engine *e)
     e->load_req[rp->id]++;
     e->load_tok[rp->id] += q->prompt;
     hs_list_push_back(e, &l->waiting, r);
+    if (e->trace && hs_sched_wants(e->trace, rp->id)) {
+        hs_sched_request sr = {rp->id, q->id, q->arrival, q->prompt, q->output};
+        hs_sched_write_request(e->trace, &sr);
+    }
     if (q->prompt >= e->max_model_len) {
         hs_lane_drop(e, l, r, "prompt reaches the context limit");
         return 0;

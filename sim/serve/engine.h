@@ -17,6 +17,7 @@
 #include "core/err.h"
 #include "core/evq.h"
 #include "serve/runtime.h"
+#include "serve/schedule.h"
 #include "serve/sink.h"
 #include "workload/workload.h"
 
@@ -56,6 +57,11 @@ typedef struct hs_engine {
     /* counters */
     int64_t arrivals, completed, dropped, truncated, preemptions, iterations;
     hs_ns end_time;           /* time of the last event */
+    /* Optional: the executed schedule of chosen replicas (schedule.h).
+     * Set after create; turns fast-forward off. */
+    hs_sched_writer *trace;
+    hs_sched_iter trace_it;   /* scratch for one iteration line */
+    int32_t cap_tpre, cap_tdec, cap_tfirst, cap_tfin;
     /* Optional: called every 2^16 events (progress display). */
     void (*progress)(void *ctx, const struct hs_engine *e);
     void *progress_ctx;

@@ -292,6 +292,7 @@ static void preempt(hs_engine *e, hs_lane *l, int32_t r)
     hs_list_push_front(e, &l->waiting, r);
     l->preemptions++;
     e->preemptions++;
+    if (e->trace && hs_sched_wants(e->trace, l->replica)) hs__trace_preempt(e, l, q);
 }
 
 int hs_lane_reserve_decode(hs_engine *e, hs_lane *l)

@@ -129,6 +129,9 @@ typedef struct hs_lane {
     void *pstate;         /* policy state (static batching) */
     /* counters */
     int64_t iters, preemptions;
+    /* schedule emission: ids preempted since the lane's last iteration */
+    int64_t *trace_pm;
+    int32_t n_trace_pm, cap_trace_pm;
 } hs_lane;
 
 typedef struct hs_replica {
@@ -191,6 +194,8 @@ void hs_lane_decode_shape(hs_lane *l);
 void hs_lane_complete(struct hs_engine *e, hs_lane *l);
 /* Finishes a request (record to the sink, frees its slot). */
 void hs_lane_finish(struct hs_engine *e, hs_lane *l, int32_t r, hs_ns t);
+/* Notes a preemption for the schedule file (engine.c). */
+void hs__trace_preempt(struct hs_engine *e, hs_lane *l, const hs_req *q);
 /* 1 when the lane's invariants hold (for assert and the audit). */
 int hs_lane_sane(struct hs_engine *e, const hs_lane *l);
 

@@ -1,0 +1,372 @@
+/* validate.c - `hetsim validate`: how far the simulator's predictions are
+ * from the hardware.
+ *
+ * Joins the schedule a run emitted (--emit-schedule) with the iteration
+ * times hetsim-exec replay measured, stores the pairs in the `validations`
+ * table of the run, and reports:
+ *   - the absolute percentage error per iteration (median, p90, p99);
+ *   - each request's TTFT, TPOT and E2E recomputed on the measured
+ *     timeline, against the predicted ones (p50 and p99 errors);
+ *   - the KV blocks the executor found room for against the memory model.
+ * The measured timeline keeps the schedule's composition: an iteration
+ * that followed its predecessor back to back follows it on the measured
+ * timeline too; one that waited for an arrival starts at
+ * max(its predicted start, the measured end of its predecessor).
+ * The executor times GPU work only, so the predicted scheduler overhead
+ * (step_overhead_ns of the header) is taken out of the predicted
+ * iteration time before comparing and added back on the measured timeline. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
+#include "cli/cli.h"
+#include "out/db.h"
+#include "serve/schedule.h"
+
+typedef struct vreq {
+    int64_t id;
+    hs_ns arrival;
+    int32_t output;
+    int64_t first_it, fin_it;     /* iteration indices, -1 unknown */
+} vreq;
+
+typedef struct vdata {
+    hs_sched_header h;
+    int have_header;
+    vreq *req;
+    int64_t n_req, cap_req;
+    hs_ns *start, *end;           /* predicted, per iteration */
+    int *chained;                 /* started right at its predecessor's end */
+    int64_t n_it, cap_it;
+    double *meas;                 /* measured ns per iteration */
+    char device[128];
+    int64_t exec_kv_blocks;       /* -1: not reported */
+} vdata;
+
+static int grow(void **p, int64_t *cap, int64_t n, size_t sz)
+{
+    int64_t nc = *cap ? *cap : 256;
+    void *np;
+    if (n <= *cap) return 0;
+    while (nc < n) nc *= 2;
+    if (!(np = realloc(*p, (size_t)nc * sz))) return HS_ENOMEM;
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    const vreq *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static vreq *find_req(vdata *d, int64_t id)
+{
+    vreq key = {.id = id};
+    return bsearch(&key, d->req, (size_t)d->n_req, sizeof *d->req, cmp_id);
+}
+
+static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *err)
+{
+    hs_sched_reader *r;
+    hs_sched_header h;
+    hs_sched_request q;
+    hs_sched_iter it;
+    int kind, rc;
+    int64_t cap_it2 = 0, cap_it3 = 0;
+    /* first/finished ids per iteration, resolved once requests are sorted */
+    int64_t *ev_id = NULL, *ev_it = NULL, n_ev = 0, cap_ev = 0, cap_ev2 = 0;
+    char *ev_first = NULL;
+    int64_t cap_ev3 = 0;
+    if ((rc = hs_sched_open(&r, path, err))) return rc;
+    while ((kind = hs_sched_next(r, &h, &q, &it, err)) > 0) {
+        if (kind == HS_SCHED_HEADER && h.replica == replica) {
+            d->h = h;
+            d->have_header = 1;
+        } else if (kind == HS_SCHED_REQUEST && q.replica == replica) {
+            if (grow((void **)&d->req, &d->cap_req, d->n_req + 1, sizeof *d->req)) goto nomem;
+            d->req[d->n_req++] = (vreq){q.id, q.arrival, q.output, -1, -1};
+        } else if (kind == HS_SCHED_ITER && it.replica == replica) {
+            int64_t i = d->n_it;
+            if (it.it != i) {
+                rc = hs_errf(err, HS_EPARSE, "%s: replica %d: iteration %lld out of order (expected %lld)",
+                             path, replica, (long long)it.it, (long long)i);
+                goto out;
+            }
+            if (grow((void **)&d->start, &d->cap_it, i + 1, sizeof *d->start) ||
+                grow((void **)&d->end, &cap_it2, i + 1, sizeof *d->end) ||
+                grow((void **)&d->chained, &cap_it3, i + 1, sizeof *d->chained))
+                goto nomem;
+            d->start[i] = it.start;
+            d->end[i] = it.end;
+            d->chained[i] = i > 0 && it.start == d->end[i - 1];
+            for (int k = 0; k < it.n_first + it.n_finished; k++) {
+                int first = k < it.n_first;
+                if (grow((void **)&ev_id, &cap_ev, n_ev + 1, sizeof *ev_id) ||
+                    grow((void **)&ev_it, &cap_ev2, n_ev + 1, sizeof *ev_it) ||
+                    grow((void **)&ev_first, &cap_ev3, n_ev + 1, sizeof *ev_first))
+                    goto nomem;
+                ev_id[n_ev] = first ? it.first[k] : it.finished[k - it.n_first];
+                ev_it[n_ev] = i;
+                ev_first[n_ev++] = (char)first;
+            }
+            d->n_it++;
+        }
+    }
+    if (kind < 0) {
+        rc = kind;
+        goto out;
+    }
+    if (!d->have_header) {
+        rc = hs_errf(err, HS_ENOTFOUND, "%s: no replica %d in this schedule", path, replica);
+        goto out;
+    }
+    qsort(d->req, (size_t)d->n_req, sizeof *d->req, cmp_id);
+    for (int64_t k = 0; k < n_ev; k++) {
+        vreq *v = find_req(d, ev_id[k]);
+        if (!v) {
+            rc = hs_errf(err, HS_EPARSE, "%s: iteration %lld names request %lld that never arrived",
+                         path, (long long)ev_it[k], (long long)ev_id[k]);
+            goto out;
+        }
+        if (ev_first[k]) v->first_it = ev_it[k];
+        else v->fin_it = ev_it[k];
+    }
+    rc = 0;
+    goto out;
+nomem:
+    rc = hs_errf(err, HS_ENOMEM, "out of memory reading %s", path);
+out:
+    free(ev_id);
+    free(ev_it);
+    free(ev_first);
+    hs_sched_close(r);
+    return rc;
+}
+
+/* The replay CSV: "# hetsim-exec replay: device=..., ..., kv_blocks_capacity=N"
+ * comment lines, the header "it,measured_ns", one row per iteration. */
+static int read_measured(vdata *d, const char *path, hs_err *err)
+{
+    FILE *fp = fopen(path, "r");
+    char line[1024];
+    long lineno = 0;
+    int64_t rows = 0;
+    int header = 0;
+    if (!fp) return hs_errf(err, HS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    d->meas = calloc((size_t)(d->n_it ? d->n_it : 1), sizeof *d->meas);
+    if (!d->meas) {
+        fclose(fp);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    d->exec_kv_blocks = -1;
+    snprintf(d->device, sizeof d->device, "unknown");
+    while (fgets(line, sizeof line, fp)) {
+        long long it;
+        double ns;
+        char tail;
+        lineno++;
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] == '#') {
+            const char *p = strstr(line, "device=");
+            const char *k = strstr(line, "kv_blocks_capacity=");
+            if (p) {
+                size_t n = strcspn(p + 7, ",");
+                if (n >= sizeof d->device) n = sizeof d->device - 1;
+                memcpy(d->device, p + 7, n);
+                d->device[n] = '\0';
+            }
+            if (k) d->exec_kv_blocks = strtoll(k + 19, NULL, 10);
+            continue;
+        }
+        if (!line[0]) continue;
+        if (!header) {
+            if (strcmp(line, "it,measured_ns")) {
+                fclose(fp);
+                return hs_errf(err, HS_EPARSE, "%s:%ld: expected the header it,measured_ns", path, lineno);
+            }
+            header = 1;
+            continue;
+        }
+        if (sscanf(line, "%lld,%lf%c", &it, &ns, &tail) != 2 || !(ns > 0) || !isfinite(ns)) {
+            fclose(fp);
+            return hs_errf(err, HS_EPARSE, "%s:%ld: expected ITERATION,NANOSECONDS with a positive time",
+                           path, lineno);
+        }
+        if (it != rows || it >= d->n_it) {
+            fclose(fp);
+            return hs_errf(err, HS_EPARSE, "%s:%ld: iteration %lld: expected %lld (the schedule has %lld)",
+                           path, lineno, it, (long long)rows, (long long)d->n_it);
+        }
+        d->meas[rows++] = ns;
+    }
+    fclose(fp);
+    if (rows != d->n_it)
+        return hs_errf(err, HS_EPARSE, "%s: %lld measured iterations, the schedule has %lld", path,
+                       (long long)rows, (long long)d->n_it);
+    return 0;
+}
+
+static void free_data(vdata *d)
+{
+    free(d->req);
+    free(d->start);
+    free(d->end);
+    free(d->chained);
+    free(d->meas);
+}
+
+/* Percentile q (0..100) of v[0..n) (sorted in place). */
+static double pct(double *v, size_t n, double q)
+{
+    if (!n) return NAN;
+    gsl_sort(v, 1, n);
+    return gsl_stats_quantile_from_sorted_data(v, 1, n, q / 100.0);
+}
+
+static double rel(double meas, double pred)
+{
+    return pred != 0 ? (pred - meas) / meas * 100.0 : NAN;
+}
+
+static void usage(FILE *fp)
+{
+    fprintf(fp,
+            "usage: hetsim validate --schedule FILE --measured FILE [--replica R] [--db FILE] [--run N]\n"
+            "Compares a run's emitted schedule (hetsim run --emit-schedule) with the iteration\n"
+            "times hetsim-exec replay measured: stores them in the validations table of run N\n"
+            "(default: the newest run in the database) and prints the error distribution.\n");
+}
+
+int hs_cli_validate(int argc, char **argv)
+{
+    const char *sched = NULL, *measured = NULL, *dbpath = "results/hetsim.db";
+    int32_t replica = 0;
+    int64_t run = -1;
+    hs_err err = {0};
+    vdata d;
+    hs_db *db = NULL;
+    int rc;
+    int64_t *iti = NULL, *pred = NULL, *meas = NULL;
+    double *ape = NULL, *a = NULL, *b = NULL;
+    hs_ns *mend = NULL;
+    memset(&d, 0, sizeof d);
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "hetsim: validate: %s needs a value\n", argv[i]);
+            return 2;
+        }
+        if (!strcmp(argv[i], "--schedule")) sched = v;
+        else if (!strcmp(argv[i], "--measured")) measured = v;
+        else if (!strcmp(argv[i], "--db")) dbpath = v;
+        else if (!strcmp(argv[i], "--replica")) replica = (int32_t)atoi(v);
+        else if (!strcmp(argv[i], "--run")) run = atoll(v);
+        else {
+            fprintf(stderr, "hetsim: validate: unknown option \"%s\" (see hetsim validate --help)\n", argv[i]);
+            return 2;
+        }
+        i++;
+    }
+    if (!sched || !measured) {
+        fprintf(stderr, "hetsim: validate: --schedule and --measured are required\n");
+        return 2;
+    }
+    if ((rc = read_schedule(&d, sched, replica, &err)) || (rc = read_measured(&d, measured, &err)))
+        goto fail;
+    if (d.n_it == 0) {
+        rc = hs_errf(&err, HS_EINVAL, "%s: replica %d ran no iteration", sched, replica);
+        goto fail;
+    }
+    iti = malloc((size_t)d.n_it * sizeof *iti);
+    pred = malloc((size_t)d.n_it * sizeof *pred);
+    meas = malloc((size_t)d.n_it * sizeof *meas);
+    ape = malloc((size_t)d.n_it * sizeof *ape);
+    mend = malloc((size_t)d.n_it * sizeof *mend);
+    a = malloc((size_t)(d.n_req + 1) * sizeof *a);
+    b = malloc((size_t)(d.n_req + 1) * sizeof *b);
+    if (!iti || !pred || !meas || !ape || !mend || !a || !b) {
+        rc = hs_errf(&err, HS_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int64_t i = 0; i < d.n_it; i++) {
+        double p = (double)(d.end[i] - d.start[i]) - d.h.step_overhead_ns;
+        hs_ns st = d.start[i];
+        iti[i] = i;
+        pred[i] = llround(p);
+        meas[i] = llround(d.meas[i]);
+        ape[i] = fabs(p - d.meas[i]) / d.meas[i] * 100.0;
+        if (i > 0) st = d.chained[i] ? mend[i - 1] : (st > mend[i - 1] ? st : mend[i - 1]);
+        mend[i] = st + llround(d.meas[i] + d.h.step_overhead_ns);
+    }
+    if ((rc = hs_db_open(&db, dbpath, &err))) goto fail;
+    if (run < 0 && (rc = hs_db_latest_run(db, &run, &err))) goto fail;
+    if ((rc = hs_db_validations(db, run, d.device, iti, pred, meas, d.n_it, &err))) goto fail;
+
+    printf("validation of run %lld, replica %d (%s, TP %d, %s latency model) on %s\n", (long long)run,
+           replica, d.h.model, d.h.tp, d.h.perf_model, d.device);
+    printf("iterations: %lld; absolute error per iteration: median %.2f%%, p90 %.2f%%, p99 %.2f%%\n",
+           (long long)d.n_it, pct(ape, (size_t)d.n_it, 50), pct(ape, (size_t)d.n_it, 90),
+           pct(ape, (size_t)d.n_it, 99));
+    {
+        /* Per-request metrics on both timelines. */
+        static const char *const names[] = {"TTFT", "TPOT", "E2E"};
+        for (int k = 0; k < 3; k++) {
+            size_t n = 0;
+            for (int64_t j = 0; j < d.n_req; j++) {
+                const vreq *v = &d.req[j];
+                double pv, mv;
+                if (v->first_it < 0 || v->fin_it < 0) continue;
+                if (k == 0) {
+                    pv = (double)(d.end[v->first_it] - v->arrival);
+                    mv = (double)(mend[v->first_it] - v->arrival);
+                } else if (k == 1) {
+                    if (v->output <= 1) continue;
+                    pv = (double)(d.end[v->fin_it] - d.end[v->first_it]) / (v->output - 1);
+                    mv = (double)(mend[v->fin_it] - mend[v->first_it]) / (v->output - 1);
+                } else {
+                    pv = (double)(d.end[v->fin_it] - v->arrival);
+                    mv = (double)(mend[v->fin_it] - v->arrival);
+                }
+                a[n] = pv;
+                b[n] = mv;
+                n++;
+            }
+            if (!n) continue;
+            {
+                double p50 = pct(a, n, 50), p99 = pct(a, n, 99);
+                double m50 = pct(b, n, 50), m99 = pct(b, n, 99);
+                printf("%-5s p50 predicted %10.3f ms measured %10.3f ms (%+.2f%%); p99 predicted %10.3f ms measured %10.3f ms (%+.2f%%); %zu requests\n",
+                       names[k], p50 / 1e6, m50 / 1e6, rel(m50, p50), p99 / 1e6, m99 / 1e6, rel(m99, p99), n);
+            }
+        }
+    }
+    if (d.exec_kv_blocks >= 0)
+        printf("KV blocks: memory model %lld, executor %lld (%+.2f%%)\n", (long long)d.h.kv_blocks,
+               (long long)d.exec_kv_blocks, rel((double)d.exec_kv_blocks, (double)d.h.kv_blocks));
+    printf("stored %lld rows in %s (validations, run %lld, device %s)\n", (long long)d.n_it, dbpath,
+           (long long)run, d.device);
+    rc = 0;
+fail:
+    if (rc) fprintf(stderr, "hetsim: %s\n", err.msg);
+    hs_db_close(db);
+    free(iti);
+    free(pred);
+    free(meas);
+    free(ape);
+    free(mend);
+    free(a);
+    free(b);
+    free_data(&d);
+    return hs_cli_exit_code(rc);
+}

@@ -1,0 +1,361 @@
+/* schedule.c - the schedule file: writer (plain fprintf, it runs once per
+ * emitted iteration) and reader (cJSON per line); see schedule.h. */
+#include "serve/schedule.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+/* ---- writer ---- */
+
+struct hs_sched_writer {
+    FILE *fp;
+    char *path;
+    int32_t *ids;        /* emitted replica ids */
+    int64_t *count;      /* iterations written per emitted replica */
+    int n;
+};
+
+int hs_sched_writer_open(hs_sched_writer **out, const char *path, const int32_t *replicas,
+                         int n_replicas, hs_err *err)
+{
+    hs_sched_writer *w = calloc(1, sizeof *w);
+    static const int32_t zero = 0;
+    *out = NULL;
+    if (!replicas || n_replicas <= 0) {
+        replicas = &zero;
+        n_replicas = 1;
+    }
+    if (!w) return hs_errf(err, HS_ENOMEM, "out of memory");
+    w->n = n_replicas;
+    w->ids = malloc((size_t)n_replicas * sizeof *w->ids);
+    w->count = calloc((size_t)n_replicas, sizeof *w->count);
+    w->path = strdup(path);
+    if (!w->ids || !w->count || !w->path) {
+        hs_sched_writer_close(w, 1, NULL);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    memcpy(w->ids, replicas, (size_t)n_replicas * sizeof *w->ids);
+    w->fp = fopen(path, "w");
+    if (!w->fp) {
+        int e = errno;
+        hs_sched_writer_close(w, 0, NULL);
+        return hs_errf(err, HS_EIO, "%s: cannot write: %s", path, strerror(e));
+    }
+    *out = w;
+    return 0;
+}
+
+int hs_sched_writer_close(hs_sched_writer *w, int discard, hs_err *err)
+{
+    int rc = 0;
+    if (!w) return 0;
+    if (w->fp) {
+        int bad = ferror(w->fp);
+        if (fclose(w->fp) != 0 || bad)
+            rc = hs_errf(err, HS_EIO, "%s: write failed", w->path);
+        if (discard || rc) unlink(w->path);
+    }
+    free(w->ids);
+    free(w->count);
+    free(w->path);
+    free(w);
+    return rc;
+}
+
+static int slot(const hs_sched_writer *w, int32_t replica)
+{
+    for (int i = 0; i < w->n; i++)
+        if (w->ids[i] == replica) return i;
+    return -1;
+}
+
+int hs_sched_wants(const hs_sched_writer *w, int32_t replica)
+{
+    return w && slot(w, replica) >= 0;
+}
+
+void hs_sched_write_header(hs_sched_writer *w, const hs_sched_header *h)
+{
+    fprintf(w->fp,
+            "{\"type\":\"header\",\"version\":1,\"replica\":%d,\"model\":\"%s\",\"gpu\":\"%s\","
+            "\"perf_model\":\"%s\",\"tp\":%d,\"pp\":%d,\"bits\":%d,\"kv_bits\":%d,\"layers\":%d,"
+            "\"block_size\":%d,\"kv_blocks\":%lld,\"step_overhead_ns\":%.17g}\n",
+            h->replica, h->model, h->gpu, h->perf_model, h->tp, h->pp, h->bits, h->kv_bits,
+            h->layers, h->block_size, (long long)h->kv_blocks, h->step_overhead_ns);
+}
+
+void hs_sched_write_request(hs_sched_writer *w, const hs_sched_request *q)
+{
+    fprintf(w->fp,
+            "{\"type\":\"request\",\"replica\":%d,\"id\":%lld,\"arrival_ns\":%lld,"
+            "\"prompt\":%d,\"output\":%d}\n",
+            q->replica, (long long)q->id, (long long)q->arrival, q->prompt, q->output);
+}
+
+static void ids(FILE *fp, const char *key, const int64_t *v, int32_t n)
+{
+    fprintf(fp, ",\"%s\":[", key);
+    for (int32_t i = 0; i < n; i++) fprintf(fp, "%s%lld", i ? "," : "", (long long)v[i]);
+    fputc(']', fp);
+}
+
+void hs_sched_write_iter(hs_sched_writer *w, hs_sched_iter *it)
+{
+    FILE *fp = w->fp;
+    int s = slot(w, it->replica);
+    it->it = s >= 0 ? w->count[s]++ : -1;
+    fprintf(fp, "{\"type\":\"iter\",\"replica\":%d,\"it\":%lld,\"start_ns\":%lld,\"end_ns\":%lld",
+            it->replica, (long long)it->it, (long long)it->start, (long long)it->end);
+    ids(fp, "preempted", it->preempted, it->n_preempted);
+    fputs(",\"prefill\":[", fp);
+    for (int32_t i = 0; i < it->n_pre; i++)
+        fprintf(fp, "%s[%lld,%d,%d]", i ? "," : "", (long long)it->pre[i].id, it->pre[i].len,
+                it->pre[i].prefix);
+    fputs("],\"decode\":[", fp);
+    for (int32_t i = 0; i < it->n_dec; i++)
+        fprintf(fp, "%s[%lld,%d]", i ? "," : "", (long long)it->dec[i].id, it->dec[i].ctx);
+    fputc(']', fp);
+    ids(fp, "first", it->first, it->n_first);
+    ids(fp, "finished", it->finished, it->n_finished);
+    fprintf(fp, ",\"kv_blocks_used\":%lld}\n", (long long)it->kv_blocks_used);
+}
+
+/* ---- reader ---- */
+
+struct hs_sched_reader {
+    FILE *fp;
+    char *path;
+    char *line;
+    size_t cap;
+    long lineno;
+    /* buffers behind hs_sched_iter's arrays */
+    hs_sched_chunk *pre;
+    hs_sched_dec *dec;
+    int64_t *preempted, *first, *finished;
+    int32_t cap_pre, cap_dec, cap_pm, cap_first, cap_fin;
+};
+
+int hs_sched_open(hs_sched_reader **out, const char *path, hs_err *err)
+{
+    hs_sched_reader *r = calloc(1, sizeof *r);
+    *out = NULL;
+    if (!r || !(r->path = strdup(path))) {
+        free(r);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    r->fp = fopen(path, "r");
+    if (!r->fp) {
+        int e = errno;
+        hs_sched_close(r);
+        return hs_errf(err, HS_EIO, "%s: cannot open: %s", path, strerror(e));
+    }
+    *out = r;
+    return 0;
+}
+
+void hs_sched_close(hs_sched_reader *r)
+{
+    if (!r) return;
+    if (r->fp) fclose(r->fp);
+    free(r->path);
+    free(r->line);
+    free(r->pre);
+    free(r->dec);
+    free(r->preempted);
+    free(r->first);
+    free(r->finished);
+    free(r);
+}
+
+#define BAD(...) hs_errf(err, HS_EPARSE, __VA_ARGS__)
+
+static int num(const cJSON *o, const char *key, double lo, double hi, double *v,
+               const hs_sched_reader *r, hs_err *err)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(it))
+        return BAD("%s:%ld: %s: expected a number", r->path, r->lineno, key);
+    if (!(it->valuedouble >= lo && it->valuedouble <= hi))
+        return BAD("%s:%ld: %s: %g is outside [%g, %g]", r->path, r->lineno, key,
+                   it->valuedouble, lo, hi);
+    *v = it->valuedouble;
+    return 0;
+}
+
+static int str(const cJSON *o, const char *key, char *buf, size_t cap,
+               const hs_sched_reader *r, hs_err *err)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsString(it) || strlen(it->valuestring) >= cap)
+        return BAD("%s:%ld: %s: expected a string of at most %zu characters", r->path,
+                   r->lineno, key, cap - 1);
+    strcpy(buf, it->valuestring);
+    return 0;
+}
+
+static int grow(void **p, int32_t *cap, int32_t n, size_t sz)
+{
+    void *np;
+    int32_t nc = *cap ? *cap : 16;
+    if (n <= *cap) return 0;
+    while (nc < n) nc *= 2;
+    np = realloc(*p, (size_t)nc * sz);
+    if (!np) return HS_ENOMEM;
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
+/* Reads an array of integers or of k-tuples of integers into out (k ints per
+ * entry, stored as int64). */
+static int tuples(const cJSON *o, const char *key, int k, int64_t **out, int32_t *cap,
+                  int32_t *n, const hs_sched_reader *r, hs_err *err)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key), *e;
+    int32_t i = 0;
+    if (!cJSON_IsArray(a)) return BAD("%s:%ld: %s: expected an array", r->path, r->lineno, key);
+    *n = cJSON_GetArraySize(a);
+    if (grow((void **)out, cap, *n * k, sizeof **out)) return hs_errf(err, HS_ENOMEM, "out of memory");
+    cJSON_ArrayForEach(e, a) {
+        const cJSON *x = e;
+        for (int j = 0; j < k; j++) {
+            if (k > 1) {
+                if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != k)
+                    return BAD("%s:%ld: %s[%d]: expected %d numbers", r->path, r->lineno, key, i, k);
+                x = cJSON_GetArrayItem(e, j);
+            }
+            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 9e15)
+                return BAD("%s:%ld: %s[%d]: expected a non-negative integer", r->path, r->lineno,
+                           key, i);
+            (*out)[i * k + j] = (int64_t)x->valuedouble;
+        }
+        i++;
+    }
+    return 0;
+}
+
+static int read_iter(hs_sched_reader *r, const cJSON *o, hs_sched_iter *it, hs_err *err)
+{
+    double v;
+    int rc;
+    int64_t *tmp = NULL;
+    int32_t cap = 0, n;
+    memset(it, 0, sizeof *it);
+    if ((rc = num(o, "replica", 0, 1e9, &v, r, err))) return rc;
+    it->replica = (int32_t)v;
+    if ((rc = num(o, "it", 0, 9e15, &v, r, err))) return rc;
+    it->it = (int64_t)v;
+    if ((rc = num(o, "start_ns", 0, 9e18, &v, r, err))) return rc;
+    it->start = (hs_ns)v;
+    if ((rc = num(o, "end_ns", 0, 9e18, &v, r, err))) return rc;
+    it->end = (hs_ns)v;
+    if (it->end < it->start) return BAD("%s:%ld: end_ns before start_ns", r->path, r->lineno);
+    if ((rc = num(o, "kv_blocks_used", 0, 9e15, &v, r, err))) return rc;
+    it->kv_blocks_used = (int64_t)v;
+    if ((rc = tuples(o, "prefill", 3, &tmp, &cap, &n, r, err))) goto out;
+    if (grow((void **)&r->pre, &r->cap_pre, n, sizeof *r->pre)) goto nomem;
+    for (int32_t i = 0; i < n; i++) {
+        r->pre[i].id = tmp[3 * i];
+        r->pre[i].len = (int32_t)tmp[3 * i + 1];
+        r->pre[i].prefix = (int32_t)tmp[3 * i + 2];
+        if (r->pre[i].len < 1) {
+            rc = BAD("%s:%ld: prefill[%d]: empty chunk", r->path, r->lineno, i);
+            goto out;
+        }
+    }
+    it->n_pre = n;
+    it->pre = r->pre;
+    if ((rc = tuples(o, "decode", 2, &tmp, &cap, &n, r, err))) goto out;
+    if (grow((void **)&r->dec, &r->cap_dec, n, sizeof *r->dec)) goto nomem;
+    for (int32_t i = 0; i < n; i++) {
+        r->dec[i].id = tmp[2 * i];
+        r->dec[i].ctx = (int32_t)tmp[2 * i + 1];
+        if (r->dec[i].ctx < 1) {
+            rc = BAD("%s:%ld: decode[%d]: context < 1", r->path, r->lineno, i);
+            goto out;
+        }
+    }
+    it->n_dec = n;
+    it->dec = r->dec;
+    if ((rc = tuples(o, "preempted", 1, &r->preempted, &r->cap_pm, &it->n_preempted, r, err)) ||
+        (rc = tuples(o, "first", 1, &r->first, &r->cap_first, &it->n_first, r, err)) ||
+        (rc = tuples(o, "finished", 1, &r->finished, &r->cap_fin, &it->n_finished, r, err)))
+        goto out;
+    it->preempted = r->preempted;
+    it->first = r->first;
+    it->finished = r->finished;
+    if (!it->n_pre && !it->n_dec) rc = BAD("%s:%ld: iteration with no work", r->path, r->lineno);
+out:
+    free(tmp);
+    return rc;
+nomem:
+    free(tmp);
+    return hs_errf(err, HS_ENOMEM, "out of memory");
+}
+
+int hs_sched_next(hs_sched_reader *r, hs_sched_header *h, hs_sched_request *q,
+                  hs_sched_iter *it, hs_err *err)
+{
+    for (;;) {
+        ssize_t n = getline(&r->line, &r->cap, r->fp);
+        cJSON *o;
+        char type[16];
+        double v;
+        int rc = 0, kind = 0;
+        if (n < 0) {
+            if (ferror(r->fp)) return hs_errf(err, HS_EIO, "%s: read error", r->path);
+            return 0;
+        }
+        r->lineno++;
+        if (n <= 1) continue;
+        o = cJSON_Parse(r->line);
+        if (!o || !cJSON_IsObject(o)) {
+            cJSON_Delete(o);
+            return BAD("%s:%ld: not a JSON object", r->path, r->lineno);
+        }
+        if ((rc = str(o, "type", type, sizeof type, r, err))) goto done;
+        if (!strcmp(type, "header")) {
+            memset(h, 0, sizeof *h);
+            kind = HS_SCHED_HEADER;
+            if ((rc = num(o, "version", 1, 1, &v, r, err)) ||
+                (rc = str(o, "model", h->model, sizeof h->model, r, err)) ||
+                (rc = str(o, "gpu", h->gpu, sizeof h->gpu, r, err)) ||
+                (rc = str(o, "perf_model", h->perf_model, sizeof h->perf_model, r, err)))
+                goto done;
+#define HI(key, lo, hi)                                             \
+    if ((rc = num(o, #key, lo, hi, &v, r, err))) goto done;         \
+    h->key = (int32_t)v;
+            HI(replica, 0, 1e9) HI(tp, 1, 64) HI(pp, 1, 1024) HI(bits, 3, 16) HI(kv_bits, 8, 16)
+            HI(layers, 1, 100000) HI(block_size, 1, 4096)
+#undef HI
+            if ((rc = num(o, "kv_blocks", 0, 9e15, &v, r, err))) goto done;
+            h->kv_blocks = (int64_t)v;
+            if ((rc = num(o, "step_overhead_ns", 0, 1e12, &h->step_overhead_ns, r, err))) goto done;
+        } else if (!strcmp(type, "request")) {
+            memset(q, 0, sizeof *q);
+            kind = HS_SCHED_REQUEST;
+            if ((rc = num(o, "replica", 0, 1e9, &v, r, err))) goto done;
+            q->replica = (int32_t)v;
+            if ((rc = num(o, "id", 0, 9e15, &v, r, err))) goto done;
+            q->id = (int64_t)v;
+            if ((rc = num(o, "arrival_ns", 0, 9e18, &v, r, err))) goto done;
+            q->arrival = (hs_ns)v;
+            if ((rc = num(o, "prompt", 1, 1e8, &v, r, err))) goto done;
+            q->prompt = (int32_t)v;
+            if ((rc = num(o, "output", 1, 1e8, &v, r, err))) goto done;
+            q->output = (int32_t)v;
+        } else if (!strcmp(type, "iter")) {
+            kind = HS_SCHED_ITER;
+            rc = read_iter(r, o, it, err);
+        } else {
+            rc = BAD("%s:%ld: type: unknown record \"%s\"", r->path, r->lineno, type);
+        }
+    done:
+        cJSON_Delete(o);
+        return rc ? rc : kind;
+    }
+}
