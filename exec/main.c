@@ -1,4 +1,5 @@
-/* main.c - hetsim-exec, the executor's command line: `profile` and `info`.
+/* main.c - hetsim-exec, the executor's command line: `profile`, `info` and
+ * `replay`.
  * Only this file decides exit codes: 0 success, 2 for every error (one
  * line on stderr naming what is wrong). */
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include "layer.h"
 #include "llm/model.h"
 #include "profile.h"
+#include "replay.h"
 
 static void usage(FILE *fp)
 {
@@ -23,7 +25,7 @@ static void usage(FILE *fp)
             "commands:\n"
             "  profile   measure per-op tables of a model (dense ops, decode and prefill attention)\n"
             "  info      show the device and its measured GEMM and copy ceilings\n"
-            "  replay    execute a schedule exported by `hetsim run` (not built yet)\n"
+            "  replay    execute a schedule exported by `hetsim run --emit-schedule` and time each iteration\n"
             "\n"
             "`hetsim-exec <command> --help` describes each command.\n");
 }
@@ -57,6 +59,31 @@ static void info_usage(FILE *fp)
             "throughput of a large square GEMM (FP16/BF16 cuBLAS on a GPU, FP32\n"
             "OpenBLAS sgemm on the CPU) and the copy bandwidth (device-to-device\n"
             "memcpy on a GPU, memcpy on the CPU).\n");
+}
+
+static void replay_usage(FILE *fp)
+{
+    fprintf(fp,
+            "usage: hetsim-exec replay FILE [options]\n"
+            "\n"
+            "Executes the iterations of one replica of a schedule written by\n"
+            "`hetsim run --emit-schedule FILE` on this machine and writes the measured\n"
+            "time of each: a comment line (device, backend, model, replica, layers_run,\n"
+            "scale, kv_blocks_capacity), the header it,measured_ns, one row per iteration.\n"
+            "One TP rank's shapes are run (tp from the schedule): tensor-parallel\n"
+            "collectives are not executed and not in measured_ns, nor is the scheduler's\n"
+            "per-step overhead.  The KV cache is a real paged pool that grows and frees\n"
+            "as the schedule says.  Details in exec/README.md.\n"
+            "\n"
+            "options:\n"
+            "  --backend NAME     cuda or cpu (default: cuda when a GPU is present, else cpu)\n"
+            "  --dtype D          fp16 or bf16 on cuda (default fp16); fp32 on cpu\n"
+            "  --replica R        replica to replay (default: the first in the file)\n"
+            "  --layers K         layers to run; layer time is scaled by layers/K (default: all)\n"
+            "  --repeats N        timed runs per iteration, the median is written (default 1)\n"
+            "  --out FILE         CSV file (default: stdout)\n"
+            "  --check            print the KV pool's books after each iteration on stderr\n"
+            "  --quiet            no notes or summary on stderr\n");
 }
 
 static int fail(const hs_err *err)
@@ -200,6 +227,84 @@ static int cmd_info(int argc, char **argv)
     return rc ? fail(&err) : 0;
 }
 
+/* Parses an integer option value in [lo, hi]. */
+static int parse_int(const char *flag, const char *v, int lo, int hi, int *out, hs_err *err)
+{
+    char *end;
+    long n;
+    errno = 0;
+    n = strtol(v, &end, 10);
+    if (end == v || *end || errno || n < lo || n > hi)
+        return hs_errf(err, HS_EINVAL, "%s %s: expected an integer in %d..%d", flag, v, lo, hi);
+    *out = (int)n;
+    return 0;
+}
+
+static int cmd_replay(int argc, char **argv)
+{
+    hs_err err = {0};
+    hs_exec_replay_opts o;
+    hs_exec_replay *r = NULL;
+    common c = {NULL, -1};
+    hs_exec x;
+    int rc;
+    memset(&o, 0, sizeof o);
+    o.replica = -1;
+    o.repeats = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            replay_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--check")) { o.check = 1; continue; }
+        if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
+        if (a[0] != '-' || !a[1]) {
+            if (o.path) {
+                hs_errf(&err, HS_EINVAL, "replay: one schedule file only (\"%s\" and \"%s\")", o.path, a);
+                return fail(&err);
+            }
+            o.path = a;
+            continue;
+        }
+        if (strcmp(a, "--backend") && strcmp(a, "--dtype") && strcmp(a, "--replica") &&
+            strcmp(a, "--layers") && strcmp(a, "--repeats") && strcmp(a, "--out")) {
+            hs_errf(&err, HS_EINVAL, "replay: unknown option \"%s\" (see hetsim-exec replay --help)", a);
+            return fail(&err);
+        }
+        if (!v) {
+            hs_errf(&err, HS_EINVAL, "%s needs a value", a);
+            return fail(&err);
+        }
+        i++;
+        if (!strcmp(a, "--backend")) c.backend = v;
+        else if (!strcmp(a, "--out")) o.out = v;
+        else if (!strcmp(a, "--dtype")) {
+            if (parse_dtype(v, &c.dtype, &err)) return fail(&err);
+        } else if (!strcmp(a, "--replica")) {
+            if (parse_int(a, v, 0, 1000000000, &o.replica, &err)) return fail(&err);
+        } else if (!strcmp(a, "--layers")) {
+            if (parse_int(a, v, 1, 100000, &o.layers, &err)) return fail(&err);
+        } else if (parse_int(a, v, 1, 100000, &o.repeats, &err)) {
+            return fail(&err);
+        }
+    }
+    if (!o.path) {
+        hs_errf(&err, HS_EINVAL, "replay: no schedule file given (see hetsim-exec replay --help)");
+        return fail(&err);
+    }
+    /* The whole file is checked before a device is opened. */
+    if (hs_exec_replay_plan(&r, &o, &err)) return fail(&err);
+    if (hs_exec_open(&x, c.backend, c.dtype, &err)) {
+        hs_exec_replay_free(r);
+        return fail(&err);
+    }
+    rc = hs_exec_replay_run(r, &x, &err);
+    hs_exec_replay_free(r);
+    hs_exec_close(&x);
+    return rc ? fail(&err) : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -212,14 +317,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "profile")) return cmd_profile(argc - 1, argv + 1);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "replay")) {
-        if (argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h"))) {
-            printf("usage: hetsim-exec replay ...\n\nReplaying schedules is not built yet (issue 4).\n");
-            return 0;
-        }
-        fprintf(stderr, "hetsim-exec: replay: not built yet (issue 4)\n");
-        return 2;
-    }
+    if (!strcmp(argv[1], "replay")) return cmd_replay(argc - 1, argv + 1);
     fprintf(stderr, "hetsim-exec: unknown command \"%s\" (see hetsim-exec --help)\n", argv[1]);
     return 2;
 }

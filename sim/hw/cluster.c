@@ -158,7 +158,7 @@ int hs_cluster_load(hs_cluster **out, const char *path, hs_err *err)
             goto nomem;
         }
         cJSON_ArrayForEach(node, nodes) {
-            char gpu[32];
+            char gpu[1024];
             long cnt = 0;
             int t;
             snprintf(where, sizeof where, "%s: nodes[%d]", path, ni);

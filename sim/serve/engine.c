@@ -463,7 +463,9 @@ int hs_engine_run(hs_engine *e, hs_err *err)
 {
     hs_event ev;
     int rc;
-    e->err = err;
+    /* A message present when a callback fails was written during the run
+     * (the sink names its own errors), so start from a clean buffer. */
+    hs_err_clear(err);
     if ((rc = next_arrival(e, err))) return rc;
     while (hs_evq_pop(&e->q, &ev)) {
         hs_lane *l;
@@ -489,7 +491,7 @@ int hs_engine_run(hs_engine *e, hs_err *err)
             assert(0);
         }
         if (e->fatal)
-            return e->err->code == e->fatal && e->err->msg[0]
+            return err && err->code == e->fatal && err->msg[0]
                        ? e->fatal
                        : hs_errf(err, e->fatal, "simulation stopped: %s", hs_strerror(e->fatal));
         if (e->progress && (e->q.popped & 0xFFFF) == 0) e->progress(e->progress_ctx, e);

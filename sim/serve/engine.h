@@ -53,7 +53,6 @@ typedef struct hs_engine {
     hs_sink sink;
     int32_t max_model_len;
     int fatal;                /* error code raised inside a callback */
-    hs_err *err;
     /* counters */
     int64_t arrivals, completed, dropped, truncated, preemptions, iterations;
     hs_ns end_time;           /* time of the last event */

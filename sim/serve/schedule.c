@@ -228,9 +228,11 @@ static int tuples(const cJSON *o, const char *key, int k, int64_t **out, int32_t
                     return BAD("%s:%ld: %s[%d]: expected %d numbers", r->path, r->lineno, key, i, k);
                 x = cJSON_GetArrayItem(e, j);
             }
-            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 9e15)
-                return BAD("%s:%ld: %s[%d]: expected a non-negative integer", r->path, r->lineno,
-                           key, i);
+            /* ids may be large; token counts (every column after the id) fit int32 */
+            if (!cJSON_IsNumber(x) || x->valuedouble < 0 ||
+                x->valuedouble > (j == 0 ? 9e15 : 1073741824.0))
+                return BAD("%s:%ld: %s[%d]: expected a non-negative integer%s", r->path, r->lineno,
+                           key, i, j ? " of at most 2^30 tokens" : "");
             (*out)[i * k + j] = (int64_t)x->valuedouble;
         }
         i++;
@@ -240,7 +242,7 @@ static int tuples(const cJSON *o, const char *key, int k, int64_t **out, int32_t
 
 static int read_iter(hs_sched_reader *r, const cJSON *o, hs_sched_iter *it, hs_err *err)
 {
-    double v;
+    double v = 0;
     int rc;
     int64_t *tmp = NULL;
     int32_t cap = 0, n;
@@ -304,7 +306,7 @@ int hs_sched_next(hs_sched_reader *r, hs_sched_header *h, hs_sched_request *q,
         ssize_t n = getline(&r->line, &r->cap, r->fp);
         cJSON *o;
         char type[16];
-        double v;
+        double v = 0;
         int rc = 0, kind = 0;
         if (n < 0) {
             if (ferror(r->fp)) return hs_errf(err, HS_EIO, "%s: read error", r->path);
