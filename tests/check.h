@@ -59,6 +59,30 @@ static inline const char *hs_test_root(void)
     return env && *env ? env : HS_SOURCE_ROOT;
 }
 
+/* A JSON object from "\"key\": value" lines, with the line of `key`
+ * replaced by `with` (dropped when `with` is NULL; all kept when `key` is
+ * NULL): the good file and its one-line-off variants for loader tests.
+ * Returns a static buffer. */
+static inline const char *hs_test_json_lines(const char *const *lines, const char *key,
+                                             const char *with)
+{
+    static char buf[4096];
+    size_t n = 0;
+    int first = 1;
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "{\n");
+    for (int i = 0; lines[i]; i++) {
+        const char *l = lines[i];
+        if (key && !strncmp(l + 1, key, strlen(key)) && l[1 + strlen(key)] == '"') {
+            if (!with) continue;
+            l = with;
+        }
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s  %s", first ? "" : ",\n", l);
+        first = 0;
+    }
+    snprintf(buf + n, sizeof buf - n, "\n}\n");
+    return buf;
+}
+
 /* Temporary files written by a test, removed at exit. */
 static char hs__tmp[128][64];
 static int hs__ntmp;

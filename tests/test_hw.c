@@ -265,21 +265,7 @@ static const char *gpu_text(const char *key, const char *with)
         "\"bf16\": true", "\"int8_tops\": 200", "\"mem_gib\": 24", "\"mem_bw_gbs\": 900",
         "\"nvlink_gbs\": 0", "\"pcie_gbs\": 32", "\"tdp_w\": 300",
         "\"price_per_hour\": 1.0", "\"price_source\": \"test\"", NULL};
-    static char buf[2048];
-    size_t n = 0;
-    int first = 1;
-    n += (size_t)snprintf(buf + n, sizeof buf - n, "{\n");
-    for (int i = 0; lines[i]; i++) {
-        const char *l = lines[i];
-        if (key && !strncmp(l + 1, key, strlen(key)) && l[1 + strlen(key)] == '"') {
-            if (!with) continue;
-            l = with;
-        }
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s  %s", first ? "" : ",\n", l);
-        first = 0;
-    }
-    snprintf(buf + n, sizeof buf - n, "\n}\n");
-    return buf;
+    return hs_test_json_lines(lines, key, with);
 }
 
 static void gpu_bad(const char *text, int want_rc, const char *want1, const char *want2)

@@ -240,21 +240,7 @@ static const char *model_text(const char *key, const char *with)
         "\"norm\": \"rmsnorm\"", "\"position\": \"rope\"", "\"parallel_attn\": false",
         "\"vocab\": 1000", "\"max_seq_len\": 2048", "\"tied_embeddings\": false",
         "\"bias\": false", "\"params_b\": 0.001963", NULL};
-    static char buf[2048];
-    size_t n = 0;
-    int first = 1;
-    n += (size_t)snprintf(buf + n, sizeof buf - n, "{\n");
-    for (int i = 0; lines[i]; i++) {
-        const char *l = lines[i];
-        if (key && !strncmp(l + 1, key, strlen(key)) && l[1 + strlen(key)] == '"') {
-            if (!with) continue;
-            l = with;
-        }
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s  %s", first ? "" : ",\n", l);
-        first = 0;
-    }
-    snprintf(buf + n, sizeof buf - n, "\n}\n");
-    return buf;
+    return hs_test_json_lines(lines, key, with);
 }
 
 static void model_bad(const char *text, int want_rc, const char *want1, const char *want2)
