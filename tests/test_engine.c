@@ -63,7 +63,8 @@ static hs_batch_shape prefill(int n, const int *len, const int *prefix)
         int p = prefix ? prefix[i] : 0;
         b.tokens += len[i];
         b.pre_chunks++;
-        b.pre_pairs += (double)len[i] * (p + (len[i] + 1) / 2.0);
+        b.pre_self += (double)len[i] * (len[i] + 1) / 2.0;
+        b.pre_cross += (double)len[i] * p;
         b.pre_prefix += p;
     }
     return b;
@@ -203,7 +204,7 @@ static void static_slots(void)
     b.tokens = 160;
     b.samples = 2;
     b.pre_chunks = 2;
-    b.pre_pairs = 2.0 * 80 * 81 / 2.0;
+    b.pre_self = 2.0 * 80 * 81 / 2.0;
     t = step(&p, t, &b);
     CHECK_INT(find(&x, 1)->first_token, t);
     CHECK_INT(find(&x, 1)->first_sched, find(&x, 0)->finish);

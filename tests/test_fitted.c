@@ -239,7 +239,7 @@ static void test_builder(const hs_model *m7)
         CHECK(p.stage[0].dense[256] > p.stage[1].dense[256]); /* the embedding */
         CHECK(p.stage[1].head[16] > 0 && p.stage[0].head[16] == 0);
         CHECK(p.stage[0].send_token > 0 && p.stage[1].send_token == 0);
-        CHECK(p.stage[0].dec_ctx > 0 && p.stage[0].pre_pair > 0);
+        CHECK(p.stage[0].dec_ctx > 0 && p.stage[0].pre_self > 0 && p.stage[0].pre_cross > 0);
         hs_perf_free(&p);
     }
     /* fit_from names the tables explicitly (a table directory this time) */

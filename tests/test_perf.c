@@ -181,7 +181,8 @@ static void test_single_a100(const hs_model *m, const hs_cluster *c)
         CHECK_REL(st->dec_ctx, L7 * kvb / mem * 1e9, 1e-12);
         CHECK_REL(st->dec_seq, L7 * 4.0 * q / mem * 1e9, 1e-12);
         CHECK_REL(st->dec_fixed, L7 * 4e3, 1e-12);
-        CHECK_REL(st->pre_pair, L7 * 4.0 * q / (A100_FLOPS * 0.5) * 1e9, 1e-12);
+        CHECK_REL(st->pre_self, L7 * 4.0 * q / (A100_FLOPS * 0.5) * 1e9, 1e-12);
+        CHECK_REL(st->pre_cross, st->pre_self, 1e-15); /* one FLOP rate for both in the roofline */
         CHECK_REL(st->pre_ctx, L7 * kvb / mem * 1e9, 1e-12);
         CHECK_REL(st->pre_fixed, L7 * 4e3, 1e-12);
         CHECK_NEAR(st->send_alpha, 0, 0);   /* last stage sends nothing */
@@ -196,10 +197,11 @@ static void test_single_a100(const hs_model *m, const hs_cluster *c)
             b.dec_seqs = 10;
             b.dec_ctx = 5000;
             b.pre_chunks = 2;
-            b.pre_pairs = 1234.5;
+            b.pre_self = 1234.5;
+            b.pre_cross = 777.25;
             b.pre_prefix = 300;
             want = st->dense[100] + st->head[10] + st->dec_fixed + st->dec_seq * 10 +
-                   st->dec_ctx * 5000 + st->pre_fixed + st->pre_pair * 1234.5 + st->pre_ctx * 300;
+                   st->dec_ctx * 5000 + st->pre_fixed + st->pre_self * 1234.5 + st->pre_cross * 777.25 + st->pre_ctx * 300;
             CHECK_REL(hs_perf_stage_ns(&p, 0, &b), want, 1e-12);
             /* no decode sequences: no decode term, even with a stray C */
             b.dec_seqs = 0;
@@ -279,7 +281,8 @@ static void test_tp(const hs_model *m, const hs_cluster *c)
         /* decode attention splits with the KV heads (32 heads: 16 and 8 per rank) */
         CHECK_REL(s2->dec_ctx, s1->dec_ctx / 2, 1e-12);
         CHECK_REL(s4->dec_ctx, L7 * (2.0 * 8 * 128 * 2) / mem * 1e9, 1e-12);
-        CHECK_REL(s4->pre_pair, s1->pre_pair / 4, 1e-12);
+        CHECK_REL(s4->pre_self, s1->pre_self / 4, 1e-12);
+        CHECK_REL(s4->pre_cross, s1->pre_cross / 4, 1e-12);
         /* the head gathers vocabulary shards: half an all-reduce of the logits */
         CHECK_REL(s2->head[1],
                   (32000.0 / 2 * H7 * 2 / mem + 2 * 4e-6 +
@@ -367,7 +370,7 @@ static void test_gpu_types(const hs_model *m, const hs_cluster *a100)
         CHECK_INT(slower, 0);
         CHECK(ph.stage[0].head[8] < pa.stage[0].head[8]);
         CHECK_REL(ph.stage[0].dec_ctx, pa.stage[0].dec_ctx * 2039.0 / 3350.0, 1e-9);
-        CHECK_REL(ph.stage[0].pre_pair, pa.stage[0].pre_pair * 312.0 / 989.4, 1e-9);
+        CHECK_REL(ph.stage[0].pre_self, pa.stage[0].pre_self * 312.0 / 989.4, 1e-9);
     }
     /* GPUs 0 (H100) and 4 (A100): lockstep at the A100's FLOP/s and bandwidth */
     CHECK_STR(hs_cluster_gpu(mix, 0)->name, "h100-sxm-80g");
@@ -376,7 +379,7 @@ static void test_gpu_types(const hs_model *m, const hs_cluster *a100)
     CHECK_OK(hs_perf_build(&pm, &cfg, m, mix, l, 1024, 8, &err), &err);
     if (pm.pp == 1 && pa.pp == 1) {
         CHECK_REL(pm.stage[0].dec_ctx, pa.stage[0].dec_ctx, 1e-12);
-        CHECK_REL(pm.stage[0].pre_pair, pa.stage[0].pre_pair, 1e-12);
+        CHECK_REL(pm.stage[0].pre_self, pa.stage[0].pre_self, 1e-12);
         /* and its all-reduce crosses the slow 1.25 GB/s pod link */
         CHECK(pm.stage[0].dense[1024] > pa.stage[0].dense[1024]);
     }

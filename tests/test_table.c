@@ -267,7 +267,7 @@ static void test_coef_fits(void)
 {
     hs_ptable *t = NULL;
     hs_err err = {0};
-    double c[3], sr[2];
+    double c[4], sr[2];
     hs_fitstat st;
     if (hs_ptable_read(&t, fixture, &err)) {
         CHECK_OK(1, &err);
@@ -281,9 +281,12 @@ static void test_coef_fits(void)
         CHECK_INT(st.n, 6);
         CHECK(st.max_ape < 1e-6);
         CHECK_OK(hs_ptable_attn_coef(t, HS_ATTN_PREFILL, tp, c, &st, &err), &err);
+        /* the fixture is 8/tp + 1e-4/tp * c*(p + (c+1)/2) + 0.01/tp * p, so the
+         * causal-triangle and prefix-pair terms come out equal */
         CHECK_NEAR(c[0], 8.0 / tp, 1e-7);
         CHECK_NEAR(c[1], 1e-4 / tp, 1e-12);
-        CHECK_NEAR(c[2], 0.01 / tp, 1e-9);
+        CHECK_NEAR(c[2], 1e-4 / tp, 1e-12);
+        CHECK_NEAR(c[3], 0.01 / tp, 1e-9);
         CHECK(st.max_ape < 1e-6);
     }
     CHECK_INT(hs_ptable_attn_coef(t, HS_ATTN_DECODE, 8, c, &st, &err), HS_ENOTFOUND);
@@ -442,7 +445,8 @@ static void test_builders(void)
         CHECK_NEAR(s->dec_fixed, 2 * 2.5 * 1e3, 1e-3);
         CHECK_NEAR(s->dec_seq, 2 * 0.5 * 1e3, 1e-3);
         CHECK_NEAR(s->dec_ctx, 2 * 0.001 * 1e3, 1e-6);
-        CHECK_NEAR(s->pre_pair, 2 * 5e-5 * 1e3, 1e-8);
+        CHECK_NEAR(s->pre_self, 2 * 5e-5 * 1e3, 1e-8);
+        CHECK_NEAR(s->pre_cross, 2 * 5e-5 * 1e3, 1e-8);
         for (int t = 2; t <= 600; t++)
             if (s->dense[t] < s->dense[t - 1]) {
                 CHECK(s->dense[t] >= s->dense[t - 1]);

@@ -202,13 +202,16 @@ static void attn_coef_report(const hs_ptable *t, FILE *out)
             t->meta.gpu, t->meta.model);
     for (int k = 0; k < 2; k++)
         for (int tp = 1; tp <= HS_MAX_TP; tp++) {
-            double c[3];
+            double c[4];
             hs_fitstat st;
             hs_err e = {0};
             if (!hs_ptable_has_attn(t, k, tp) || hs_ptable_attn_coef(t, k, tp, c, &st, &e)) continue;
-            fprintf(out, "%-8s tp %d: %8.3f us + %.4g us * %s + %.4g us * %s   n %d  med %.2f%%  p90 %.2f%%  max %.1f%%\n",
-                    k ? "prefill" : "decode", tp, c[0], c[1], k ? "W" : "B", c[2], k ? "P" : "C",
-                    st.n, st.med_ape, st.p90_ape, st.max_ape);
+            if (k)
+                fprintf(out, "prefill  tp %d: %8.3f us + %.4g us * Q + %.4g us * X + %.4g us * P   n %d  med %.2f%%  p90 %.2f%%  max %.1f%%\n",
+                        tp, c[0], c[1], c[2], c[3], st.n, st.med_ape, st.p90_ape, st.max_ape);
+            else
+                fprintf(out, "decode   tp %d: %8.3f us + %.4g us * B + %.4g us * C   n %d  med %.2f%%  p90 %.2f%%  max %.1f%%\n",
+                        tp, c[0], c[1], c[2], st.n, st.med_ape, st.p90_ape, st.max_ape);
         }
 }
 

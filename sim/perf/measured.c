@@ -256,7 +256,7 @@ static double op_us(const src *s, const bctx *b, int op, int tp, int bits, doubl
  * what a replica meets (batches up to max_seqs, contexts up to the model's
  * length, chunks up to max_tokens) and fits the hot-path coefficients. */
 static int fit_attn_coef(const src *s, const bctx *b, int kind, int tp, int max_tokens, int max_seqs,
-                         double coef[3], hs_err *err)
+                         double coef[4], hs_err *err)
 {
     hs_attn_row rows[2048];
     size_t n = 0;
@@ -279,7 +279,7 @@ static int fit_attn_coef(const src *s, const bctx *b, int kind, int tp, int max_
 
 /* Attention coefficients of one layer (us) for one GPU type. */
 static int attn_coef(const src *s, bctx *b, int kind, int tp, int max_tokens, int max_seqs,
-                     double coef[3], hs_err *err)
+                     double coef[4], hs_err *err)
 {
     int fk = kind == HS_ATTN_DECODE ? HS_FK_DECODE : HS_FK_PREFILL;
     if (s->t && b->l->kv_bits == 16 && hs_ptable_has_attn(s->t, kind, tp)) {
@@ -363,7 +363,7 @@ static int build_stage(bctx *b, hs_perf *p, int s, int max_tokens, int max_seqs,
     for (int k = 0; k < nt && !rc; k++) {
         src sc;
         hs_curve ar;
-        double dc[3], pc[3];
+        double dc[4], pc[4];
         int group_local = same_node(c, st->gpus, tp);
         if ((rc = src_init(&sc, b, &c->types[types[k]], st, need, err))) break;
         memset(&ar, 0, sizeof ar);
@@ -394,15 +394,16 @@ static int build_stage(bctx *b, hs_perf *p, int s, int max_tokens, int max_seqs,
             if (ns > ps->head[k2]) ps->head[k2] = ns;
         }
         if (!rc) {
-            double d[3] = {dc[0], dc[1], dc[2]}, q[3] = {pc[0], pc[1], pc[2]};
+            const double *d = dc, *q = pc;
             /* per layer -> per stage, us -> ns; max over types term by term
              * (an upper bound when types differ) */
             if (L * d[0] * 1e3 > ps->dec_fixed) ps->dec_fixed = L * d[0] * 1e3;
             if (L * d[1] * 1e3 > ps->dec_seq) ps->dec_seq = L * d[1] * 1e3;
             if (L * d[2] * 1e3 > ps->dec_ctx) ps->dec_ctx = L * d[2] * 1e3;
             if (L * q[0] * 1e3 > ps->pre_fixed) ps->pre_fixed = L * q[0] * 1e3;
-            if (L * q[1] * 1e3 > ps->pre_pair) ps->pre_pair = L * q[1] * 1e3;
-            if (L * q[2] * 1e3 > ps->pre_ctx) ps->pre_ctx = L * q[2] * 1e3;
+            if (L * q[1] * 1e3 > ps->pre_self) ps->pre_self = L * q[1] * 1e3;
+            if (L * q[2] * 1e3 > ps->pre_cross) ps->pre_cross = L * q[2] * 1e3;
+            if (L * q[3] * 1e3 > ps->pre_ctx) ps->pre_ctx = L * q[3] * 1e3;
         }
         /* the send to the next stage, from rank 0 (whose type is types[0]):
          * measured when both ends share a node and a GPU type */

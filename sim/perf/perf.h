@@ -12,10 +12,15 @@
  * Stage time for one iteration (ns) =
  *     dense[T] + head[S]                       (tabulated by tokens / samples)
  *   + dec_fixed + dec_seq * B + dec_ctx * C    (decode attention)
- *   + pre_fixed + pre_pair * W + pre_ctx * P   (prefill attention)
+ *   + pre_fixed + pre_self * Q + pre_cross * X + pre_ctx * P
+ *                                              (prefill attention)
  * where T = tokens in the pass, S = sequences sampled, B = decode sequences,
- * C = their total context, W = sum over prefill chunks of c*(p + (c+1)/2)
- * (query-key pairs of causal attention over a prefix p), P = sum of prefixes.
+ * C = their total context; over the prefill chunks (c new tokens after a
+ * cached prefix of p), Q = sum c(c+1)/2 (causal pairs inside the chunk),
+ * X = sum c*p (pairs against the prefix) and P = sum p (prefix tokens
+ * read).  Q and X are kept apart because kernels reach different speeds on
+ * the causal triangle and on the dense block (measured on Vidur's tables:
+ * one shared coefficient fits with 18% median error, two with 8%).
  * Activations are sent to the next stage in send_alpha + send_token * T. */
 #ifndef HS_PERF_H
 #define HS_PERF_H
@@ -49,7 +54,7 @@ typedef struct hs_perf_stage {
     double *dense;            /* [max_tokens + 1] ns */
     double *head;             /* [max_seqs + 1] ns */
     double dec_fixed, dec_seq, dec_ctx;   /* ns, ns/seq, ns/token */
-    double pre_fixed, pre_pair, pre_ctx;  /* ns, ns/pair, ns/token */
+    double pre_fixed, pre_self, pre_cross, pre_ctx; /* ns, ns/pair, ns/pair, ns/token */
     double send_alpha, send_token;        /* ns, ns/token to next stage */
 } hs_perf_stage;
 
@@ -66,7 +71,8 @@ typedef struct hs_batch_shape {
     int32_t samples;          /* S: sequences producing a token */
     int32_t dec_seqs;         /* B */
     int64_t dec_ctx;          /* C, tokens */
-    double pre_pairs;         /* W */
+    double pre_self;          /* Q, pairs */
+    double pre_cross;         /* X, pairs */
     int64_t pre_prefix;       /* P, tokens */
     int32_t pre_chunks;       /* prefill chunks in the pass */
 } hs_batch_shape;
@@ -119,7 +125,8 @@ static inline double hs_perf_stage_ns(const hs_perf *p, int s,
     if (b->dec_seqs)
         ns += st->dec_fixed + st->dec_seq * b->dec_seqs + st->dec_ctx * (double)b->dec_ctx;
     if (b->pre_chunks)
-        ns += st->pre_fixed + st->pre_pair * b->pre_pairs + st->pre_ctx * (double)b->pre_prefix;
+        ns += st->pre_fixed + st->pre_self * b->pre_self + st->pre_cross * b->pre_cross +
+              st->pre_ctx * (double)b->pre_prefix;
     return ns;
 }
 

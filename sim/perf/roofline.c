@@ -115,7 +115,7 @@ static int build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
         }
         /* Prefill attention (FlashAttention-style): compute bound on the
          * query-key pairs, plus reading the cached prefix of chunked prompts. */
-        ps->pre_pair = L * 4.0 * q / (r.flops * cfg->attn_eff) * 1e9;
+        ps->pre_self = ps->pre_cross = L * 4.0 * q / (r.flops * cfg->attn_eff) * 1e9;
         ps->pre_ctx = L * kvb / (r.bw * cfg->mem_eff) * 1e9;
         ps->pre_fixed = L * cfg->launch_us * 1e3;
         if (!last) {

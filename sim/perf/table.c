@@ -700,13 +700,14 @@ int hs_linfit_rel(const double *X, const double *y, int n, int k,
     return 0;
 }
 
-int hs_attn_coef_rows(int kind, const hs_attn_row *r, size_t n, double coef[3],
+int hs_attn_coef_rows(int kind, const hs_attn_row *r, size_t n, double coef[4],
                       hs_fitstat *st, hs_err *err)
 {
     double *X, *y;
-    int rc;
+    int rc, k = kind == HS_ATTN_DECODE ? 3 : 4;
     if (!n) return hs_errf(err, HS_EINVAL, "attention fit: no rows");
-    X = malloc(n * 3 * sizeof *X);
+    coef[3] = 0;
+    X = malloc(n * 4 * sizeof *X);
     y = malloc(n * sizeof *y);
     if (!X || !y) {
         free(X);
@@ -714,23 +715,25 @@ int hs_attn_coef_rows(int kind, const hs_attn_row *r, size_t n, double coef[3],
         return hs_errf(err, HS_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < n; i++) {
-        X[i * 3] = 1;
+        double *x = X + i * (size_t)k, c = r[i].x, p = r[i].y;
+        x[0] = 1;
         if (kind == HS_ATTN_DECODE) {
-            X[i * 3 + 1] = r[i].x;
-            X[i * 3 + 2] = (double)r[i].x * r[i].y;
+            x[1] = c;
+            x[2] = c * p;
         } else {
-            X[i * 3 + 1] = hs_attn_pairs(r[i].x, r[i].y);
-            X[i * 3 + 2] = r[i].y;
+            x[1] = c * (c + 1) / 2;
+            x[2] = c * p;
+            x[3] = p;
         }
         y[i] = r[i].us;
     }
-    rc = hs_linfit_rel(X, y, (int)n, 3, coef, st, err);
+    rc = hs_linfit_rel(X, y, (int)n, k, coef, st, err);
     free(X);
     free(y);
     return rc;
 }
 
-int hs_ptable_attn_coef(const hs_ptable *t, int kind, int tp, double coef[3],
+int hs_ptable_attn_coef(const hs_ptable *t, int kind, int tp, double coef[4],
                         hs_fitstat *st, hs_err *err)
 {
     const hs_attn_row *r = t->attn[kind];

@@ -170,26 +170,22 @@ int hs_linfit_rel(const double *X, const double *y, int n, int k,
 
 /* Hot-path attention coefficients of one layer at tp, in us, fitted (above)
  * on every row of the table at that tp:
- *   decode:  coef[0] + coef[1] * B + coef[2] * C   (C = B * context)
- *   prefill: coef[0] + coef[1] * W + coef[2] * P   (W = c*(p+(c+1)/2), P = p)
+ *   decode:  coef[0] + coef[1] * B + coef[2] * C        (C = B * context; coef[3] = 0)
+ *   prefill: coef[0] + coef[1] * Q + coef[2] * X + coef[3] * P
+ *            (Q = c(c+1)/2, X = c*p, P = p; see perf.h)
  * st receives the fit error.  HS_ENOTFOUND when there are no rows. */
-int hs_ptable_attn_coef(const hs_ptable *t, int kind, int tp, double coef[3],
+int hs_ptable_attn_coef(const hs_ptable *t, int kind, int tp, double coef[4],
                         hs_fitstat *st, hs_err *err);
 
 /* The same fit over the given rows (all of them, whatever their tp); used
  * for rows synthesised from the fitted model. */
-int hs_attn_coef_rows(int kind, const hs_attn_row *rows, size_t n, double coef[3],
+int hs_attn_coef_rows(int kind, const hs_attn_row *rows, size_t n, double coef[4],
                       hs_fitstat *st, hs_err *err);
 
 /* Send/recv as alpha + beta * bytes (us, us/byte) fitted as above. */
 int hs_ptable_sendrecv_coef(const hs_ptable *t, double coef[2],
                             hs_fitstat *st, hs_err *err);
 
-/* Query-key pairs of a causal chunk of c tokens after a prefix of p. */
-static inline double hs_attn_pairs(double c, double p)
-{
-    return c * (p + (c + 1) / 2);
-}
 
 /* Drops the tables and fit that the measured-table builders cache for the
  * process (measured.c); the next build reloads from disk. */

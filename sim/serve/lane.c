@@ -188,7 +188,8 @@ int hs_iter_add_chunk(hs_engine *e, hs_lane *l, int32_t r, int32_t len)
     l->it.n_chunks++;
     s->tokens += len;
     s->pre_chunks++;
-    s->pre_pairs += (double)len * (p + (len + 1) / 2.0);
+    s->pre_self += (double)len * (len + 1) / 2.0;
+    s->pre_cross += (double)len * p;
     s->pre_prefix += q->prefilled;
     if (q->prefilled + len == q->prefill_len) s->samples++;
     if (q->first_sched < 0) q->first_sched = e->q.now;
