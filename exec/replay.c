@@ -264,7 +264,9 @@ static int stage_iter(hs_exec_replay *r, const hs_sched_iter *it, hs_err *err)
     for (int32_t i = 0; i < it->n_pre; i++) {
         int32_t slot = req_slot(r, it->pre[i].id, err), end = it->pre[i].prefix + it->pre[i].len;
         if (slot < 0) return err->code ? err->code : HS_ENOMEM;
-        if ((rc = hs_exec_kvpool_ensure(r->kv, slot, end, err))) goto fail;
+        /* The simulator holds a prompt's blocks from admission (target),
+         * even when it runs in chunks; the pages written are those of end. */
+        if ((rc = hs_exec_kvpool_ensure(r->kv, slot, it->pre[i].target, err))) goto fail;
         if (it->pre[i].len > st->max_qlen) st->max_qlen = it->pre[i].len;
         if (PAGES(end) > st->kb_pre) st->kb_pre = PAGES(end);
     }

@@ -56,5 +56,21 @@ check_grep "says how many" "$T/err" '1 measured iterations, the schedule has 3'
 sed 's/"end_ns":21000000/"end_ns":"x"/' "$T/s.jsonl" >"$T/bad.jsonl"
 hs_run 2 "malformed schedule" validate --schedule "$T/bad.jsonl" --measured "$T/m.csv" --db "$T/v.db"
 check_grep "names the schedule line" "$T/err" 'bad\.jsonl:6: end_ns'
+# A back-to-back iteration that prefills a request which arrived during its
+# predecessor cannot start, on the faster measured timeline, before that
+# arrival: request 1 arrives at 50 ms, iteration 0 measures 10 ms, so
+# iteration 1 runs 50-60 ms; TTFTs measured 10 and 10 ms (never negative).
+cat >"$T/s2.jsonl" <<'JSON'
+{"type":"header","version":1,"replica":0,"model":"tiny-test","gpu":"a100-80g","perf_model":"roofline","tp":1,"pp":1,"bits":16,"kv_bits":16,"layers":2,"block_size":16,"kv_blocks":1000,"step_overhead_ns":0}
+{"type":"request","replica":0,"id":0,"arrival_ns":0,"prompt":10,"output":2}
+{"type":"iter","replica":0,"it":0,"start_ns":0,"end_ns":100000000,"preempted":[],"prefill":[[0,10,0,10]],"decode":[],"first":[0],"finished":[],"kv_blocks_used":1}
+{"type":"request","replica":0,"id":1,"arrival_ns":50000000,"prompt":10,"output":1}
+{"type":"iter","replica":0,"it":1,"start_ns":100000000,"end_ns":200000000,"preempted":[],"prefill":[[1,10,0]],"decode":[[0,11]],"first":[1],"finished":[0,1],"kv_blocks_used":2}
+JSON
+printf '# hetsim-exec replay: device=hand2\nit,measured_ns\n0,10000000\n1,10000000\n' >"$T/m2.csv"
+hs_run 0 "validate: arrival inside a back-to-back run" validate --schedule "$T/s2.jsonl" --measured "$T/m2.csv" --db "$T/v.db"
+check_grep "measured TTFT waits for the arrival" "$T/out" 'TTFT +p50 predicted +125\.000 ms measured +10\.000 ms'
+check_grep "measured E2E" "$T/out" 'E2E +p50 predicted +175\.000 ms measured +35\.000 ms'
+hs_run 2 "non-numeric replica" validate --schedule "$T/s.jsonl" --measured "$T/m.csv" --db "$T/v.db" --replica abc
 hs_run 2 "absent replica" validate --schedule "$T/s.jsonl" --measured "$T/m.csv" --db "$T/v.db" --replica 3
 e2e_finish

@@ -95,6 +95,10 @@ static inline int fx_run(const fx_opts *o, fx_result *x, hs_err *err)
     if ((rc = hs_cluster_find(&c, o->cluster, err))) return rc;
     mml = o->max_model_len ? o->max_model_len : m.max_seq_len;
     max_tokens = hs_engine_pass_tokens(&ec, pol, mml);
+    if (max_tokens < 0) {
+        rc = hs_errf(err, HS_ERANGE, "forward pass too large");
+        goto out;
+    }
     memset(&pr, 0, sizeof pr);
     pr.model = &m;
     pr.cluster = c;

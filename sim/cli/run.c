@@ -221,6 +221,13 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
     if ((rc = hs_cluster_find(&s->cluster, cfg->cluster, err))) goto fail;
     s->max_model_len = ec->max_model_len ? ec->max_model_len : s->model.max_seq_len;
     s->max_tokens = hs_engine_pass_tokens(ec, s->policy, s->max_model_len);
+    if (s->max_tokens < 0) {
+        rc = hs_errf(err, HS_ERANGE,
+                     "engine: one forward pass of %s would exceed %d tokens (lower engine.static_batch, "
+                     "engine.max_num_seqs or engine.max_model_len)",
+                     s->policy->name, HS_MAX_PASS_TOKENS);
+        goto fail;
+    }
     if (!strcmp(s->policy->name, "vllm") && ec->max_batched_tokens < s->max_model_len) {
         rc = hs_errf(err, HS_EINVAL,
                      "engine.max_batched_tokens: %d is below the context limit %d (vllm without chunking needs whole prompts; use --policy sarathi)",
@@ -271,6 +278,8 @@ static int open_schedule(const hs_run_cfg *cfg, const setup *s, hs_sched_writer 
     if (s->policy->complete)
         return hs_errf(err, HS_EUNSUPPORTED,
                        "emit_schedule: policy %s is not supported (vllm, sarathi)", s->policy->name);
+    if (!*p)
+        return hs_errf(err, HS_EINVAL, "emit_replicas: empty list (give replica ids, e.g. 0,2)");
     while (*p) {
         char *end;
         long v = strtol(p, &end, 10);
@@ -464,13 +473,17 @@ int hs_cli_run(int argc, char **argv)
         }
     }
     if ((rc = hs_db_summary(db, run_id, vals, nv, &err))) goto fail;
-    if (sched) {
-        rc = hs_sched_writer_close(sched, 0, &err);
-        sched = NULL;
-        if (rc) goto fail;
-    }
+    if (sched) fflush(NULL); /* surface write errors before committing */
     if ((rc = hs_db_run_commit(db, run_id, wall_now() - t0, (int64_t)e->q.popped, &err))) goto fail;
     run_open = 0;
+    if (sched) {
+        /* The run is stored; a schedule file that cannot be completed is
+         * removed and reported, never left half-written. */
+        rc = hs_sched_writer_close(sched, 0, &err);
+        sched = NULL;
+        if (rc) fprintf(stderr, "hetsim: warning: run %lld is stored, but %s\n", (long long)run_id, err.msg);
+        rc = 0;
+    }
     /* Written only once the run is stored, so a failed run leaves no file. */
     if (cfg.emit_deployment[0] && (rc = hs_deploy_write(&s.deploy, cfg.emit_deployment, &err)))
         fprintf(stderr, "hetsim: warning: run %lld is stored, but %s\n", (long long)run_id, err.msg);

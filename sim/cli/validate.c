@@ -11,12 +11,14 @@
  * The measured timeline keeps the schedule's composition: an iteration
  * that followed its predecessor back to back follows it on the measured
  * timeline too; one that waited for an arrival starts at
- * max(its predicted start, the measured end of its predecessor).
+ * max(its predicted start, the measured end of its predecessor); and no
+ * iteration starts before every request it prefills has arrived.
  * The executor times GPU work only, so the predicted scheduler overhead
  * (step_overhead_ns of the header) is taken out of the predicted
  * iteration time before comparing and added back on the measured timeline. */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +43,7 @@ typedef struct vdata {
     vreq *req;
     int64_t n_req, cap_req;
     hs_ns *start, *end;           /* predicted, per iteration */
+    hs_ns *arrived;               /* latest arrival among its prefill requests */
     int *chained;                 /* started right at its predecessor's end */
     int64_t n_it, cap_it;
     double *meas;                 /* measured ns per iteration */
@@ -79,7 +82,7 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
     hs_sched_request q;
     hs_sched_iter it;
     int kind, rc;
-    int64_t cap_it2 = 0, cap_it3 = 0;
+    int64_t cap_it2 = 0, cap_it3 = 0, cap_it4 = 0;
     /* first/finished ids per iteration, resolved once requests are sorted */
     int64_t *ev_id = NULL, *ev_it = NULL, n_ev = 0, cap_ev = 0, cap_ev2 = 0;
     char *ev_first = NULL;
@@ -101,20 +104,25 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
             }
             if (grow((void **)&d->start, &d->cap_it, i + 1, sizeof *d->start) ||
                 grow((void **)&d->end, &cap_it2, i + 1, sizeof *d->end) ||
-                grow((void **)&d->chained, &cap_it3, i + 1, sizeof *d->chained))
+                grow((void **)&d->chained, &cap_it3, i + 1, sizeof *d->chained) ||
+                grow((void **)&d->arrived, &cap_it4, i + 1, sizeof *d->arrived))
                 goto nomem;
             d->start[i] = it.start;
             d->end[i] = it.end;
+            d->arrived[i] = 0;
             d->chained[i] = i > 0 && it.start == d->end[i - 1];
-            for (int k = 0; k < it.n_first + it.n_finished; k++) {
-                int first = k < it.n_first;
+            /* events: 1 first token, 0 finished, 2 prefilled here */
+            for (int k = 0; k < it.n_first + it.n_finished + it.n_pre; k++) {
+                int ev = k < it.n_first ? 1 : k < it.n_first + it.n_finished ? 0 : 2;
                 if (grow((void **)&ev_id, &cap_ev, n_ev + 1, sizeof *ev_id) ||
                     grow((void **)&ev_it, &cap_ev2, n_ev + 1, sizeof *ev_it) ||
                     grow((void **)&ev_first, &cap_ev3, n_ev + 1, sizeof *ev_first))
                     goto nomem;
-                ev_id[n_ev] = first ? it.first[k] : it.finished[k - it.n_first];
+                ev_id[n_ev] = ev == 1 ? it.first[k]
+                            : ev == 0 ? it.finished[k - it.n_first]
+                                      : it.pre[k - it.n_first - it.n_finished].id;
                 ev_it[n_ev] = i;
-                ev_first[n_ev++] = (char)first;
+                ev_first[n_ev++] = (char)ev;
             }
             d->n_it++;
         }
@@ -135,8 +143,9 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
                          path, (long long)ev_it[k], (long long)ev_id[k]);
             goto out;
         }
-        if (ev_first[k]) v->first_it = ev_it[k];
-        else v->fin_it = ev_it[k];
+        if (ev_first[k] == 1) v->first_it = ev_it[k];
+        else if (ev_first[k] == 0) v->fin_it = ev_it[k];
+        else if (v->arrival > d->arrived[ev_it[k]]) d->arrived[ev_it[k]] = v->arrival;
     }
     rc = 0;
     goto out;
@@ -219,6 +228,7 @@ static void free_data(vdata *d)
     free(d->start);
     free(d->end);
     free(d->chained);
+    free(d->arrived);
     free(d->meas);
 }
 
@@ -232,7 +242,20 @@ static double pct(double *v, size_t n, double q)
 
 static double rel(double meas, double pred)
 {
-    return pred != 0 ? (pred - meas) / meas * 100.0 : NAN;
+    return meas != 0 ? (pred - meas) / meas * 100.0 : NAN;
+}
+
+static int parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out)
+{
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "hetsim: validate: %s: \"%s\" is not an integer in [%lld, %lld]\n", flag, v,
+                lo, hi);
+        return 2;
+    }
+    *out = x;
+    return 0;
 }
 
 static void usage(FILE *fp)
@@ -270,8 +293,14 @@ int hs_cli_validate(int argc, char **argv)
         if (!strcmp(argv[i], "--schedule")) sched = v;
         else if (!strcmp(argv[i], "--measured")) measured = v;
         else if (!strcmp(argv[i], "--db")) dbpath = v;
-        else if (!strcmp(argv[i], "--replica")) replica = (int32_t)atoi(v);
-        else if (!strcmp(argv[i], "--run")) run = atoll(v);
+        else if (!strcmp(argv[i], "--replica") || !strcmp(argv[i], "--run")) {
+            long long x;
+            int bad = !strcmp(argv[i], "--replica") ? parse_int(argv[i], v, 0, 1000000000, &x)
+                                                    : parse_int(argv[i], v, 1, INT64_MAX, &x);
+            if (bad) return bad;
+            if (!strcmp(argv[i], "--replica")) replica = (int32_t)x;
+            else run = x;
+        }
         else {
             fprintf(stderr, "hetsim: validate: unknown option \"%s\" (see hetsim validate --help)\n", argv[i]);
             return 2;
@@ -307,6 +336,7 @@ int hs_cli_validate(int argc, char **argv)
         meas[i] = llround(d.meas[i]);
         ape[i] = fabs(p - d.meas[i]) / d.meas[i] * 100.0;
         if (i > 0) st = d.chained[i] ? mend[i - 1] : (st > mend[i - 1] ? st : mend[i - 1]);
+        if (st < d.arrived[i]) st = d.arrived[i];
         mend[i] = st + llround(d.meas[i] + d.h.step_overhead_ns);
     }
     if ((rc = hs_db_open(&db, dbpath, &err))) goto fail;

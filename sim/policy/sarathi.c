@@ -48,7 +48,7 @@ nomem:
     return 0;
 }
 
-static int pass_tokens(const hs_engine_cfg *c, int32_t max_model_len)
+static int64_t pass_tokens(const hs_engine_cfg *c, int32_t max_model_len)
 {
     (void)max_model_len;
     return c->chunk_size;

@@ -140,10 +140,12 @@ static void lane_free(hs_lane *l)
     l->pstate = NULL;
 }
 
-/* Padded prefills: a full batch of context-long prompts. */
-static int pass_tokens(const hs_engine_cfg *c, int32_t max_model_len)
+/* Padded prefills: a full batch of context-long prompts (a batch never
+ * holds more than max_num_seqs). */
+static int64_t pass_tokens(const hs_engine_cfg *c, int32_t max_model_len)
 {
-    return c->static_batch * max_model_len;
+    int64_t slots = c->static_batch < c->max_num_seqs ? c->static_batch : c->max_num_seqs;
+    return slots * max_model_len;
 }
 
 const hs_policy_ops hs_policy_static = {

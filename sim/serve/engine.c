@@ -22,7 +22,7 @@ int hs_router_parse(const char *name)
 const hs_field hs_engine_cfg_fields[] = {
     HS_FIELD_NUM(hs_engine_cfg, block_size, HS_F_INT, 0, 16, 1, 1024, "tokens per KV block"),
     HS_FIELD_NUM(hs_engine_cfg, max_num_seqs, HS_F_INT, 0, 256, 1, 65536, "sequences per lane"),
-    HS_FIELD_NUM(hs_engine_cfg, max_batched_tokens, HS_F_INT, 0, 0, 0, 1 << 20, "tokens per iteration (0: max(8192, context))"),
+    HS_FIELD_NUM(hs_engine_cfg, max_batched_tokens, HS_F_INT, 0, 0, 0, 1 << 20, "tokens per iteration (0: max(2048, context))"),
     HS_FIELD_NUM(hs_engine_cfg, chunk_size, HS_F_INT, 0, 512, 1, 1 << 20, "chunked-prefill token budget"),
     HS_FIELD_NUM(hs_engine_cfg, static_batch, HS_F_INT, 0, 8, 1, 65536, "static batching batch size"),
     HS_FIELD_NUM(hs_engine_cfg, watermark, HS_F_DOUBLE, 0, 0.01, 0, 0.5, "fraction of KV blocks kept free at admission"),
@@ -41,8 +41,13 @@ void hs_engine_cfg_defaults(hs_engine_cfg *c)
 
 int hs_engine_pass_tokens(hs_engine_cfg *c, const hs_policy_ops *p, int32_t max_model_len)
 {
+    int64_t t;
     if (!c->max_batched_tokens) c->max_batched_tokens = max_model_len > 2048 ? max_model_len : 2048;
-    return p->pass_tokens ? p->pass_tokens(c, max_model_len) : c->max_batched_tokens;
+    t = p->pass_tokens ? p->pass_tokens(c, max_model_len) : c->max_batched_tokens;
+    /* A decode step holds one token per running sequence, whatever the
+     * prefill budget. */
+    if (t < c->max_num_seqs) t = c->max_num_seqs;
+    return t > HS_MAX_PASS_TOKENS ? -1 : (int)t;
 }
 
 static int lane_init(hs_engine *e, hs_lane *l, int32_t id, int32_t replica,
@@ -110,6 +115,13 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
     e->max_model_len = max_model_len;
     e->free_head = -1;
     if (hs_evq_init(&e->q, 1024)) goto nomem;
+    {
+        /* Weights: 0 switches a replica off; all zero means all equal. */
+        int any = 0;
+        for (int32_t i = 0; i < n_replicas; i++) any |= replicas[i].weight > 0;
+        if (!any)
+            for (int32_t i = 0; i < n_replicas; i++) replicas[i].weight = 1;
+    }
     for (int32_t i = 0; i < n_replicas; i++) n += replicas[i].layout.pp;
     e->lanes = calloc((size_t)n, sizeof *e->lanes);
     e->wrr = calloc((size_t)n_replicas, sizeof *e->wrr);
@@ -169,14 +181,19 @@ static int32_t route(hs_engine *e, const hs_req *q)
     (void)q;
     switch (e->router) {
     case HS_ROUTE_RR:
-        best = (int32_t)(e->rr_next++ % e->n_replicas);
+        do best = (int32_t)(e->rr_next++ % e->n_replicas);
+        while (e->replicas[best].weight <= 0);
         break;
     case HS_ROUTE_LOR:
     case HS_ROUTE_LOT: {
         const int64_t *load = e->router == HS_ROUTE_LOR ? e->load_req : e->load_tok;
         double bv = INFINITY;
+        /* A replica of weight 0 is switched off (route_weights() made sure
+         * some weight is positive). */
         for (int32_t i = 0; i < e->n_replicas; i++) {
-            double w = e->replicas[i].weight, v = (double)load[i] / (w > 0 ? w : 1.0);
+            double w = e->replicas[i].weight, v;
+            if (w <= 0) continue;
+            v = (double)load[i] / w;
             if (v < bv) {
                 bv = v;
                 best = i;
@@ -337,7 +354,7 @@ static void trace_iter(hs_engine *e, hs_lane *l)
     for (int32_t k = 0; k < l->it.n_chunks; k++) {
         const hs_req *q = hs_req_at(e, l->it.chunks[k].req);
         int32_t len = l->it.chunks[k].len;
-        t->pre[t->n_pre++] = (hs_sched_chunk){q->id, len, q->prefilled};
+        t->pre[t->n_pre++] = (hs_sched_chunk){q->id, len, q->prefilled, q->prefill_len};
         if (q->prefilled + len == q->prefill_len) {
             if (q->first_token < 0) t->first[t->n_first++] = q->id;
             if (q->gen + 1 >= q->output) t->finished[t->n_finished++] = q->id;

@@ -56,7 +56,7 @@ void hs_list_remove(hs_engine *e, hs_list *l, int32_t r)
 
 /* ---- finish heap: min on (finish_step, id) ---- */
 
-static int fin_before(hs_engine *e, int32_t a, int32_t b)
+static int fin_before(const hs_engine *e, int32_t a, int32_t b)
 {
     const hs_req *x = &e->pool[a], *y = &e->pool[b];
     if (x->finish_step != y->finish_step) return x->finish_step < y->finish_step;
@@ -385,5 +385,26 @@ int hs_lane_sane(hs_engine *e, const hs_lane *l)
     if (l->blocks_free < 0 || l->blocks_free > l->blocks_total) return 0;
     if (held + l->reserved + l->blocks_free != l->blocks_total) return 0;
     if (l->pstate == NULL && n != l->n_dec) return 0;
+    if (l->pstate == NULL) {
+        /* INV-DEC: the aggregates follow the members, the heap is ordered. */
+        int64_t sum = 0;
+        int32_t bs = e->cfg.block_size;
+        for (int32_t k = 0; k < bs; k++) {
+            int32_t cnt = 0;
+            for (r = l->running.head; r >= 0; r = e->pool[r].next) {
+                const hs_req *q = &e->pool[r];
+                int64_t m = (q->g0 - q->kv0) % bs;
+                cnt += (m < 0 ? m + bs : m) == k;
+            }
+            if (cnt != l->bucket[k]) return 0;
+        }
+        for (r = l->running.head; r >= 0; r = e->pool[r].next)
+            sum += e->pool[r].kv0 + (l->g - e->pool[r].g0);
+        if (sum != l->sum_kv) return 0;
+        for (int32_t i = 1; i < l->n_dec; i++)
+            if (fin_before(e, l->heap[i], l->heap[(i - 1) / 2])) return 0;
+        for (int32_t i = 0; i < l->n_dec; i++)
+            if (e->pool[l->heap[i]].heap_idx != i) return 0;
+    }
     return 1;
 }

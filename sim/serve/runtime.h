@@ -82,7 +82,7 @@ typedef struct hs_policy_ops {
     void (*lane_free)(struct hs_lane *l);
     /* Most tokens one forward pass can hold, which sizes the latency tables
      * and the activation memory (NULL: engine.max_batched_tokens). */
-    int (*pass_tokens)(const struct hs_engine_cfg *c, int32_t max_model_len);
+    int64_t (*pass_tokens)(const struct hs_engine_cfg *c, int32_t max_model_len);
 } hs_policy_ops;
 
 /* One prefill chunk of an iteration. */
@@ -163,8 +163,12 @@ typedef struct hs_engine_cfg {
 } hs_engine_cfg;
 
 void hs_engine_cfg_defaults(hs_engine_cfg *c);
+/* Largest forward pass the latency tables are built for (8 MB per stage). */
+#define HS_MAX_PASS_TOKENS (1 << 20)
+
 /* Fills c->max_batched_tokens when 0 (vLLM's rule: max(context, 2048)) and
- * returns the most tokens one forward pass of this policy can hold. */
+ * returns the most tokens one forward pass of this policy can hold, or -1
+ * when that exceeds HS_MAX_PASS_TOKENS. */
 int hs_engine_pass_tokens(hs_engine_cfg *c, const hs_policy_ops *p, int32_t max_model_len);
 extern const hs_field hs_engine_cfg_fields[];
 

@@ -78,14 +78,30 @@ int hs_sched_wants(const hs_sched_writer *w, int32_t replica)
     return w && slot(w, replica) >= 0;
 }
 
+/* Names come from user files: escape them as JSON strings. */
+static void jstr(FILE *fp, const char *key, const char *v)
+{
+    fprintf(fp, ",\"%s\":\"", key);
+    for (; *v; v++) {
+        unsigned char c = (unsigned char)*v;
+        if (c == '"' || c == '\\') fprintf(fp, "\\%c", c);
+        else if (c < 0x20) fprintf(fp, "\\u%04x", c);
+        else fputc(c, fp);
+    }
+    fputc('"', fp);
+}
+
 void hs_sched_write_header(hs_sched_writer *w, const hs_sched_header *h)
 {
+    fprintf(w->fp, "{\"type\":\"header\",\"version\":1,\"replica\":%d", h->replica);
+    jstr(w->fp, "model", h->model);
+    jstr(w->fp, "gpu", h->gpu);
+    jstr(w->fp, "perf_model", h->perf_model);
     fprintf(w->fp,
-            "{\"type\":\"header\",\"version\":1,\"replica\":%d,\"model\":\"%s\",\"gpu\":\"%s\","
-            "\"perf_model\":\"%s\",\"tp\":%d,\"pp\":%d,\"bits\":%d,\"kv_bits\":%d,\"layers\":%d,"
+            ",\"tp\":%d,\"pp\":%d,\"bits\":%d,\"kv_bits\":%d,\"layers\":%d,"
             "\"block_size\":%d,\"kv_blocks\":%lld,\"step_overhead_ns\":%.17g}\n",
-            h->replica, h->model, h->gpu, h->perf_model, h->tp, h->pp, h->bits, h->kv_bits,
-            h->layers, h->block_size, (long long)h->kv_blocks, h->step_overhead_ns);
+            h->tp, h->pp, h->bits, h->kv_bits, h->layers, h->block_size, (long long)h->kv_blocks,
+            h->step_overhead_ns);
 }
 
 void hs_sched_write_request(hs_sched_writer *w, const hs_sched_request *q)
@@ -113,8 +129,8 @@ void hs_sched_write_iter(hs_sched_writer *w, hs_sched_iter *it)
     ids(fp, "preempted", it->preempted, it->n_preempted);
     fputs(",\"prefill\":[", fp);
     for (int32_t i = 0; i < it->n_pre; i++)
-        fprintf(fp, "%s[%lld,%d,%d]", i ? "," : "", (long long)it->pre[i].id, it->pre[i].len,
-                it->pre[i].prefix);
+        fprintf(fp, "%s[%lld,%d,%d,%d]", i ? "," : "", (long long)it->pre[i].id, it->pre[i].len,
+                it->pre[i].prefix, it->pre[i].target);
     fputs("],\"decode\":[", fp);
     for (int32_t i = 0; i < it->n_dec; i++)
         fprintf(fp, "%s[%lld,%d]", i ? "," : "", (long long)it->dec[i].id, it->dec[i].ctx);
@@ -217,6 +233,8 @@ static int tuples(const cJSON *o, const char *key, int k, int64_t **out, int32_t
 {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key), *e;
     int32_t i = 0;
+    /* Prefill tuples may omit their 4th entry (the target): -1 marks it. */
+    int opt_last = !strcmp(key, "prefill");
     if (!cJSON_IsArray(a)) return BAD("%s:%ld: %s: expected an array", r->path, r->lineno, key);
     *n = cJSON_GetArraySize(a);
     if (grow((void **)out, cap, *n * k, sizeof **out)) return hs_errf(err, HS_ENOMEM, "out of memory");
@@ -224,8 +242,13 @@ static int tuples(const cJSON *o, const char *key, int k, int64_t **out, int32_t
         const cJSON *x = e;
         for (int j = 0; j < k; j++) {
             if (k > 1) {
-                if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) != k)
+                int len = cJSON_IsArray(e) ? cJSON_GetArraySize(e) : -1;
+                if (len != k && !(opt_last && len == k - 1))
                     return BAD("%s:%ld: %s[%d]: expected %d numbers", r->path, r->lineno, key, i, k);
+                if (j >= len) {
+                    (*out)[i * k + j] = -1;
+                    continue;
+                }
                 x = cJSON_GetArrayItem(e, j);
             }
             /* ids may be large; token counts (every column after the id) fit int32 */
@@ -258,14 +281,21 @@ static int read_iter(hs_sched_reader *r, const cJSON *o, hs_sched_iter *it, hs_e
     if (it->end < it->start) return BAD("%s:%ld: end_ns before start_ns", r->path, r->lineno);
     if ((rc = num(o, "kv_blocks_used", 0, 9e15, &v, r, err))) return rc;
     it->kv_blocks_used = (int64_t)v;
-    if ((rc = tuples(o, "prefill", 3, &tmp, &cap, &n, r, err))) goto out;
+    if ((rc = tuples(o, "prefill", 4, &tmp, &cap, &n, r, err))) goto out;
     if (grow((void **)&r->pre, &r->cap_pre, n, sizeof *r->pre)) goto nomem;
     for (int32_t i = 0; i < n; i++) {
-        r->pre[i].id = tmp[3 * i];
-        r->pre[i].len = (int32_t)tmp[3 * i + 1];
-        r->pre[i].prefix = (int32_t)tmp[3 * i + 2];
+        r->pre[i].id = tmp[4 * i];
+        r->pre[i].len = (int32_t)tmp[4 * i + 1];
+        r->pre[i].prefix = (int32_t)tmp[4 * i + 2];
+        r->pre[i].target = tmp[4 * i + 3] < 0 ? r->pre[i].prefix + r->pre[i].len
+                                              : (int32_t)tmp[4 * i + 3];
         if (r->pre[i].len < 1) {
             rc = BAD("%s:%ld: prefill[%d]: empty chunk", r->path, r->lineno, i);
+            goto out;
+        }
+        if (r->pre[i].target < r->pre[i].prefix + r->pre[i].len) {
+            rc = BAD("%s:%ld: prefill[%d]: target %d is below prefix + chunk", r->path, r->lineno,
+                     i, r->pre[i].target);
             goto out;
         }
     }

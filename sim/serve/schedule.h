@@ -17,7 +17,9 @@
  *    "output":128}                                   when first routed there
  *   {"type":"iter","replica":0,"it":0,"start_ns":..,"end_ns":..,
  *    "preempted":[ids],                              KV dropped before it
- *    "prefill":[[id,chunk,prefix],..],               chunk tokens after prefix
+ *    "prefill":[[id,chunk,prefix,target],..],        chunk tokens after prefix; the
+ *                                                    request's whole prefill (its KV
+ *                                                    blocks are held from admission)
  *    "decode":[[id,context],..],                     context incl. the new token
  *    "first":[ids], "finished":[ids],                after it
  *    "kv_blocks_used":n}                             during it
@@ -54,6 +56,7 @@ typedef struct hs_sched_request {
 typedef struct hs_sched_chunk {
     int64_t id;
     int32_t len, prefix;
+    int32_t target;       /* tokens prefilled when the prompt is done (>= prefix + len) */
 } hs_sched_chunk;
 
 typedef struct hs_sched_dec {
