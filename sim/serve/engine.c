@@ -101,9 +101,11 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
                      hs_replica *replicas, int32_t n_replicas, hs_source *src,
                      const hs_sink *sink, int32_t max_model_len, hs_err *err)
 {
-    hs_engine *e = calloc(1, sizeof *e);
+    hs_engine *e;
     int32_t n = 0;
     *out = NULL;
+    if (n_replicas <= 0) return hs_errf(err, HS_EINVAL, "the engine needs at least one replica");
+    e = calloc(1, sizeof *e);
     if (!e) return hs_errf(err, HS_ENOMEM, "out of memory creating the engine");
     e->cfg = *cfg;
     e->policy = policy;
