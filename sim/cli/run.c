@@ -513,7 +513,9 @@ fail:
     hs_sched_writer_close(sched, 1, NULL);
     if (run_open) hs_db_run_abort(db);
     hs_db_close(db);
-    if (db_new && db) unlink(cfg.db);
+    /* A database this run created (even one whose schema failed half-way)
+     * goes again: bad input never leaves a file behind. */
+    if (db_new) unlink(cfg.db);
     hs_engine_destroy(e);
     hs_metrics_destroy(m);
     hs_source_close(src);
