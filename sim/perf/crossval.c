@@ -85,9 +85,22 @@ static int layer_count(int op)
     }
 }
 
-/* Predicts every row of the targets with the fit; fills per-op, layer and
- * pooled statistics. */
-static int evaluate(const hs_fit *f, const cv_set *tg, hs_fitstat *op_st, hs_fitstat *layer_st,
+/* A per-operator predictor: the fitted model, or the datasheet roofline. */
+typedef struct predictor {
+    const hs_fit *fit;          /* NULL: roofline with cfg */
+    const hs_perf_cfg *cfg;
+} predictor;
+
+static double predict(const predictor *f, int op, const hs_model *m, const hs_gpu *g, int tp,
+                      int bits, double tokens)
+{
+    return f->fit ? hs_fit_op_us(f->fit, op, m, g, tp, bits, tokens)
+                  : hs_roofline_op_us(op, m, g, tp, bits, tokens, f->cfg);
+}
+
+/* Predicts every row of the targets; fills per-op, layer and pooled
+ * statistics. */
+static int evaluate(const predictor *f, const cv_set *tg, hs_fitstat *op_st, hs_fitstat *layer_st,
                     hs_fitstat *all_st, hs_err *err)
 {
     pairs per[HS_OP_COUNT], layer = {0}, all = {0};
@@ -99,7 +112,7 @@ static int evaluate(const hs_fit *f, const cv_set *tg, hs_fitstat *op_st, hs_fit
          * same (tp, tokens) across ops */
         for (size_t r = 0; !rc && r < t->n_dense; r++) {
             const hs_dense_row *d = &t->dense[r];
-            double p = hs_fit_op_us(f, d->op, &tg->m[i], &tg->g[i], d->tp, d->bits, d->tokens);
+            double p = predict(f, d->op, &tg->m[i], &tg->g[i], d->tp, d->bits, d->tokens);
             if (pairs_add(&per[d->op], p, d->us) || pairs_add(&all, p, d->us)) rc = -1;
         }
         for (size_t r = 0; !rc && r < t->n_dense; r++) {
@@ -119,7 +132,7 @@ static int evaluate(const hs_fit *f, const cv_set *tg, hs_fitstat *op_st, hs_fit
                     break;
                 }
                 lm += c * hit->us;
-                lp += c * hs_fit_op_us(f, op, &tg->m[i], &tg->g[i], d->tp, d->bits, d->tokens);
+                lp += c * predict(f, op, &tg->m[i], &tg->g[i], d->tp, d->bits, d->tokens);
             }
             if (complete && pairs_add(&layer, lp, lm)) rc = -1;
         }
@@ -224,8 +237,15 @@ int hs_perf_crossval_run(const char *vidur_dir, hs_crossval *res, FILE *out, hs_
     cv_set a100_7 = {0}, a100_70 = {0}, a100_both = {0}, a40_both = {0};
     hs_crossval r;
     hs_fit fit[2];
+    hs_perf_cfg dflt;
+    predictor pf[2], roof;
+    hs_fitstat rop[2][HS_OP_COUNT], rlayer[2], rall[2];
     int rc;
     memset(&r, 0, sizeof r);
+    hs_perf_cfg_defaults(&dflt);
+    roof = (predictor){NULL, &dflt};
+    pf[0] = (predictor){&fit[0], NULL};
+    pf[1] = (predictor){&fit[1], NULL};
     if ((rc = set_add(&a100_7, vidur_dir, "a100", "Llama-2-7b-hf", err)) ||
         (rc = set_add(&a100_70, vidur_dir, "a100", "Llama-2-70b-hf", err)) ||
         (rc = set_add(&a40_both, vidur_dir, "a40", "Llama-2-7b-hf", err)) ||
@@ -236,9 +256,12 @@ int hs_perf_crossval_run(const char *vidur_dir, hs_crossval *res, FILE *out, hs_
     a100_both.t[1] = a100_70.t[0]; a100_both.m[1] = a100_70.m[0]; a100_both.g[1] = a100_70.g[0];
     a100_both.n = 2;
     if ((rc = run_fit(&fit[0], &a100_7, err)) ||
-        (rc = evaluate(&fit[0], &a100_70, r.op[0], &r.layer[0], &r.all[0], err)) ||
+        (rc = evaluate(&pf[0], &a100_70, r.op[0], &r.layer[0], &r.all[0], err)) ||
         (rc = run_fit(&fit[1], &a100_both, err)) ||
-        (rc = evaluate(&fit[1], &a40_both, r.op[1], &r.layer[1], &r.all[1], err)))
+        (rc = evaluate(&pf[1], &a40_both, r.op[1], &r.layer[1], &r.all[1], err)) ||
+        /* the default roofline, from datasheets alone, on the same targets */
+        (rc = evaluate(&roof, &a100_70, rop[0], &rlayer[0], &rall[0], err)) ||
+        (rc = evaluate(&roof, &a40_both, rop[1], &rlayer[1], &rall[1], err)))
         goto out;
     if (out) {
         fprintf(out, "hetsim perf crossval: fitted latency model on Vidur's published profiles (%s)\n", vidur_dir);
@@ -263,6 +286,16 @@ int hs_perf_crossval_run(const char *vidur_dir, hs_crossval *res, FILE *out, hs_
                     s0->p90_ape, s1->n, s1->med_ape, s1->p90_ape);
         }
         fprintf(out, "\n(layer: one decoder layer's dense ops summed per (tp, tokens); overall: all operator rows pooled)\n");
+        fprintf(out, "\nfor comparison, the default roofline (datasheet FLOP/s and bandwidth, perf.* efficiencies, no fitting):\n");
+        fprintf(out, "%-10s | %-32s | %-32s\n", "", "70B A100", "A40 (7B, 70B)");
+        for (int op = 0; op <= HS_OP_COUNT + 1; op++) {
+            const hs_fitstat *s0 = op < HS_OP_COUNT ? &rop[0][op] : op == HS_OP_COUNT ? &rlayer[0] : &rall[0];
+            const hs_fitstat *s1 = op < HS_OP_COUNT ? &rop[1][op] : op == HS_OP_COUNT ? &rlayer[1] : &rall[1];
+            const char *name = op < HS_OP_COUNT ? hs_op_name(op) : op == HS_OP_COUNT ? "layer" : "overall";
+            if (!s0->n && !s1->n) continue;
+            fprintf(out, "%-10s | %6d %12.2f %12.2f | %6d %12.2f %12.2f\n", name, s0->n, s0->med_ape,
+                    s0->p90_ape, s1->n, s1->med_ape, s1->p90_ape);
+        }
         for (int e = 0; e < 2; e++) {
             fprintf(out, "\nfitted parameters, %s (error on training rows)\n", exp_name[e]);
             hs_fit_print(&fit[e], out);

@@ -108,11 +108,24 @@ double hs_fit_eval(const double *par, const hs_work *w, const hs_gpu *g)
     return eval_pw(par, w, g->flops16, g->mem_bw);
 }
 
+static int trained_on(const hs_fit *f, const hs_gpu *g)
+{
+    for (int i = 0; i < f->n_gpus; i++)
+        if (!strcmp(f->gpus[i], g->name)) return 1;
+    return 0;
+}
+
 double hs_fit_op_us(const hs_fit *f, int op, const hs_model *m, const hs_gpu *g,
                     int tp, int bits, double tokens)
 {
     hs_work w;
     if (op < 0 || op >= HS_OP_COUNT || f->k[op].from < 0) return 0;
+    if (f->k[op].memory_only && !f->memory_transfers && !trained_on(f, g)) {
+        /* see the file comment: memory efficiency does not transfer */
+        hs_perf_cfg cfg;
+        hs_perf_cfg_defaults(&cfg);
+        return hs_roofline_op_us(op, m, g, tp, bits, tokens, &cfg);
+    }
     hs_fit_op_work(op, m, tp, bits, tokens, &w);
     return hs_fit_eval(f->k[op].par, &w, g);
 }
@@ -364,6 +377,9 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
     memset(f, 0, sizeof *f);
     f->n_inputs = n;
     for (int k = 0; k < HS_FK_COUNT; k++) f->k[k].from = -1;
+    for (int i = 0; i < n; i++)
+        if (!trained_on(f, in[i].g) && f->n_gpus < HS_FIT_MAX_GPUS)
+            snprintf(f->gpus[f->n_gpus++], sizeof f->gpus[0], "%s", in[i].g->name);
     for (int i = 0; i < n; i++) {
         size_t m = in[i].t->n_dense;
         if (in[i].t->n_attn[0] > m) m = in[i].t->n_attn[0];

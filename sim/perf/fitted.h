@@ -23,8 +23,12 @@
  * fitted as logs.  A kind with no training rows borrows the parameters of a
  * similar kind (lm_head <- mlp_up, ...), recorded in `from`.
  * Transfer assumptions (what makes a prediction for a new GPU possible):
- * efficiencies are fractions of datasheet peaks and carry over between GPUs;
- * fixed costs carry over in microseconds. */
+ * compute efficiencies are fractions of datasheet peaks and carry over
+ * between GPUs; fixed costs carry over in microseconds.  Memory-only ops do
+ * not carry over: the DRAM fraction their kernels reach is a property of the
+ * GPU (Vidur's A100 elementwise kernels reach 14-50% of HBM bandwidth, its
+ * A40 ones 55-85% of GDDR6), so on a GPU the fit never saw they are timed by
+ * the datasheet roofline instead; `hetsim perf crossval` measures both. */
 #ifndef HS_PERF_FITTED_H
 #define HS_PERF_FITTED_H
 
@@ -50,9 +54,16 @@ typedef struct hs_kindfit {
     hs_fitstat st;            /* error on its training rows */
 } hs_kindfit;
 
+#define HS_FIT_MAX_GPUS 16
+
 typedef struct hs_fit {
     int n_inputs;
     hs_kindfit k[HS_FK_COUNT];
+    int n_gpus;                          /* GPU types of the training tables */
+    char gpus[HS_FIT_MAX_GPUS][32];
+    int memory_transfers;                /* 1: memory-only fits apply to unseen GPUs
+                                            too (0 after hs_fit_run; tests of the
+                                            fit machinery set it) */
 } hs_fit;
 
 /* One training table with the model and GPU it was measured on. */

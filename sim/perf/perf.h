@@ -135,6 +135,11 @@ static inline double hs_perf_send_ns(const hs_perf *p, int s, int32_t tokens)
     return p->stage[s].send_alpha + p->stage[s].send_token * tokens;
 }
 
+/* The roofline's time of one operator (HS_OP_* of perf/table.h) on one rank
+ * of GPU g, us: what the default model assumes before any measurement. */
+double hs_roofline_op_us(int op, const hs_model *m, const hs_gpu *g, int tp, int bits,
+                         double tokens, const hs_perf_cfg *cfg);
+
 /* Ring all-reduce of `bytes` over the GPUs (alpha-beta, slowest link), s. */
 double hs_allreduce_s(const hs_cluster *c, const int *gpus, int n,
                       double bytes, double link_eff);

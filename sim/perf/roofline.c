@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "perf/perf.h"
+#include "perf/table.h"
 
 typedef struct rf {
     double flops, bw;        /* slowest rank's FLOP/s and bytes/s */
@@ -38,24 +39,49 @@ static double elementwise_s(const rf *r, double elems, double passes)
     return op_s(r, elems * 4.0, elems * 2.0 * passes, 1.0);
 }
 
+/* One operator (HS_OP_*, the measured tables' names) on one rank for t
+ * tokens at TP tp and weight bits; seconds. */
+static double op_time_s(const rf *r, int op, const hs_model *m, int tp, int bits, double t)
+{
+    double wb = hs_weight_bytes_per_param(bits);
+    double q = (double)m->heads * m->head_dim / tp;
+    double kv = (double)hs_model_kv_heads_per_rank(m, tp) * m->head_dim;
+    double h = m->hidden, f = (double)m->ffn / tp;
+    switch (op) {
+    case HS_OP_EMB: return op_s(r, 0, t * h * 2.0 * 2, 1.0);          /* gather */
+    case HS_OP_NORM: return elementwise_s(r, t * h, 2);
+    case HS_OP_QKV: return gemm_s(r, t, h, q + 2 * kv, wb);
+    case HS_OP_ROPE: return elementwise_s(r, t * (q + kv), 2);
+    case HS_OP_ATTN_OUT: return gemm_s(r, t, q, h, wb);
+    case HS_OP_MLP_UP: return gemm_s(r, t, h, (m->ffn_gated ? 2 : 1) * f, wb); /* up (+gate) */
+    case HS_OP_ACT: return elementwise_s(r, t * f, m->ffn_gated ? 3 : 2); /* (x gate) */
+    case HS_OP_MLP_DOWN: return gemm_s(r, t, f, h, wb);
+    case HS_OP_ADD: return elementwise_s(r, t * h, 3);
+    case HS_OP_LM_HEAD: return gemm_s(r, t, h, (double)m->vocab / tp, 2.0);
+    default: return 0;
+    }
+}
+
+double hs_roofline_op_us(int op, const hs_model *m, const hs_gpu *g, int tp, int bits,
+                         double tokens, const hs_perf_cfg *cfg)
+{
+    rf r = {g->flops16, g->mem_bw, cfg};
+    return op_time_s(&r, op, m, tp, bits, tokens) * 1e6;
+}
+
 /* One decoder layer on one rank for t tokens (dense part, no attention
  * core), including its TP all-reduces; seconds. */
 static double layer_dense_s(const rf *r, const hs_model *m, const hs_cluster *c,
                             const hs_stage_layout *st, double t)
 {
+    static const int ops[] = {HS_OP_QKV, HS_OP_ATTN_OUT, HS_OP_MLP_UP, HS_OP_MLP_DOWN, HS_OP_ACT};
     int tp = st->tp;
-    double wb = hs_weight_bytes_per_param(st->bits);
-    double q = (double)m->heads * m->head_dim / tp;
-    double kv = (double)hs_model_kv_heads_per_rank(m, tp) * m->head_dim;
-    double h = m->hidden, f = (double)m->ffn / tp, s = 0;
-    s += gemm_s(r, t, h, q + 2 * kv, wb);              /* QKV projection */
-    s += gemm_s(r, t, q, h, wb);                       /* output projection */
-    s += gemm_s(r, t, h, (m->ffn_gated ? 2 : 1) * f, wb); /* up (+gate) */
-    s += gemm_s(r, t, f, h, wb);                       /* down */
-    s += 2 * elementwise_s(r, t * h, 2);               /* two norms */
-    s += elementwise_s(r, t * f, m->ffn_gated ? 3 : 2);/* activation (x gate) */
-    s += 2 * elementwise_s(r, t * h, 3);               /* residual adds */
-    if (!strcmp(m->position, "rope")) s += elementwise_s(r, t * (q + kv), 2);
+    double h = m->hidden, s = 0;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+        s += op_time_s(r, ops[k], m, tp, st->bits, t);
+    s += 2 * op_time_s(r, HS_OP_NORM, m, tp, st->bits, t);
+    s += 2 * op_time_s(r, HS_OP_ADD, m, tp, st->bits, t);
+    if (!strcmp(m->position, "rope")) s += op_time_s(r, HS_OP_ROPE, m, tp, st->bits, t);
     if (tp > 1)
         s += (m->parallel_attn ? 1 : 2) *
              hs_allreduce_s(c, st->gpus, tp, t * h * 2.0, r->cfg->link_eff);
@@ -91,12 +117,12 @@ static int build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
         }
         for (int t = 1; t <= max_tokens; t++) {
             double sec = L * layer_dense_s(&r, m, c, st, t);
-            if (first) sec += op_s(&r, 0, t * h * 2.0 * 2, 1.0); /* embedding gather */
+            if (first) sec += op_time_s(&r, HS_OP_EMB, m, tp, st->bits, t);
             ps->dense[t] = sec * 1e9;
         }
         for (int k = 1; k <= max_seqs && last; k++) {
-            double sec = gemm_s(&r, k, h, (double)m->vocab / tp, 2.0) +
-                         elementwise_s(&r, k * h, 2);          /* final norm */
+            double sec = op_time_s(&r, HS_OP_LM_HEAD, m, tp, 16, k) +
+                         op_time_s(&r, HS_OP_NORM, m, tp, 16, k); /* final norm */
             if (tp > 1) /* gather the vocabulary shards of the logits */
                 sec += hs_allreduce_s(c, st->gpus, tp, k * (double)m->vocab / tp * 4.0,
                                       cfg->link_eff) / 2;
