@@ -112,7 +112,22 @@ if hs_run 0 "run --config --set engine.block_size=32" run --config "$FIX/run-sma
     fi
 fi
 
-# 8. run --help.
+# 8. disaggregated prefill/decode: roles in the replicas table, every
+#    request ends on a decode replica (or, single-token, on its prefill one).
+db=$T/disagg.db
+if hs_run 0 "run --set prefill_replicas=3" run --model llama-2-7b --set prefill_replicas=3 \
+        --requests 200 --rate 8 --db "$db" --quiet; then
+    check_eq "three prefill replicas" "$(q "$db" "select count(*) from replicas where role = 'prefill'")" 3
+    check_eq "five decode replicas" "$(q "$db" "select count(*) from replicas where role = 'decode'")" 5
+    check_eq "multi-token requests end on decode replicas" \
+        "$(q "$db" "select count(*) from requests where dropped = 0 and output > 1 and replica < 3")" 0
+    check_eq "all 200 accounted for" "$(q "$db" "select count(*) from requests")" 200
+fi
+hs_run 2 "emit-schedule refuses a prefill replica" run --model llama-2-7b --set prefill_replicas=3 \
+    --requests 20 --db "$T/x.db" --emit-schedule "$T/x.jsonl" --quiet
+check_grep "names the role" "$T/err" 'only colocated replicas can be emitted'
+
+# 9. run --help.
 if hs_run 0 "run --help" run --help; then
     check_grep "run --help mentions --set" "$T/out" '--set'
     check_grep "run --help lists engine.block_size" "$T/out" 'engine\.block_size'

@@ -18,7 +18,7 @@
 
 typedef struct fx_opts {
     const char *model, *cluster, *policy;
-    int router, tp, pp, max_model_len, max_replicas;
+    int router, tp, pp, max_model_len, max_replicas, prefill_replicas;
     hs_engine_cfg ec;
     hs_perf_cfg pc;
     hs_workload_cfg wc;
@@ -107,12 +107,13 @@ static inline int fx_run(const fx_opts *o, fx_result *x, hs_err *err)
     pr.pp = o->pp;
     pr.bits = 16;
     pr.max_replicas = o->max_replicas;
+    pr.prefill_replicas = o->prefill_replicas;
     pr.max_tokens = max_tokens;
     pr.max_model_len = mml;
     if ((rc = hs_planner_find("uniform")->plan(&pr, &d, err))) goto out;
     if ((rc = hs_replicas_build(&reps, &d, &m, c, &ec, &o->pc, max_tokens, mml, err))) goto out;
     if ((rc = hs_source_open(&src, &o->wc, err))) goto out;
-    if ((rc = hs_engine_create(&e, &ec, pol, o->router, reps, d.n, src, &sink, mml, err))) goto out;
+    if ((rc = hs_engine_create(&e, &ec, pol, o->router, reps, d.n, src, &sink, mml, c, err))) goto out;
     rc = hs_engine_run(e, err);
     x->arrivals = e->arrivals;
     x->completed = e->completed;

@@ -53,7 +53,7 @@ static int64_t share(int router, double w, int64_t *total)
     CHECK_OK(hs_replicas_build(&reps, &d, &m, c, &ec, &pc, mt, m.max_seq_len, &err), &err);
     CHECK_OK(hs_source_open(&src, &wc, &err), &err);
     CHECK_OK(hs_engine_create(&e, &ec, hs_policy_find("vllm"), router, reps, d.n, src, &sink,
-                              m.max_seq_len, &err), &err);
+                              m.max_seq_len, c, &err), &err);
     CHECK_OK(hs_engine_run(e, &err), &err);
     for (int64_t i = 0; i < x.n; i++) n1 += x.rec[i].replica == 1;
     *total = x.n;

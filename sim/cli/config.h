@@ -32,6 +32,7 @@ typedef struct hs_run_cfg {
     char label[128];
     int write_requests;
     int max_replicas;
+    int prefill_replicas;
     hs_workload_cfg workload;
     hs_engine_cfg engine;
     hs_perf_cfg perf;

@@ -249,6 +249,7 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
         pr.pp = cfg->pp;
         pr.bits = cfg->bits;
         pr.max_replicas = cfg->max_replicas;
+        pr.prefill_replicas = cfg->prefill_replicas;
         pr.max_tokens = s->max_tokens;
         pr.max_model_len = s->max_model_len;
         if ((rc = pl->plan(&pr, &s->deploy, err))) goto fail;
@@ -286,6 +287,10 @@ static int open_schedule(const hs_run_cfg *cfg, const setup *s, hs_sched_writer 
         if (end == p || v < 0 || v >= s->deploy.n || n == 64)
             return hs_errf(err, HS_ERANGE, "emit_replicas: \"%s\": expected replica ids 0..%d",
                            cfg->emit_replicas, s->deploy.n - 1);
+        if (s->replicas[v].role_kind != HS_ROLE_COLOCATED)
+            return hs_errf(err, HS_EUNSUPPORTED,
+                           "emit_replicas: replica %ld is a %s replica; only colocated replicas can be emitted",
+                           v, s->replicas[v].role);
         if (s->replicas[v].layout.pp != 1)
             return hs_errf(err, HS_EUNSUPPORTED,
                            "emit_replicas: replica %ld has %d pipeline stages; only pp 1 replicas can be emitted",
@@ -442,7 +447,7 @@ int hs_cli_run(int argc, char **argv)
     sc = (sink_ctx){m, db, run_id, cfg.write_requests, &err};
     sink = (hs_sink){&sc, sink_request, sink_itl};
     if ((rc = hs_engine_create(&e, &cfg.engine, s.policy, s.router, s.replicas, s.deploy.n, src,
-                               &sink, s.max_model_len, &err)))
+                               &sink, s.max_model_len, s.cluster, &err)))
         goto fail;
     e->trace = sched;
     t0 = wall_now();

@@ -19,6 +19,7 @@ typedef struct hs_plan_req {
     int pp;            /* >= 1 */
     int bits;          /* weight bits */
     int max_replicas;  /* 0: as many as the GPUs allow */
+    int prefill_replicas; /* > 0: the first ones get role prefill, the rest decode */
     int max_tokens;    /* largest forward pass, for the memory check */
     int32_t max_model_len;
 } hs_plan_req;

@@ -73,6 +73,15 @@ static int plan_tp(const hs_plan_req *q, int tp, hs_deploy *out, hs_err *err)
         if ((rc = hs_deploy_add(out, &r, err))) break;
     }
     free(used);
+    if (!rc && q->prefill_replicas > 0) {
+        if (q->prefill_replicas >= out->n)
+            rc = hs_errf(err, HS_EINVAL,
+                         "prefill_replicas: %d of %d replicas leaves none to decode",
+                         q->prefill_replicas, out->n);
+        for (int32_t i = 0; !rc && i < out->n; i++)
+            snprintf(out->r[i].role, sizeof out->r[i].role, "%s",
+                     i < q->prefill_replicas ? "prefill" : "decode");
+    }
     if (!rc && out->n == 0)
         rc = hs_errf(err, HS_ENOFIT, "cluster %s has too few GPUs for one TP %d x PP %d replica (%d GPUs)",
                      c->name, tp, q->pp, c->n_gpus);

@@ -271,6 +271,15 @@ int hs_replicas_build(hs_replica **out, const hs_deploy *d, const hs_model *m,
         }
         r[i].id = i;
         snprintf(r[i].role, sizeof r[i].role, "%s", d->r[i].role);
+        if (!strcmp(r[i].role, "colocated")) r[i].role_kind = HS_ROLE_COLOCATED;
+        else if (!strcmp(r[i].role, "prefill")) r[i].role_kind = HS_ROLE_PREFILL;
+        else if (!strcmp(r[i].role, "decode")) r[i].role_kind = HS_ROLE_DECODE;
+        else {
+            rc = hs_errf(err, HS_EINVAL, "replica %d: role \"%s\" is not colocated, prefill or decode",
+                         i, r[i].role);
+            goto fail;
+        }
+        r[i].kv_bytes_token_layer = hs_model_kv_bytes_token_layer(m, 1, l->kv_bits);
         r[i].layout = *l;
         r[i].kv_blocks = blocks;
         r[i].weight = d->r[i].weight;

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EV_ARRIVAL = 1, EV_KICK, EV_ITER_END };
+enum { EV_ARRIVAL = 1, EV_KICK, EV_ITER_END, EV_NET };
 
 const char *const hs_router_names[] = {"rr", "lor", "lot", "weighted", NULL};
 
@@ -56,7 +56,7 @@ static int lane_init(hs_engine *e, hs_lane *l, int32_t id, int32_t replica,
     memset(l, 0, sizeof *l);
     l->id = id;
     l->replica = replica;
-    l->waiting = l->prefilling = l->running = (hs_list){-1, -1, 0};
+    l->waiting = l->prefilling = l->running = l->incoming = l->landed = (hs_list){-1, -1, 0};
     l->blocks_total = l->blocks_free = blocks;
     l->watermark = (int64_t)floor(e->cfg.watermark * (double)blocks);
     l->bucket = calloc((size_t)e->cfg.block_size, sizeof *l->bucket);
@@ -83,6 +83,7 @@ void hs_engine_destroy(hs_engine *e)
         free(e->replicas[i].lanes);
         e->replicas[i].lanes = NULL;
     }
+    hs_net_destroy(e->net);
     free(e->lanes);
     free(e->pool);
     free(e->wrr);
@@ -99,12 +100,25 @@ void hs_engine_destroy(hs_engine *e)
 int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
                      const hs_policy_ops *policy, int router,
                      hs_replica *replicas, int32_t n_replicas, hs_source *src,
-                     const hs_sink *sink, int32_t max_model_len, hs_err *err)
+                     const hs_sink *sink, int32_t max_model_len,
+                     const hs_cluster *cluster, hs_err *err)
 {
     hs_engine *e;
-    int32_t n = 0;
+    int32_t n = 0, n_pre = 0, n_dec = 0;
+    int rc;
     *out = NULL;
     if (n_replicas <= 0) return hs_errf(err, HS_EINVAL, "the engine needs at least one replica");
+    for (int32_t i = 0; i < n_replicas; i++) {
+        n_pre += replicas[i].role_kind == HS_ROLE_PREFILL;
+        n_dec += replicas[i].role_kind == HS_ROLE_DECODE;
+    }
+    if ((n_pre > 0) != (n_dec > 0))
+        return hs_errf(err, HS_EINVAL,
+                       "deployment has %d prefill and %d decode replicas: disaggregation needs both",
+                       n_pre, n_dec);
+    if (n_pre && policy->complete)
+        return hs_errf(err, HS_EUNSUPPORTED,
+                       "policy %s cannot run disaggregated replicas (vllm, sarathi can)", policy->name);
     e = calloc(1, sizeof *e);
     if (!e) return hs_errf(err, HS_ENOMEM, "out of memory creating the engine");
     e->cfg = *cfg;
@@ -116,13 +130,21 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
     e->sink = *sink;
     e->max_model_len = max_model_len;
     e->free_head = -1;
+    e->net_time = -1;
     if (hs_evq_init(&e->q, 1024)) goto nomem;
-    {
-        /* Weights: 0 switches a replica off; all zero means all equal. */
+    if (n_pre && (rc = hs_net_create(&e->net, cluster, err))) {
+        hs_engine_destroy(e);
+        return rc;
+    }
+    /* Weights: 0 switches a replica off; all zero (among the replicas that
+     * take arrivals, and among decode replicas) means all equal. */
+    for (int side = 0; side < 2; side++) {
         int any = 0;
-        for (int32_t i = 0; i < n_replicas; i++) any |= replicas[i].weight > 0;
+        for (int32_t i = 0; i < n_replicas; i++)
+            if ((replicas[i].role_kind == HS_ROLE_DECODE) == side) any |= replicas[i].weight > 0;
         if (!any)
-            for (int32_t i = 0; i < n_replicas; i++) replicas[i].weight = 1;
+            for (int32_t i = 0; i < n_replicas; i++)
+                if ((replicas[i].role_kind == HS_ROLE_DECODE) == side) replicas[i].weight = 1;
     }
     for (int32_t i = 0; i < n_replicas; i++) n += replicas[i].layout.pp;
     e->lanes = calloc((size_t)n, sizeof *e->lanes);
@@ -177,6 +199,13 @@ static int32_t pool_get(hs_engine *e)
 
 /* Routers see only what a real router knows at arrival: per replica the
  * outstanding request count and prompt tokens, and the static weights. */
+/* Arrivals go to colocated and prefill replicas of positive weight (create
+ * made sure there is one). */
+static int admits(const hs_engine *e, int32_t i)
+{
+    return e->replicas[i].role_kind != HS_ROLE_DECODE && e->replicas[i].weight > 0;
+}
+
 static int32_t route(hs_engine *e, const hs_req *q)
 {
     int32_t best = 0;
@@ -184,17 +213,16 @@ static int32_t route(hs_engine *e, const hs_req *q)
     switch (e->router) {
     case HS_ROUTE_RR:
         do best = (int32_t)(e->rr_next++ % e->n_replicas);
-        while (e->replicas[best].weight <= 0);
+        while (!admits(e, best));
         break;
     case HS_ROUTE_LOR:
     case HS_ROUTE_LOT: {
         const int64_t *load = e->router == HS_ROUTE_LOR ? e->load_req : e->load_tok;
         double bv = INFINITY;
-        /* A replica of weight 0 is switched off (route_weights() made sure
-         * some weight is positive). */
+        /* A replica of weight 0 is switched off. */
         for (int32_t i = 0; i < e->n_replicas; i++) {
             double w = e->replicas[i].weight, v;
-            if (w <= 0) continue;
+            if (!admits(e, i)) continue;
             v = (double)load[i] / w;
             if (v < bv) {
                 bv = v;
@@ -207,6 +235,7 @@ static int32_t route(hs_engine *e, const hs_req *q)
         /* Smooth weighted round robin (nginx): deterministic, proportional. */
         double total = 0, bv = -INFINITY;
         for (int32_t i = 0; i < e->n_replicas; i++) {
+            if (!admits(e, i)) continue;
             e->wrr[i] += e->replicas[i].weight;
             total += e->replicas[i].weight;
             if (e->wrr[i] > bv) {
@@ -312,6 +341,175 @@ static void ff_complete(hs_engine *e, hs_lane *l)
     l->ff_k = 1;
 }
 
+/* ---- disaggregation: KV hand-over from prefill to decode replicas ----
+ * A request whose prompt is done on a prefill replica keeps its blocks
+ * there (xfer_out) and queues on a decode lane (incoming) until that lane
+ * can reserve blocks for its context (xfer_in); then each GPU holding
+ * layer j of the prefill replica sends that layer's KV to the GPU holding
+ * layer j on the decode side, one flow per rank pair (max(tp) flows per
+ * overlapping stage pair, the bytes split evenly), sharing links max-min
+ * fairly (hw/net.h).  When its last flow lands the prefill blocks are freed
+ * and the request joins the decode set at the decode lane's next iteration
+ * boundary (landed), never in the middle of one. */
+
+static void net_reschedule(hs_engine *e)
+{
+    hs_ns t = hs_net_next_event(e->net);
+    if (t == e->net_time) return;
+    if (e->net_seq) hs_evq_cancel(&e->q, e->net_seq);
+    e->net_seq = 0;
+    if (t != HS_NS_MAX) {
+        if (t < e->q.now) t = e->q.now;
+        e->net_seq = hs_evq_push(&e->q, t, HS_PRIO_TRANSFER, EV_NET, 0, 0);
+        if (!e->net_seq && !e->fatal) e->fatal = HS_ENOMEM;
+    }
+    e->net_time = t;
+}
+
+/* The decode lane for a hand-over: least outstanding requests per weight. */
+static hs_lane *pick_decode(hs_engine *e)
+{
+    int32_t best = -1;
+    double bv = INFINITY;
+    for (int32_t i = 0; i < e->n_replicas; i++) {
+        const hs_replica *rp = &e->replicas[i];
+        double v;
+        if (rp->role_kind != HS_ROLE_DECODE || rp->weight <= 0) continue;
+        v = (double)e->load_req[i] / rp->weight;
+        if (v < bv) {
+            bv = v;
+            best = i;
+        }
+    }
+    return pick_lane(&e->replicas[best]);
+}
+
+static void start_transfer(hs_engine *e, hs_lane *dl, int32_t r)
+{
+    hs_req *q = &e->pool[r];
+    const hs_replica *sp = &e->replicas[e->lanes[q->src_lane]->replica];
+    const hs_replica *dp = &e->replicas[dl->replica];
+    int a = 0;
+    q->state = HS_REQ_XFER;
+    q->xfer_pending = 0;
+    for (int s = 0; s < sp->layout.pp; s++) {
+        const hs_stage_layout *ss = &sp->layout.stage[s];
+        int c = 0;
+        for (int d = 0; d < dp->layout.pp; d++) {
+            const hs_stage_layout *ds = &dp->layout.stage[d];
+            int lo = a > c ? a : c, hi = a + ss->layers < c + ds->layers ? a + ss->layers : c + ds->layers;
+            if (hi > lo) {
+                int nf = ss->tp > ds->tp ? ss->tp : ds->tp;
+                double bytes = (double)(hi - lo) * q->prefill_len * sp->kv_bytes_token_layer / nf;
+                for (int i = 0; i < nf; i++) {
+                    if (hs_net_start(e->net, e->q.now, ss->gpus[i % ss->tp], ds->gpus[i % ds->tp],
+                                     bytes, r, NULL, NULL)) {
+                        if (!e->fatal) e->fatal = HS_ENOMEM;
+                        return;
+                    }
+                    q->xfer_pending++;
+                }
+            }
+            c += ds->layers;
+        }
+        a += ss->layers;
+    }
+    net_reschedule(e);
+}
+
+/* Starts the transfers of incoming requests while the lane has blocks. */
+static void admit_incoming(hs_engine *e, hs_lane *dl)
+{
+    while (dl->incoming.head >= 0) {
+        int32_t r = dl->incoming.head;
+        hs_req *q = &e->pool[r];
+        int32_t need = hs_blocks_for(e, q->prefill_len);
+        /* Every lane holds one full context (INV-FIT), so need always fits
+         * an empty lane and a stalled queue drains as decodes finish. */
+        assert(need <= dl->blocks_total);
+        if (dl->blocks_free < need) break;
+        hs_list_remove(e, &dl->incoming, r);
+        dl->blocks_free -= need;
+        dl->xfer_in += need;
+        q->blocks = need;
+        start_transfer(e, dl, r);
+    }
+}
+
+void hs__handoff(hs_engine *e, hs_lane *sl, int32_t r, hs_ns t)
+{
+    hs_req *q = &e->pool[r];
+    hs_lane *dl = pick_decode(e);
+    /* the prefill blocks stay held until the KV is out */
+    sl->xfer_out += q->blocks;
+    q->src_lane = sl->id;
+    q->src_blocks = q->blocks;
+    q->blocks = 0;
+    sl->out_reqs--;
+    sl->out_tokens -= q->prompt;
+    e->load_req[sl->replica]--;
+    e->load_tok[sl->replica] -= q->prompt;
+    dl->out_reqs++;
+    dl->out_tokens += q->prompt;
+    e->load_req[dl->replica]++;
+    e->load_tok[dl->replica] += q->prompt;
+    q->replica = dl->replica;
+    q->lane = dl->id;
+    q->last_token = t;
+    q->state = HS_REQ_INCOMING;
+    hs_list_push_back(e, &dl->incoming, r);
+    e->handoffs++;
+    /* like an arrival: the next step boundary must look at it */
+    if (dl->busy && dl->ff_k > 1) ff_truncate(e, dl, t);
+    if (!dl->busy) admit_incoming(e, dl);
+    kick(e, dl);
+}
+
+/* The last flow of r landed: free the prefill side, queue the join. */
+static void transfer_done(hs_engine *e, int32_t r)
+{
+    hs_req *q = &e->pool[r];
+    hs_lane *sl = e->lanes[q->src_lane], *dl = e->lanes[q->lane];
+    sl->blocks_free += q->src_blocks;
+    sl->xfer_out -= q->src_blocks;
+    q->src_blocks = 0;
+    q->src_lane = -1;
+    hs_list_push_back(e, &dl->landed, r);
+    if (dl->busy && dl->ff_k > 1) ff_truncate(e, dl, e->q.now);
+    kick(e, dl);
+    kick(e, sl);
+}
+
+/* At an iteration boundary: landed requests join the decode set (keeping
+ * their last token time, so their first ITL spans the hand-over), then
+ * queued hand-overs take the blocks that are free. */
+static void join_landed(hs_engine *e, hs_lane *l)
+{
+    while (l->landed.head >= 0) {
+        int32_t r = l->landed.head;
+        hs_req *q = &e->pool[r];
+        hs_ns last = q->last_token;
+        hs_list_remove(e, &l->landed, r);
+        l->xfer_in -= q->blocks;
+        if (hs__dec_join(e, l, r, e->q.now)) {
+            if (!e->fatal) e->fatal = HS_ENOMEM;
+            return;
+        }
+        e->pool[r].last_token = last;
+    }
+}
+
+static void on_net(hs_engine *e)
+{
+    int64_t tag;
+    e->net_seq = 0;
+    e->net_time = -1;
+    hs_net_advance(e->net, e->q.now);
+    while (hs_net_pop_done(e->net, e->q.now, &tag, NULL))
+        if (--e->pool[tag].xfer_pending == 0) transfer_done(e, (int32_t)tag);
+    net_reschedule(e);
+}
+
 /* ---- schedule emission ---- */
 
 static int tgrow(void **p, int32_t *cap, int32_t n, size_t sz)
@@ -383,6 +581,8 @@ static void try_start(hs_engine *e, hs_lane *l)
     hs_replica *rp = &e->replicas[l->replica];
     double in;
     if (l->busy) return;
+    if (l->landed.head >= 0) join_landed(e, l);
+    if (l->incoming.head >= 0) admit_incoming(e, l);
     memset(&l->it.shape, 0, sizeof l->it.shape);
     l->it.decode = 0;
     l->it.n_chunks = 0;
@@ -400,7 +600,8 @@ static void try_start(hs_engine *e, hs_lane *l)
     l->ff_k = 1;
     if (e->trace && hs_sched_wants(e->trace, l->replica)) trace_iter(e, l);
     else if (e->cfg.fast_forward && !e->trace && l->it.decode && l->it.n_chunks == 0 && rp->perf.pp == 1 &&
-        !e->policy->complete && l->waiting.len == 0 && l->prefilling.len == 0 && l->n_dec > 0)
+        !e->policy->complete && l->waiting.len == 0 && l->prefilling.len == 0 && l->n_dec > 0 &&
+        l->incoming.len == 0 && l->landed.len == 0)
         l->it.end = ff_extend(e, l, rp, l->it.end);
     l->busy = 1;
     l->iters++;
@@ -427,6 +628,7 @@ static int on_arrival(hs_engine *e)
     q->prefill_len = a->prompt;
     q->first_sched = q->first_token = -1;
     q->prev = q->next = q->heap_idx = -1;
+    q->src_lane = -1;
     q->state = HS_REQ_WAITING;
     e->arrivals++;
     /* The context limit truncates generation, as vLLM stops at
@@ -497,6 +699,9 @@ int hs_engine_run(hs_engine *e, hs_err *err)
             l = e->lanes[ev.a];
             l->kick = 0;
             try_start(e, l);
+            break;
+        case EV_NET:
+            on_net(e);
             break;
         case EV_ITER_END:
             l = e->lanes[ev.a];

@@ -16,6 +16,7 @@
 #include "core/conf.h"
 #include "core/err.h"
 #include "core/evq.h"
+#include "hw/net.h"
 #include "serve/runtime.h"
 #include "serve/schedule.h"
 #include "serve/sink.h"
@@ -56,6 +57,12 @@ typedef struct hs_engine {
     /* counters */
     int64_t arrivals, completed, dropped, truncated, preemptions, iterations;
     hs_ns end_time;           /* time of the last event */
+    /* Disaggregation: KV moves prefill -> decode replica over the network
+     * (hw/net.h), one pending NET event at a time. */
+    hs_net *net;
+    uint64_t net_seq;
+    hs_ns net_time;
+    int64_t handoffs;
     /* Optional: the executed schedule of chosen replicas (schedule.h).
      * Set after create; turns fast-forward off. */
     hs_sched_writer *trace;
@@ -67,11 +74,15 @@ typedef struct hs_engine {
 } hs_engine;
 
 /* Creates an engine over replicas (owned by the caller, outlive the engine),
- * a source and a sink.  max_model_len: context limit in tokens. */
+ * a source and a sink.  max_model_len: context limit in tokens.  The
+ * cluster is read during the call (the network model of disaggregated
+ * deployments); a deployment with prefill replicas needs decode replicas
+ * and the reverse. */
 int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
                      const hs_policy_ops *policy, int router,
                      hs_replica *replicas, int32_t n_replicas, hs_source *src,
-                     const hs_sink *sink, int32_t max_model_len, hs_err *err);
+                     const hs_sink *sink, int32_t max_model_len,
+                     const hs_cluster *cluster, hs_err *err);
 
 /* Runs until the source is exhausted and every request has ended.
  * Returns 0, or the error raised by the source or the sink. */

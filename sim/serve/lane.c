@@ -115,11 +115,14 @@ static int32_t mod_bs(const hs_engine *e, int64_t v)
     return (int32_t)(m < 0 ? m + e->cfg.block_size : m);
 }
 
+static int ensure_heap(hs_lane *l, int32_t n, int32_t *cap);
+
 /* Joins the decode set after a prefill that produced token `gen` at t. */
-static int dec_join(hs_engine *e, hs_lane *l, int32_t r, hs_ns t)
+int hs__dec_join(hs_engine *e, hs_lane *l, int32_t r, hs_ns t)
 {
     hs_req *q = hs_req_at(e, r);
-    if (grow((void **)&l->joiners, &l->cap_joiners, l->n_joiners + 1, sizeof *l->joiners))
+    if (ensure_heap(l, l->n_dec + 1, &l->heap_cap) ||
+        grow((void **)&l->joiners, &l->cap_joiners, l->n_joiners + 1, sizeof *l->joiners))
         return HS_ENOMEM;
     q->state = HS_REQ_DECODE;
     q->g0 = l->g;
@@ -355,11 +358,11 @@ void hs_lane_complete(hs_engine *e, hs_lane *l)
         hs_list_remove(e, &l->prefilling, r);
         if (q->gen >= q->output) {
             hs_lane_finish(e, l, r, t);
-        } else {
-            if (ensure_heap(l, l->n_dec + 1, &l->heap_cap) || dec_join(e, l, r, t)) {
-                if (!e->fatal) e->fatal = HS_ENOMEM;
-                return;
-            }
+        } else if (e->replicas[l->replica].role_kind == HS_ROLE_PREFILL) {
+            hs__handoff(e, l, r, t);
+        } else if (hs__dec_join(e, l, r, t)) {
+            if (!e->fatal) e->fatal = HS_ENOMEM;
+            return;
         }
     }
     l->it.n_chunks = 0;
@@ -372,6 +375,7 @@ int hs_lane_sane(hs_engine *e, const hs_lane *l)
     /* During a decode iteration the blocks for the token(s) being written are
      * already reserved: members hold blocks for kv + ff_k tokens. */
     int64_t writing = l->busy && l->it.decode ? l->ff_k : 0;
+    held += l->xfer_out + l->xfer_in;
     for (r = l->prefilling.head; r >= 0; r = e->pool[r].next) held += e->pool[r].blocks;
     for (r = l->running.head; r >= 0; r = e->pool[r].next, n++) {
         const hs_req *q = &e->pool[r];

@@ -35,8 +35,14 @@ enum hs_req_state {
     HS_REQ_WAITING,    /* in a lane's waiting queue */
     HS_REQ_PREFILL,    /* admitted, prompt (partly) not yet processed */
     HS_REQ_DECODE,     /* in the decode set */
-    HS_REQ_STATIC      /* in a static (FasterTransformer) batch */
+    HS_REQ_STATIC,     /* in a static (FasterTransformer) batch */
+    HS_REQ_INCOMING,   /* prefilled elsewhere, waiting for KV blocks here */
+    HS_REQ_XFER        /* its KV is on the way from the prefill replica */
 };
+
+/* Replica roles.  Arrivals go to colocated and prefill replicas; a request
+ * prefilled on a prefill replica moves, KV and all, to a decode replica. */
+enum hs_role { HS_ROLE_COLOCATED = 0, HS_ROLE_PREFILL, HS_ROLE_DECODE };
 
 typedef struct hs_req {
     int64_t id;
@@ -57,6 +63,10 @@ typedef struct hs_req {
     int32_t gen0, kv0;    /* decode set: gen and kv at join */
     int64_t finish_step;  /* decode set: g at which it is done */
     hs_ns last_token;     /* time of its latest token (for joiners' ITL) */
+    /* disaggregation: while its KV moves from the prefill replica */
+    int32_t src_lane;     /* lane still holding its prefill KV, -1 none */
+    int32_t src_blocks;   /* blocks held there */
+    int32_t xfer_pending; /* flows not yet delivered */
 } hs_req;
 
 typedef struct hs_list {
@@ -115,6 +125,10 @@ typedef struct hs_lane {
     hs_ns last_dec_end;
     /* KV blocks */
     int64_t blocks_total, blocks_free, watermark;
+    int64_t xfer_out;     /* blocks held for KV being sent to a decode replica */
+    int64_t xfer_in;      /* blocks reserved for KV being received */
+    hs_list incoming;     /* prefilled elsewhere, waiting for blocks here */
+    hs_list landed;       /* KV arrived, joining the decode set at the next step */
     int64_t reserved;     /* blocks held by the policy, not by requests (static slots) */
     /* load seen by the router (known at arrival: counts and prompts only) */
     int64_t out_reqs, out_tokens;
@@ -137,6 +151,8 @@ typedef struct hs_lane {
 typedef struct hs_replica {
     int32_t id;
     char role[16];
+    int role_kind;                 /* enum hs_role */
+    double kv_bytes_token_layer;   /* all KV heads, bytes per token per layer */
     hs_layout layout;
     hs_perf perf;
     int32_t n_lanes;
@@ -198,6 +214,12 @@ void hs_lane_decode_shape(hs_lane *l);
 void hs_lane_complete(struct hs_engine *e, hs_lane *l);
 /* Finishes a request (record to the sink, frees its slot). */
 void hs_lane_finish(struct hs_engine *e, hs_lane *l, int32_t r, hs_ns t);
+/* Disaggregation (engine.c): r finished its prefill on prefill lane l at t
+ * and leaves for a decode replica. */
+void hs__handoff(struct hs_engine *e, hs_lane *l, int32_t r, hs_ns t);
+/* Joins r, whose KV is cached (prefill_len tokens, blocks held), to l's
+ * decode set at t (lane.c). */
+int hs__dec_join(struct hs_engine *e, hs_lane *l, int32_t r, hs_ns t);
 /* Notes a preemption for the schedule file (engine.c). */
 void hs__trace_preempt(struct hs_engine *e, hs_lane *l, const hs_req *q);
 /* 1 when the lane's invariants hold (for assert and the audit). */
