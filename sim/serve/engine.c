@@ -350,7 +350,8 @@ static void ff_complete(hs_engine *e, hs_lane *l)
  * overlapping stage pair, the bytes split evenly), sharing links max-min
  * fairly (hw/net.h).  When its last flow lands the prefill blocks are freed
  * and the request joins the decode set at the decode lane's next iteration
- * boundary (landed), never in the middle of one. */
+ * boundary (landed), never in the middle of one.  A request preempted on a
+ * decode replica is recomputed there (vLLM's recompute), not sent back. */
 
 static void net_reschedule(hs_engine *e)
 {
