@@ -48,6 +48,29 @@ static inline void fx_defaults(fx_opts *o)
     hs_workload_defaults(&o->wc);
 }
 
+/* The KV-pressure scenario several tests share: T4s holding Llama-2-7B
+ * leave room for a few thousand tokens of KV, so uniform 100-1200-token
+ * prompts and 1-900-token outputs at `rate` req/s force preemptions.
+ * n requests; the audit is on. */
+static inline void fx_pressure(fx_opts *o, const char *rate, int64_t n)
+{
+    fx_defaults(o);
+    o->model = "llama-2-7b";
+    o->cluster = "llmpq-c9"; /* 4 x T4-16G */
+    o->max_model_len = 2048;
+    o->ec.audit = 1;
+    hs_workload_set(&o->wc, "preset", "", NULL);
+    hs_workload_set(&o->wc, "kind", "synthetic", NULL);
+    hs_workload_set(&o->wc, "rate", rate, NULL);
+    hs_workload_set(&o->wc, "prompt.kind", "uniform", NULL);
+    hs_workload_set(&o->wc, "prompt.min", "100", NULL);
+    hs_workload_set(&o->wc, "prompt.max", "1200", NULL);
+    hs_workload_set(&o->wc, "output.kind", "uniform", NULL);
+    hs_workload_set(&o->wc, "output.min", "1", NULL);
+    hs_workload_set(&o->wc, "output.max", "900", NULL);
+    o->wc.max_requests = n;
+}
+
 static inline int fx_sink_req(void *ctx, const hs_req_record *r)
 {
     fx_result *x = ctx;

@@ -112,20 +112,8 @@ static void check_all(const char *what, const fx_opts *o, int64_t n)
 
 static void pressure(fx_opts *o)
 {
-    fx_defaults(o);
-    o->model = "llama-2-7b";
-    o->cluster = "llmpq-c9"; /* 4 x T4-16G: two prefill, two decode */
-    o->max_model_len = 2048;
-    o->prefill_replicas = 2;
-    o->ec.audit = 1;
-    hs_workload_set(&o->wc, "rate", "30", NULL);
-    hs_workload_set(&o->wc, "max_requests", "300", NULL);
-    hs_workload_set(&o->wc, "prompt.kind", "uniform", NULL);
-    hs_workload_set(&o->wc, "prompt.min", "100", NULL);
-    hs_workload_set(&o->wc, "prompt.max", "1200", NULL);
-    hs_workload_set(&o->wc, "output.kind", "uniform", NULL);
-    hs_workload_set(&o->wc, "output.min", "1", NULL);
-    hs_workload_set(&o->wc, "output.max", "900", NULL);
+    fx_pressure(o, "30", 300);
+    o->prefill_replicas = 2; /* of the four T4s */
 }
 
 static int same(const fx_result *a, const fx_result *b)

@@ -53,19 +53,7 @@ int main(void)
     compare("sarathi light azure-conv", &o);
 
     /* Heavy load on T4s: runs stop where blocks run out (preemption). */
-    fx_defaults(&o);
-    o.model = "llama-2-7b";
-    o.cluster = "llmpq-c9";
-    o.max_model_len = 2048;
-    o.ec.audit = 1;
-    hs_workload_set(&o.wc, "rate", "40", NULL);
-    hs_workload_set(&o.wc, "max_requests", "300", NULL);
-    hs_workload_set(&o.wc, "prompt.kind", "uniform", NULL);
-    hs_workload_set(&o.wc, "prompt.min", "100", NULL);
-    hs_workload_set(&o.wc, "prompt.max", "1200", NULL);
-    hs_workload_set(&o.wc, "output.kind", "uniform", NULL);
-    hs_workload_set(&o.wc, "output.min", "1", NULL);
-    hs_workload_set(&o.wc, "output.max", "900", NULL);
+    fx_pressure(&o, "40", 300);
     compare("vllm pressure", &o);
     o.policy = "sarathi";
     compare("sarathi pressure", &o);

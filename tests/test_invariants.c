@@ -53,27 +53,6 @@ static void check_run(const char *what, const fx_opts *o, int64_t n, int expect_
     fx_free(&x);
 }
 
-/* T4s holding Llama-2-7B leave room for a few thousand tokens of KV: heavy
- * load forces preemptions. */
-static void pressure(fx_opts *o, int64_t n)
-{
-    fx_defaults(o);
-    o->model = "llama-2-7b";
-    o->cluster = "llmpq-c9";
-    o->max_model_len = 2048;
-    o->ec.audit = 1;
-    hs_workload_set(&o->wc, "preset", "", NULL);
-    hs_workload_set(&o->wc, "kind", "synthetic", NULL);
-    hs_workload_set(&o->wc, "rate", "40", NULL);
-    hs_workload_set(&o->wc, "prompt.kind", "uniform", NULL);
-    hs_workload_set(&o->wc, "prompt.min", "100", NULL);
-    hs_workload_set(&o->wc, "prompt.max", "1200", NULL);
-    hs_workload_set(&o->wc, "output.kind", "uniform", NULL);
-    hs_workload_set(&o->wc, "output.min", "1", NULL);
-    hs_workload_set(&o->wc, "output.max", "900", NULL);
-    o->wc.max_requests = n;
-}
-
 int main(void)
 {
     static const char *const policies[] = {"vllm", "sarathi", "static"};
@@ -83,7 +62,7 @@ int main(void)
 
     for (int p = 0; p < 3; p++)
         for (int r = 0; r < 3; r++) {
-            pressure(&o, 400);
+            fx_pressure(&o, "40", 400);
             o.policy = policies[p];
             o.router = r;
             o.ec.chunk_size = 256;
@@ -94,7 +73,7 @@ int main(void)
         }
 
     /* A prompt longer than the context is dropped, never stalls the lane. */
-    pressure(&o, 300);
+    fx_pressure(&o, "40", 300);
     hs_workload_set(&o.wc, "prompt.max", "3000", NULL);
     check_run("pressure vllm long prompts", &o, 300, 1);
 
