@@ -128,6 +128,28 @@ typedef struct common {
     int dtype;
 } common;
 
+/* Takes the value of option argv[*i] of command `cmd`, which must be one of
+ * `flags` (NULL-terminated; --backend and --dtype are always accepted and
+ * stored in c).  Returns 1 with *val set (and *i advanced) for a
+ * command-specific option, 0 when it was a common one, or an error. */
+static int take_option(const char *cmd, int argc, char **argv, int *i, const char *const *flags,
+                       common *c, const char **val, hs_err *err)
+{
+    const char *a = argv[*i];
+    int known = !strcmp(a, "--backend") || !strcmp(a, "--dtype");
+    for (int k = 0; !known && flags[k]; k++) known = !strcmp(a, flags[k]);
+    if (!known)
+        return hs_errf(err, HS_EINVAL, "%s: unknown option \"%s\" (see hetsim-exec %s --help)", cmd, a, cmd);
+    if (*i + 1 >= argc) return hs_errf(err, HS_EINVAL, "%s needs a value", a);
+    *val = argv[++*i];
+    if (!strcmp(a, "--backend")) {
+        c->backend = *val;
+        return 0;
+    }
+    if (!strcmp(a, "--dtype")) return parse_dtype(*val, &c->dtype, err);
+    return 1;
+}
+
 static int cmd_profile(int argc, char **argv)
 {
     hs_err err = {0};
@@ -145,29 +167,19 @@ static int cmd_profile(int argc, char **argv)
     o.n_bits = 1;
     o.progress = 1;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        static const char *const flags[] = {"--model", "--tp", "--bits", "--out", NULL};
+        const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             profile_usage(stdout);
             return 0;
         }
         if (!strcmp(a, "--quick")) { o.quick = 1; continue; }
         if (!strcmp(a, "--quiet")) { o.progress = 0; continue; }
-        if (strcmp(a, "--model") && strcmp(a, "--tp") && strcmp(a, "--bits") &&
-            strcmp(a, "--backend") && strcmp(a, "--dtype") && strcmp(a, "--out")) {
-            hs_errf(&err, HS_EINVAL, "profile: unknown option \"%s\" (see hetsim-exec profile --help)", a);
-            return fail(&err);
-        }
-        if (!v) {
-            hs_errf(&err, HS_EINVAL, "%s needs a value", a);
-            return fail(&err);
-        }
-        i++;
+        if ((rc = take_option("profile", argc, argv, &i, flags, &c, &v, &err)) < 0) return fail(&err);
+        if (rc == 0) continue;
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--out")) o.out = v;
-        else if (!strcmp(a, "--backend")) c.backend = v;
-        else if (!strcmp(a, "--dtype")) {
-            if (parse_dtype(v, &c.dtype, &err)) return fail(&err);
-        } else if (!strcmp(a, "--tp")) {
+        else if (!strcmp(a, "--tp")) {
             if (parse_list("--tp", v, o.tp, HS_EXEC_MAX_TPS, 1, 1024, &o.n_tp, &err)) return fail(&err);
         } else {
             if (parse_list("--bits", v, o.bits, 3, 1, 64, &o.n_bits, &err)) return fail(&err);
@@ -203,22 +215,13 @@ static int cmd_info(int argc, char **argv)
     hs_exec_ceilings ce;
     int rc;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        static const char *const flags[] = {NULL};
+        const char *v;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             info_usage(stdout);
             return 0;
         }
-        if (strcmp(a, "--backend") && strcmp(a, "--dtype")) {
-            hs_errf(&err, HS_EINVAL, "info: unknown option \"%s\" (see hetsim-exec info --help)", a);
-            return fail(&err);
-        }
-        if (!v) {
-            hs_errf(&err, HS_EINVAL, "%s needs a value", a);
-            return fail(&err);
-        }
-        i++;
-        if (!strcmp(a, "--backend")) c.backend = v;
-        else if (parse_dtype(v, &c.dtype, &err)) return fail(&err);
+        if (take_option("info", argc, argv, &i, flags, &c, &v, &err) < 0) return fail(&err);
     }
     if (hs_exec_open(&x, c.backend, c.dtype, &err)) return fail(&err);
     rc = hs_exec_ceilings_measure(&x, &ce, &err);
@@ -252,7 +255,8 @@ static int cmd_replay(int argc, char **argv)
     o.replica = -1;
     o.repeats = 1;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        static const char *const flags[] = {"--replica", "--layers", "--repeats", "--out", NULL};
+        const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             replay_usage(stdout);
             return 0;
@@ -267,21 +271,10 @@ static int cmd_replay(int argc, char **argv)
             o.path = a;
             continue;
         }
-        if (strcmp(a, "--backend") && strcmp(a, "--dtype") && strcmp(a, "--replica") &&
-            strcmp(a, "--layers") && strcmp(a, "--repeats") && strcmp(a, "--out")) {
-            hs_errf(&err, HS_EINVAL, "replay: unknown option \"%s\" (see hetsim-exec replay --help)", a);
-            return fail(&err);
-        }
-        if (!v) {
-            hs_errf(&err, HS_EINVAL, "%s needs a value", a);
-            return fail(&err);
-        }
-        i++;
-        if (!strcmp(a, "--backend")) c.backend = v;
-        else if (!strcmp(a, "--out")) o.out = v;
-        else if (!strcmp(a, "--dtype")) {
-            if (parse_dtype(v, &c.dtype, &err)) return fail(&err);
-        } else if (!strcmp(a, "--replica")) {
+        if ((rc = take_option("replay", argc, argv, &i, flags, &c, &v, &err)) < 0) return fail(&err);
+        if (rc == 0) continue;
+        if (!strcmp(a, "--out")) o.out = v;
+        else if (!strcmp(a, "--replica")) {
             if (parse_int(a, v, 0, 1000000000, &o.replica, &err)) return fail(&err);
         } else if (!strcmp(a, "--layers")) {
             if (parse_int(a, v, 1, 100000, &o.layers, &err)) return fail(&err);

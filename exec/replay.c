@@ -617,10 +617,19 @@ fail:
     return rc;
 }
 
-static void attn_base(const hs_exec_replay *r, hs_exec_attn *a)
+/* Arguments of layer l's attention over n_seqs sequences whose block
+ * tables and per-sequence info start at tables / info. */
+static void attn_base(const hs_exec_replay *r, hs_exec_attn *a, int l, int n_seqs, void *tables,
+                      int max_blocks, void *info)
 {
     const hs_exec_shape *s = &r->s;
     memset(a, 0, sizeof *a);
+    a->k_cache = r->d.kc[l];
+    a->v_cache = r->d.vc[l];
+    a->n_seqs = n_seqs;
+    a->block_tables = tables;
+    a->max_blocks = max_blocks;
+    a->seq_info = info;
     a->heads = s->heads;
     a->kv_heads = s->kv_heads;
     a->head_dim = s->head_dim;
@@ -650,25 +659,13 @@ static int run_layer(hs_exec_replay *r, int l, const stage *st, int attention, h
         return rc;
     if (attention && st->n_dec) {
         hs_exec_attn a;
-        attn_base(r, &a);
-        a.k_cache = d->kc[l];
-        a.v_cache = d->vc[l];
-        a.n_seqs = st->n_dec;
-        a.block_tables = d->ints + st->o_dtab;
-        a.max_blocks = st->kb_dec;
-        a.seq_info = d->ints + st->o_dinfo;
+        attn_base(r, &a, l, st->n_dec, d->ints + st->o_dtab, st->kb_dec, d->ints + st->o_dinfo);
         a.max_context = st->max_ctx;
         if ((rc = o->attention_decode(x, &a, err))) return rc;
     }
     if (attention && st->n_pre) {
         hs_exec_attn a;
-        attn_base(r, &a);
-        a.k_cache = d->kc[l];
-        a.v_cache = d->vc[l];
-        a.n_seqs = st->n_pre;
-        a.block_tables = d->ints + st->o_ptab;
-        a.max_blocks = st->kb_pre;
-        a.seq_info = d->ints + st->o_pinfo;
+        attn_base(r, &a, l, st->n_pre, d->ints + st->o_ptab, st->kb_pre, d->ints + st->o_pinfo);
         a.max_q_len = st->max_qlen;
         if ((rc = o->attention_prefill(x, &a, err))) return rc;
     }
@@ -755,13 +752,7 @@ static int prime(hs_exec_replay *r, const memplan *mp, hs_err *err)
         for (int32_t i = 0; i < r->max_dec; i++) z[i] = r->max_ctx;
         size_t bytes = (size_t)r->max_dec * (1 + (size_t)kb) * sizeof *z;
         if (!(rc = o->upload_bytes(x, d->ints, z, bytes, err))) {
-            attn_base(r, &a);
-            a.k_cache = d->kc[0];
-            a.v_cache = d->vc[0];
-            a.n_seqs = r->max_dec;
-            a.seq_info = d->ints;
-            a.block_tables = d->ints + r->max_dec;
-            a.max_blocks = kb;
+            attn_base(r, &a, 0, r->max_dec, d->ints + r->max_dec, kb, d->ints);
             a.max_context = r->max_ctx;
             rc = o->attention_decode(x, &a, err);
         }
@@ -770,13 +761,7 @@ static int prime(hs_exec_replay *r, const memplan *mp, hs_err *err)
         hs_exec_attn a;
         int32_t pi[4] = {0, 1, 0, 0};   /* one query over one key, page 0 */
         if (!(rc = o->upload_bytes(x, d->ints, pi, sizeof pi, err))) {
-            attn_base(r, &a);
-            a.k_cache = d->kc[0];
-            a.v_cache = d->vc[0];
-            a.n_seqs = 1;
-            a.seq_info = d->ints;
-            a.block_tables = d->ints + 3;
-            a.max_blocks = 1;
+            attn_base(r, &a, 0, 1, d->ints + 3, 1, d->ints);
             a.max_q_len = 1;
             rc = o->attention_prefill(x, &a, err);
         }

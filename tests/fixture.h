@@ -4,6 +4,7 @@
 #ifndef HS_TEST_FIXTURE_H
 #define HS_TEST_FIXTURE_H
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,46 @@ static inline void fx_sink_itl(void *ctx, hs_ns dt, int64_t n)
     fx_result *x = ctx;
     x->itl_count += n;
     x->itl_sum_ns += (double)dt * (double)n;
+}
+
+/* ---- hand recomputation of iteration times (single-stage replicas) ---- */
+
+/* End of an iteration started at `start`: exactly the engine's arithmetic. */
+static inline hs_ns fx_step(const hs_perf *p, hs_ns start, const hs_batch_shape *b)
+{
+    return (hs_ns)ceil((double)start + p->step_overhead + hs_perf_stage_ns(p, 0, b));
+}
+
+/* n prefill chunks of len[i] tokens after prefix[i] cached ones (NULL: 0);
+ * callers set .samples (chunks that complete their prompt). */
+static inline hs_batch_shape fx_prefill(int n, const int *len, const int *prefix)
+{
+    hs_batch_shape b = {0};
+    for (int i = 0; i < n; i++) {
+        int p = prefix ? prefix[i] : 0;
+        b.tokens += len[i];
+        b.pre_chunks++;
+        b.pre_self += (double)len[i] * (len[i] + 1) / 2.0;
+        b.pre_cross += (double)len[i] * p;
+        b.pre_prefix += p;
+    }
+    return b;
+}
+
+/* A decode step of n sequences attending ctx tokens in all. */
+static inline hs_batch_shape fx_decode(int n, int64_t ctx)
+{
+    hs_batch_shape b = {0};
+    b.tokens = b.samples = b.dec_seqs = n;
+    b.dec_ctx = ctx;
+    return b;
+}
+
+static inline const hs_req_record *fx_find(const fx_result *x, int64_t id)
+{
+    for (int64_t i = 0; i < x->n; i++)
+        if (x->rec[i].id == id) return &x->rec[i];
+    return NULL;
 }
 
 static inline void fx_free(fx_result *x) { free(x->rec); memset(x, 0, sizeof *x); }

@@ -14,11 +14,6 @@
 #include "check.h"
 #include "fixture.h"
 
-static hs_ns step(const hs_perf *p, hs_ns start, const hs_batch_shape *b)
-{
-    return (hs_ns)ceil((double)start + p->step_overhead + hs_perf_stage_ns(p, 0, b));
-}
-
 static void exact_one(void)
 {
     fx_opts o;
@@ -56,7 +51,7 @@ static void exact_one(void)
     b.samples = 1;
     b.pre_chunks = 1;
     b.pre_self = 100 * 101 / 2.0;
-    t1 = step(&p, 0, &b);
+    t1 = fx_step(&p, 0, &b);
     /* KV of 32 layers x 100 tokens x (2 x 32 heads x 128 x 2 bytes) over GPU 0 -> 1 */
     bytes = 32.0 * 100 * 16384;
     dur = bytes * 1e9 / hs_cluster_bw(c, 0, 1);
@@ -65,9 +60,9 @@ static void exact_one(void)
     b = (hs_batch_shape){0};
     b.tokens = b.samples = b.dec_seqs = 1;
     b.dec_ctx = 101;
-    e1 = step(&p, land, &b);
+    e1 = fx_step(&p, land, &b);
     b.dec_ctx = 102;
-    e2 = step(&p, e1, &b);
+    e2 = fx_step(&p, e1, &b);
     if (x.n == 1) {
         const hs_req_record *r = &x.rec[0];
         CHECK_INT(r->first_token, t1);

@@ -51,40 +51,6 @@ static void perf_for(const fx_opts *o, hs_perf *p, int max_tokens)
     hs_cluster_destroy(c);
 }
 
-static hs_ns step(const hs_perf *p, hs_ns start, const hs_batch_shape *b)
-{
-    return (hs_ns)ceil((double)start + p->step_overhead + hs_perf_stage_ns(p, 0, b));
-}
-
-static hs_batch_shape prefill(int n, const int *len, const int *prefix)
-{
-    hs_batch_shape b = {0};
-    for (int i = 0; i < n; i++) {
-        int p = prefix ? prefix[i] : 0;
-        b.tokens += len[i];
-        b.pre_chunks++;
-        b.pre_self += (double)len[i] * (len[i] + 1) / 2.0;
-        b.pre_cross += (double)len[i] * p;
-        b.pre_prefix += p;
-    }
-    return b;
-}
-
-static hs_batch_shape decode(int n, int64_t ctx)
-{
-    hs_batch_shape b = {0};
-    b.tokens = b.samples = b.dec_seqs = n;
-    b.dec_ctx = ctx;
-    return b;
-}
-
-static const hs_req_record *find(const fx_result *x, int64_t id)
-{
-    for (int64_t i = 0; i < x->n; i++)
-        if (x->rec[i].id == id) return &x->rec[i];
-    return NULL;
-}
-
 /* vLLM: two simultaneous arrivals share one prefill, then decode together;
  * the shorter one leaves and the other decodes alone. */
 static void vllm_two(void)
@@ -100,23 +66,23 @@ static void vllm_two(void)
     base(&o);
     CHECK_OK(fx_run(&o, &x, &err), &err);
     perf_for(&o, &p, 4096);
-    b = prefill(2, lens, NULL);
+    b = fx_prefill(2, lens, NULL);
     b.samples = 2;
-    t = step(&p, 0, &b);                         /* both first tokens */
-    CHECK_INT(find(&x, 0)->first_token, t);
-    CHECK_INT(find(&x, 1)->first_token, t);
-    CHECK_INT(find(&x, 0)->first_sched, 0);
+    t = fx_step(&p, 0, &b);                         /* both first tokens */
+    CHECK_INT(fx_find(&x, 0)->first_token, t);
+    CHECK_INT(fx_find(&x, 1)->first_token, t);
+    CHECK_INT(fx_find(&x, 0)->first_sched, 0);
     /* decode steps: cached 100+k and 60+k tokens, plus the new token each */
-    t = step(&p, t, (b = decode(2, 160 + 2), &b));
-    t = step(&p, t, (b = decode(2, 162 + 2), &b));
+    t = fx_step(&p, t, (b = fx_decode(2, 160 + 2), &b));
+    t = fx_step(&p, t, (b = fx_decode(2, 162 + 2), &b));
     f0 = t;                                      /* request 0: 3 tokens */
-    t = step(&p, t, (b = decode(1, 62 + 1), &b));
-    t = step(&p, t, (b = decode(1, 63 + 1), &b));
+    t = fx_step(&p, t, (b = fx_decode(1, 62 + 1), &b));
+    t = fx_step(&p, t, (b = fx_decode(1, 63 + 1), &b));
     f1 = t;
-    CHECK_INT(find(&x, 0)->finish, f0);
-    CHECK_INT(find(&x, 1)->finish, f1);
-    CHECK_INT(find(&x, 0)->output, 3);
-    CHECK_INT(find(&x, 1)->output, 5);
+    CHECK_INT(fx_find(&x, 0)->finish, f0);
+    CHECK_INT(fx_find(&x, 1)->finish, f1);
+    CHECK_INT(fx_find(&x, 0)->output, 3);
+    CHECK_INT(fx_find(&x, 1)->output, 5);
     /* ITL: 2 + 4 intervals */
     CHECK_INT(x.itl_count, 6);
     hs_perf_free(&p);
@@ -140,37 +106,37 @@ static void sarathi_chunks(void)
     o.ec.chunk_size = 512;
     CHECK_OK(fx_run(&o, &x, &err), &err);
     perf_for(&o, &p, 512);
-    b = prefill(1, l0, NULL);
+    b = fx_prefill(1, l0, NULL);
     b.samples = 1;
-    t = step(&p, 0, &b);                          /* req 0 prefill alone */
-    CHECK_INT(find(&x, 0)->first_token, t);
+    t = fx_step(&p, 0, &b);                          /* req 0 prefill alone */
+    CHECK_INT(fx_find(&x, 0)->first_token, t);
     /* iteration 2: decode of req 0 (ctx 101) + chunk 511 of req 1 */
     {
         int len = 511;
-        b = prefill(1, &len, NULL);
+        b = fx_prefill(1, &len, NULL);
         b.tokens += 1;
         b.samples = 1;
         b.dec_seqs = 1;
         b.dec_ctx = 101;
     }
-    t = step(&p, t, &b);
+    t = fx_step(&p, t, &b);
     /* iteration 3: decode (ctx 102) + remaining 489 tokens after prefix 511 */
     {
         int len = 489, pre = 511;
-        b = prefill(1, &len, &pre);
+        b = fx_prefill(1, &len, &pre);
         b.tokens += 1;
         b.samples = 2;
         b.dec_seqs = 1;
         b.dec_ctx = 102;
     }
-    t = step(&p, t, &b);
+    t = fx_step(&p, t, &b);
     t1 = t;
-    CHECK_INT(find(&x, 1)->first_token, t1);
+    CHECK_INT(fx_find(&x, 1)->first_token, t1);
     /* iteration 4: both decode: req 0 ctx 103, req 1 ctx 1001 -> finishes
      * req 0 (4 tokens) and req 1 (2 tokens) */
-    t = step(&p, t, (b = decode(2, 102 + 1000 + 2), &b));
-    CHECK_INT(find(&x, 0)->finish, t);
-    CHECK_INT(find(&x, 1)->finish, t);
+    t = fx_step(&p, t, (b = fx_decode(2, 102 + 1000 + 2), &b));
+    CHECK_INT(fx_find(&x, 0)->finish, t);
+    CHECK_INT(fx_find(&x, 1)->finish, t);
     hs_perf_free(&p);
     fx_free(&x);
 }
@@ -194,26 +160,26 @@ static void static_slots(void)
     o.ec.static_batch = 2;
     CHECK_OK(fx_run(&o, &x, &err), &err);
     perf_for(&o, &p, 2 * 4096);
-    b = prefill(1, one, NULL);
+    b = fx_prefill(1, one, NULL);
     b.samples = 1;
-    t = step(&p, 0, &b);
-    t = step(&p, t, (b = decode(1, 100 + 1), &b));
-    CHECK_INT(find(&x, 0)->finish, t);
+    t = fx_step(&p, 0, &b);
+    t = fx_step(&p, t, (b = fx_decode(1, 100 + 1), &b));
+    CHECK_INT(fx_find(&x, 0)->finish, t);
     /* batch of 2 padded to 80 tokens */
     b = (hs_batch_shape){0};
     b.tokens = 160;
     b.samples = 2;
     b.pre_chunks = 2;
     b.pre_self = 2.0 * 80 * 81 / 2.0;
-    t = step(&p, t, &b);
-    CHECK_INT(find(&x, 1)->first_token, t);
-    CHECK_INT(find(&x, 1)->first_sched, find(&x, 0)->finish);
-    t = step(&p, t, (b = decode(2, 2 * 81), &b));
-    CHECK_INT(find(&x, 1)->finish, t);
+    t = fx_step(&p, t, &b);
+    CHECK_INT(fx_find(&x, 1)->first_token, t);
+    CHECK_INT(fx_find(&x, 1)->first_sched, fx_find(&x, 0)->finish);
+    t = fx_step(&p, t, (b = fx_decode(2, 2 * 81), &b));
+    CHECK_INT(fx_find(&x, 1)->finish, t);
     /* request 1 is done, but its slot keeps stepping */
-    t = step(&p, t, (b = decode(2, 2 * 82), &b));
-    t = step(&p, t, (b = decode(2, 2 * 83), &b));
-    CHECK_INT(find(&x, 2)->finish, t);
+    t = fx_step(&p, t, (b = fx_decode(2, 2 * 82), &b));
+    t = fx_step(&p, t, (b = fx_decode(2, 2 * 83), &b));
+    CHECK_INT(fx_find(&x, 2)->finish, t);
     hs_perf_free(&p);
     fx_free(&x);
 }
@@ -229,8 +195,8 @@ static void context_limit(void)
     base(&o);
     CHECK_OK(fx_run(&o, &x, &err), &err);
     CHECK_INT(x.dropped, 1);
-    CHECK(find(&x, 0)->dropped && find(&x, 0)->why != NULL);
-    CHECK_INT(find(&x, 1)->output, 4096 - 4000);
+    CHECK(fx_find(&x, 0)->dropped && fx_find(&x, 0)->why != NULL);
+    CHECK_INT(fx_find(&x, 1)->output, 4096 - 4000);
     CHECK_INT(x.truncated, 1);
     fx_free(&x);
 }

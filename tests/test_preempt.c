@@ -16,36 +16,6 @@
 #include "check.h"
 #include "fixture.h"
 
-static hs_ns step(const hs_perf *p, hs_ns start, const hs_batch_shape *b)
-{
-    return (hs_ns)ceil((double)start + p->step_overhead + hs_perf_stage_ns(p, 0, b));
-}
-
-static hs_batch_shape prefill(int n, int len)
-{
-    hs_batch_shape b = {0};
-    b.tokens = n * len;
-    b.samples = n;
-    b.pre_chunks = n;
-    b.pre_self = (double)n * len * (len + 1) / 2.0;
-    return b;
-}
-
-static hs_batch_shape decode(int n, int64_t ctx)
-{
-    hs_batch_shape b = {0};
-    b.tokens = b.samples = b.dec_seqs = n;
-    b.dec_ctx = ctx;
-    return b;
-}
-
-static const hs_req_record *find(const fx_result *x, int64_t id)
-{
-    for (int64_t i = 0; i < x->n; i++)
-        if (x->rec[i].id == id) return &x->rec[i];
-    return NULL;
-}
-
 /* One llama-2-7b replica on an A100 whose lane is cut to `blocks` blocks. */
 static int run(int fast_forward, int64_t blocks, fx_result *x, hs_perf *perf_out, hs_err *err)
 {
@@ -106,27 +76,29 @@ static int run(int fast_forward, int64_t blocks, fx_result *x, hs_perf *perf_out
         hs_batch_shape b;
         hs_ns t, t1, fa, last_b, fb;
         int k;
-        b = prefill(2, 60);
-        t1 = t = step(p, 0, &b);
-        for (k = 0; k < 36; k++) t = step(p, t, (b = decode(2, 120 + 2 * k + 2), &b));
+        b = fx_prefill(2, (int[]){60, 60}, NULL);
+        b.samples = 2;
+        t1 = t = fx_step(p, 0, &b);
+        for (k = 0; k < 36; k++) t = fx_step(p, t, (b = fx_decode(2, 120 + 2 * k + 2), &b));
         last_b = t;                  /* B's 37th token */
-        for (; k < 59; k++) t = step(p, t, (b = decode(1, 60 + k + 1), &b));
+        for (; k < 59; k++) t = fx_step(p, t, (b = fx_decode(1, 60 + k + 1), &b));
         fa = t;
-        b = prefill(1, 97);
-        t = step(p, t, &b);          /* B's 38th token */
-        CHECK_INT(find(x, 1) ? find(x, 1)->first_token : -1, t1);
-        for (k = 0; k < 22; k++) t = step(p, t, (b = decode(1, 97 + k + 1), &b));
+        b = fx_prefill(1, (int[]){97}, NULL);
+        b.samples = 1;
+        t = fx_step(p, t, &b);          /* B's 38th token */
+        CHECK_INT(fx_find(x, 1) ? fx_find(x, 1)->first_token : -1, t1);
+        for (k = 0; k < 22; k++) t = fx_step(p, t, (b = fx_decode(1, 97 + k + 1), &b));
         fb = t;
-        CHECK(find(x, 0) && find(x, 1));
-        if (find(x, 0) && find(x, 1)) {
-            CHECK_INT(find(x, 0)->first_token, t1);
-            CHECK_INT(find(x, 0)->finish, fa);
-            CHECK_INT(find(x, 0)->preemptions, 0);
-            CHECK_INT(find(x, 0)->output, 60);
-            CHECK_INT(find(x, 1)->first_sched, 0);
-            CHECK_INT(find(x, 1)->finish, fb);
-            CHECK_INT(find(x, 1)->preemptions, 1);
-            CHECK_INT(find(x, 1)->output, 60);
+        CHECK(fx_find(x, 0) && fx_find(x, 1));
+        if (fx_find(x, 0) && fx_find(x, 1)) {
+            CHECK_INT(fx_find(x, 0)->first_token, t1);
+            CHECK_INT(fx_find(x, 0)->finish, fa);
+            CHECK_INT(fx_find(x, 0)->preemptions, 0);
+            CHECK_INT(fx_find(x, 0)->output, 60);
+            CHECK_INT(fx_find(x, 1)->first_sched, 0);
+            CHECK_INT(fx_find(x, 1)->finish, fb);
+            CHECK_INT(fx_find(x, 1)->preemptions, 1);
+            CHECK_INT(fx_find(x, 1)->output, 60);
         }
         /* one interval per token after the first; per request they add up
          * to finish - first token, so the recompute interval is anchored at

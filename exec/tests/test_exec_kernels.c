@@ -243,6 +243,26 @@ static void ref_attend(const cache *c, int seq, int h, const float *q, int nkeys
     free(s);
 }
 
+/* The attention arguments both paged kernels take. */
+static void attn_args(hs_exec_attn *a, int n, int nh, int nkv, int hd, int stride, void *dq,
+                      void *dout, const cache *c, void *dinfo)
+{
+    memset(a, 0, sizeof *a);
+    a->n_seqs = n;
+    a->heads = nh;
+    a->kv_heads = nkv;
+    a->head_dim = hd;
+    a->scale = (float)(1.0 / sqrt(hd));
+    a->q = dq;
+    a->q_stride = stride;
+    a->out = dout;
+    a->k_cache = c->dk;
+    a->v_cache = c->dv;
+    a->block_tables = c->dbt;
+    a->max_blocks = c->max_blocks;
+    a->seq_info = dinfo;
+}
+
 static void test_prefill(int nh, int nkv, int hd)
 {
     enum { N = 4 };
@@ -268,20 +288,7 @@ static void test_prefill(int nh, int nkv, int hd)
     dq = dev_from(q, (size_t)total * stride);
     dout = dev((size_t)total * nh * hd);
     dinfo = dev_ints(info, 3 * N);
-    memset(&a, 0, sizeof a);
-    a.n_seqs = N;
-    a.heads = nh;
-    a.kv_heads = nkv;
-    a.head_dim = hd;
-    a.scale = (float)(1.0 / sqrt(hd));
-    a.q = dq;
-    a.q_stride = stride;
-    a.out = dout;
-    a.k_cache = c.dk;
-    a.v_cache = c.dv;
-    a.block_tables = c.dbt;
-    a.max_blocks = c.max_blocks;
-    a.seq_info = dinfo;
+    attn_args(&a, N, nh, nkv, hd, stride, dq, dout, &c, dinfo);
     a.max_q_len = maxq;
     CHECK_OK(X.ops->attention_prefill(&X, &a, &E), &E);
     out = host(dout, (size_t)total * nh * hd);
@@ -325,20 +332,7 @@ static void test_decode(int nh, int nkv, int hd)
     dq = dev_from(q, (size_t)N * stride);
     dout = dev((size_t)N * nh * hd);
     dinfo = dev_ints(info, N);
-    memset(&a, 0, sizeof a);
-    a.n_seqs = N;
-    a.heads = nh;
-    a.kv_heads = nkv;
-    a.head_dim = hd;
-    a.scale = (float)(1.0 / sqrt(hd));
-    a.q = dq;
-    a.q_stride = stride;
-    a.out = dout;
-    a.k_cache = c.dk;
-    a.v_cache = c.dv;
-    a.block_tables = c.dbt;
-    a.max_blocks = c.max_blocks;
-    a.seq_info = dinfo;
+    attn_args(&a, N, nh, nkv, hd, stride, dq, dout, &c, dinfo);
     a.max_context = maxc;
     CHECK_OK(X.ops->attention_decode(&X, &a, &E), &E);
     out = host(dout, (size_t)N * nh * hd);

@@ -559,18 +559,28 @@ static double stage_mem(const hs_exegpt *x, const stg *s, double act_tok, double
     return w + sm.activation + kv_tok * sm.kv_per_token;
 }
 
+/* One pass through the p stages (compute plus sends of tok tokens); *mx
+ * receives the slowest stage or send. */
+static double one_pass(const hs_exegpt *x, const stg *st, int p, const double *ts, double tok,
+                       double *mx)
+{
+    double pass = 0;
+    *mx = 0;
+    for (int i = 0; i < p; i++) {
+        double sd = i + 1 < p ? send_s(x, &st[i], &st[i + 1], tok) : 0;
+        if (ts[i] > *mx) *mx = ts[i];
+        if (sd > *mx) *mx = sd;
+        pass += ts[i] + sd;
+    }
+    return pass;
+}
+
 /* Pipeline period of one iteration with m micro-batches: the slowest stage
  * serves all m, and a micro-batch needs a full pass before its next step. */
 static double ring_period(const hs_exegpt *x, const stg *st, int p, double m, const double *ts,
                           double tok)
 {
-    double mx = 0, pass = 0;
-    for (int i = 0; i < p; i++) {
-        double sd = i + 1 < p ? send_s(x, &st[i], &st[i + 1], tok) : 0;
-        if (ts[i] > mx) mx = ts[i];
-        if (sd > mx) mx = sd;
-        pass += ts[i] + sd;
-    }
+    double mx, pass = one_pass(x, st, p, ts, tok, &mx);
     if (p > 1) pass += send_s(x, &st[p - 1], &st[0], 0); /* the sampled token goes round */
     return fmax(m * mx, pass);
 }
@@ -579,13 +589,7 @@ static double ring_period(const hs_exegpt *x, const stg *st, int p, double m, co
 static double fill_drain(const hs_exegpt *x, const stg *st, int p, double m, const double *ts,
                          double tok)
 {
-    double mx = 0, pass = 0;
-    for (int i = 0; i < p; i++) {
-        double sd = i + 1 < p ? send_s(x, &st[i], &st[i + 1], tok) : 0;
-        if (ts[i] > mx) mx = ts[i];
-        if (sd > mx) mx = sd;
-        pass += ts[i] + sd;
-    }
+    double mx, pass = one_pass(x, st, p, ts, tok, &mx);
     return pass + (m - 1) * mx;
 }
 
