@@ -25,6 +25,8 @@ static const hs_field top_fields[] = {
     HS_FIELD_NUM(hs_run_cfg, write_requests, HS_F_BOOL, 0, 1, 0, 1, "store one row per request"),
     HS_FIELD_NUM(hs_run_cfg, max_replicas, HS_F_INT, 0, 0, 0, 1 << 20, "cap on planned replicas (0: all GPUs)"),
     HS_FIELD_NUM(hs_run_cfg, prefill_replicas, HS_F_INT, 0, 0, 0, 1 << 20, "disaggregate: this many prefill replicas, the rest decode (0: colocated)"),
+    HS_FIELD_STR(hs_run_cfg, plan_sla, 0, "length", "planners with a latency bound (exegpt): \"length\" bounds the p99-length query, \"queries\" 99% of queries"),
+    HS_FIELD_NUM(hs_run_cfg, plan_exhaustive, HS_F_BOOL, 0, 0, 0, 1, "planners: exhaustive search instead of branch and bound (checking)"),
     {"workload", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},
     {"engine", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},
     {"perf", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},
@@ -85,7 +87,33 @@ void hs_run_cfg_finish(hs_run_cfg *c)
     if (c->workload.seed == SEED_UNSET) c->workload.seed = (uint64_t)c->seed;
 }
 
+static int cfg_set(hs_run_cfg *c, const char *kv, const char *where, hs_err *err);
+
+/* Remembers the keys given on the command line (",key,key,"), so that
+ * settings a deployment carries never override them. */
 int hs_run_cfg_set(hs_run_cfg *c, const char *kv, const char *where, hs_err *err)
+{
+    const char *eq = strchr(kv, '=');
+    int rc = cfg_set(c, kv, where, err);
+    size_t have = strlen(c->given), n = eq ? (size_t)(eq - kv) : 0;
+    if (!rc && n && have + n + 2 < sizeof c->given) {
+        if (!have) c->given[have++] = ',';
+        memcpy(c->given + have, kv, n);
+        c->given[have + n] = ',';
+        c->given[have + n + 1] = '\0';
+    }
+    return rc;
+}
+
+int hs_run_cfg_given(const hs_run_cfg *c, const char *key)
+{
+    size_t n = strlen(key);
+    for (const char *p = c->given; (p = strstr(p, key)); p += n)
+        if (p > c->given && p[-1] == ',' && p[n] == ',') return 1;
+    return 0;
+}
+
+static int cfg_set(hs_run_cfg *c, const char *kv, const char *where, hs_err *err)
 {
     char key[128];
     const char *eq = strchr(kv, '='), *dot;

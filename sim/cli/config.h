@@ -33,6 +33,9 @@ typedef struct hs_run_cfg {
     int write_requests;
     int max_replicas;
     int prefill_replicas;
+    char plan_sla[16];          /* "length" or "queries" */
+    char given[2048];           /* keys set on the command line, ",k1,k2," */
+    int plan_exhaustive;
     hs_workload_cfg workload;
     hs_engine_cfg engine;
     hs_perf_cfg perf;
@@ -44,6 +47,8 @@ int hs_run_cfg_load(hs_run_cfg *c, const char *path, hs_err *err);
 /* "key=value" with dotted section keys (engine.block_size=32); `where`
  * names the source in messages ("--set", "--tp"). */
 int hs_run_cfg_set(hs_run_cfg *c, const char *kv, const char *where, hs_err *err);
+/* 1 when key ("policy", "engine.block_size") was set by hs_run_cfg_set. */
+int hs_run_cfg_given(const hs_run_cfg *c, const char *key);
 /* After all sources are applied: the workload seed follows the run seed
  * unless workload.seed was set explicitly. */
 void hs_run_cfg_finish(hs_run_cfg *c);

@@ -16,6 +16,7 @@
 
 #include "cli/cli.h"
 #include "cli/config.h"
+#include "core/conf.h"
 #include "hw/hw.h"
 #include "llm/model.h"
 #include "out/db.h"
@@ -194,11 +195,47 @@ static void setup_free(setup *s)
     memset(s, 0, sizeof *s);
 }
 
+/* A deployment that names its policy (and engine settings) runs it: the
+ * schedule is part of the plan.  Its settings go over the configuration
+ * file, not over what the command line sets (--policy, --set engine.K). */
+static int apply_deploy_policy(hs_run_cfg *cfg, const hs_deploy *d, const char *where, hs_err *err)
+{
+    cJSON *eng;
+    char w[1100];
+    int rc;
+    if (d->policy[0] && !hs_run_cfg_given(cfg, "policy")) {
+        if (!hs_policy_find(d->policy))
+            return hs_errf(err, HS_ENOTFOUND, "%s: policy: unknown policy \"%s\" (see hetsim list policies)",
+                           where, d->policy);
+        snprintf(cfg->policy, sizeof cfg->policy, "%s", d->policy);
+    }
+    if (!d->engine) return 0;
+    if (!(eng = cJSON_Parse(d->engine)))
+        return hs_errf(err, HS_EPARSE, "%s: engine: not a JSON object", where);
+    snprintf(w, sizeof w, "%s: engine", where);
+    /* The command line wins over the deployment. */
+    for (cJSON *it = eng->child, *next; it; it = next) {
+        char key[160];
+        next = it->next;
+        snprintf(key, sizeof key, "engine.%s", it->string ? it->string : "");
+        if (hs_run_cfg_given(cfg, key)) cJSON_DeleteItemFromObjectCaseSensitive(eng, it->string);
+    }
+    rc = hs_conf_fill(&cfg->engine, hs_engine_cfg_fields, eng, w, err);
+    cJSON_Delete(eng);
+    return rc;
+}
+
 static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *err)
 {
     int rc;
     hs_engine_cfg *ec = &cfg->engine;
     memset(s, 0, sizeof *s);
+    if (strcmp(cfg->plan_sla, "length") && strcmp(cfg->plan_sla, "queries"))
+        return hs_errf(err, HS_EINVAL, "plan_sla: \"%s\" is not \"length\" or \"queries\"", cfg->plan_sla);
+    if (cfg->deployment[0]) {
+        if ((rc = hs_deploy_read(&s->deploy, cfg->deployment, err))) return rc;
+        if ((rc = apply_deploy_policy(cfg, &s->deploy, cfg->deployment, err))) goto fail;
+    }
     s->policy = hs_policy_find(cfg->policy);
     if (!s->policy)
         return hs_errf(err, HS_ENOTFOUND, "policy: unknown policy \"%s\" (see hetsim list policies)", cfg->policy);
@@ -212,7 +249,6 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
     if (cfg->bits != 16 && cfg->bits != 8 && cfg->bits != 4 && cfg->bits != 3)
         return hs_errf(err, HS_ERANGE, "bits: %d is not 16, 8, 4 or 3", cfg->bits);
     if (cfg->deployment[0]) {
-        if ((rc = hs_deploy_read(&s->deploy, cfg->deployment, err))) return rc;
         /* The deployment names its model and cluster. */
         snprintf(cfg->model, sizeof cfg->model, "%s", s->deploy.model);
         snprintf(cfg->cluster, sizeof cfg->cluster, "%s", s->deploy.cluster);
@@ -252,7 +288,24 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
         pr.prefill_replicas = cfg->prefill_replicas;
         pr.max_tokens = s->max_tokens;
         pr.max_model_len = s->max_model_len;
+        pr.workload = &cfg->workload;
+        pr.e2e_bound_ms = cfg->slo.e2el_ms;
+        pr.policy = cfg->policy;
+        pr.sla_all = !strcmp(cfg->plan_sla, "queries");
+        pr.exhaustive = cfg->plan_exhaustive;
         if ((rc = pl->plan(&pr, &s->deploy, err))) goto fail;
+        /* A planner that chooses the runtime policy (exegpt) says so in the
+         * deployment; the forward-pass size follows the new policy. */
+        if (s->deploy.policy[0]) {
+            if ((rc = apply_deploy_policy(cfg, &s->deploy, "planner", err))) goto fail;
+            s->policy = hs_policy_find(cfg->policy);
+            s->max_tokens = hs_engine_pass_tokens(ec, s->policy, s->max_model_len);
+            if (s->max_tokens < 0) {
+                rc = hs_errf(err, HS_ERANGE, "engine: one forward pass of %s would exceed %d tokens",
+                             s->policy->name, HS_MAX_PASS_TOKENS);
+                goto fail;
+            }
+        }
     }
     if ((rc = hs_deploy_check(&s->deploy, &s->model, s->cluster,
                               cfg->deployment[0] ? cfg->deployment : "deployment", err)))
@@ -555,6 +608,9 @@ int hs_cli_plan(int argc, char **argv)
         free(txt);
     }
     if (!o.quiet) {
+        if (s.deploy.summary[0]) fprintf(stderr, "plan: %s\n", s.deploy.summary);
+        if (s.deploy.policy[0]) fprintf(stderr, "plan: runs with policy %s%s%s\n", s.deploy.policy,
+                                        s.deploy.engine ? ", engine " : "", s.deploy.engine ? s.deploy.engine : "");
         for (int32_t i = 0; i < s.deploy.n; i++) {
             char gpus[1024];
             hs_layout_gpus_str(&s.replicas[i].layout, s.cluster, gpus, sizeof gpus);

@@ -122,6 +122,10 @@ typedef struct hs_exegpt_opts {
     double enc_slack;    /* encode times x (1 + slack): buffer for the encoder-
                             workload variance the runtime's dynamic adjustment
                             absorbs (Sec. 5.2; Table 7 shows +-7..12% at p99); 0 */
+    double kv_margin;    /* fraction of the KV memory the expected population may
+                            not use, 0.1: the population fluctuates around its
+                            mean, and a schedule planned at 100% of memory
+                            preempts about half of the time */
     int table_tokens;    /* latency-table size in tokens (beyond: linear), 32768 */
     int table_seqs;      /* LM-head table size in sequences, 4096 */
     int n_gpus;          /* 0: every GPU of the cluster; else GPUs 0..n-1 */
@@ -199,6 +203,14 @@ int hs_exegpt_max_nd(const hs_exegpt *x);        /* decoding iterations of the l
  * GPUs' memory left after one copy of the weights), at least 1. */
 int hs_exegpt_max_be(const hs_exegpt *x);
 const hs_model *hs_exegpt_model(const hs_exegpt *x);
+const hs_cluster *hs_exegpt_cluster(const hs_exegpt *x);
+const hs_exegpt_opts *hs_exegpt_options(const hs_exegpt *x);
+int32_t hs_exegpt_out_p99(const hs_exegpt *x);   /* tokens, the p99 output length */
+int32_t hs_exegpt_max_context(const hs_exegpt *x); /* tokens, longest prompt + longest output */
+/* engine.max_batched_tokens for the runtime: an encoding batch of a lane's
+ * share of B_E (lanes: the encoding replica's stages) at the mean prompt,
+ * widened by the adjustment threshold, plus one longest context. */
+int32_t hs_exegpt_batch_tokens(const hs_exegpt *x, int be, int lanes, double adjust);
 
 /* The parallel layouts of a schedule: RRA fills `enc` only (one pipeline
  * doing both phases); WAA fills `enc` (encoding GPUs) and `dec`.  Stage
@@ -257,6 +269,33 @@ int hs_exegpt_plan(hs_exegpt *x, const hs_exegpt_plan_opts *o, hs_exegpt_result 
  * The colocated runtime can replay the RRA layout, but not RRA's batching,
  * nor WAA's roles: the planner is not registered in plan.c for now. */
 int hs_exegpt_deploy(hs_exegpt *x, const hs_exegpt_cfg *cfg, hs_deploy *out, hs_err *err);
+
+/* ---- checking the estimator against the event-driven runtime (exegpt_des.c) -- */
+
+/* What a discrete-event run of a schedule measured, in the estimator's
+ * terms: throughput over the steady part of a saturated run (the middle
+ * 60% of completions), and the p99-length query's latency from the start
+ * of its encoding (the mean over the queries of that output length in the
+ * steady part; SLA (b)). */
+typedef struct hs_exegpt_des {
+    double thr;          /* queries/s */
+    double lat_b;        /* s */
+    int64_t n_lat;       /* queries the latency is the mean of */
+    double itl;          /* s, mean interval between a query's tokens */
+    int64_t completed, preemptions, iterations;
+    double sim_s;        /* simulated seconds */
+    double wall_s;       /* wall seconds of the run */
+} hs_exegpt_des;
+
+/* Runs schedule `cfg` of estimator x (its model and cluster) on the engine
+ * with policy rra or waa, n queries drawn from wc (arrivals all at once:
+ * ExeGPT's throughput setting), the planner's engine settings (B_E, N_D,
+ * target population from the steady-state estimate bd_steady, mean prompt)
+ * and dynamic adjustment threshold `adjust`.  pc: the latency model (the
+ * estimator's).  Returns 0 or an error. */
+int hs_exegpt_des_run(hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs_workload_cfg *wc, int64_t n,
+                      double bd_steady, double adjust, const hs_perf_cfg *pc, hs_exegpt_des *out,
+                      hs_err *err);
 
 /* "RRA B_E=52 N_D=13 TP=4x1" style label. */
 void hs_exegpt_cfg_str(const hs_exegpt_cfg *cfg, const hs_exegpt_est *e, char *buf, size_t cap);

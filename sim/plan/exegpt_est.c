@@ -238,6 +238,7 @@ void hs_exegpt_opts_defaults(hs_exegpt_opts *o)
     o->bits = 16;
     o->kv_bits = 16;
     o->mem_util = 0.9;
+    o->kv_margin = 0.1;
     o->bd_mode = HS_EXEGPT_BD_PAPER;
     o->enc_slack = 0;
     o->table_tokens = 32768;
@@ -268,6 +269,7 @@ int hs_exegpt_create(hs_exegpt **out, const hs_model *m, const hs_cluster *c,
         return hs_errf(err, HS_EINVAL, "exegpt: %d GPUs requested, cluster %s has %d", n, c->name,
                        c->n_gpus);
     if (!(o->mem_util > 0 && o->mem_util <= 1) || !(o->enc_slack >= 0) ||
+        !(o->kv_margin >= 0 && o->kv_margin < 1) ||
         o->table_tokens < 16 || o->table_seqs < 16 ||
         (o->bd_mode != HS_EXEGPT_BD_PAPER && o->bd_mode != HS_EXEGPT_BD_STEADY) ||
         (o->kv_bits != 16 && o->kv_bits != 8) || o->bits < 3 || o->bits > 16)
@@ -352,6 +354,17 @@ int hs_exegpt_gpus(const hs_exegpt *x) { return x->n; }
 int hs_exegpt_node_gpus(const hs_exegpt *x) { return x->node_gpus; }
 int hs_exegpt_max_nd(const hs_exegpt *x) { return x->dec.max > 1 ? x->dec.max : 1; }
 const hs_model *hs_exegpt_model(const hs_exegpt *x) { return &x->m; }
+const hs_cluster *hs_exegpt_cluster(const hs_exegpt *x) { return x->c; }
+const hs_exegpt_opts *hs_exegpt_options(const hs_exegpt *x) { return &x->o; }
+int32_t hs_exegpt_out_p99(const hs_exegpt *x) { return x->d_p99 + (x->encdec ? 0 : 1); }
+int32_t hs_exegpt_max_context(const hs_exegpt *x) { return x->pin_max + x->dec.max + (x->encdec ? 0 : 1); }
+
+int32_t hs_exegpt_batch_tokens(const hs_exegpt *x, int be, int lanes, double adjust)
+{
+    int per = (be + lanes - 1) / (lanes > 0 ? lanes : 1);
+    double t = ceil((1 + adjust) * per * x->pin_mean) + hs_exegpt_max_context(x);
+    return t > HS_MAX_PASS_TOKENS ? HS_MAX_PASS_TOKENS : (int32_t)t;
+}
 
 int hs_exegpt_max_be(const hs_exegpt *x)
 {
@@ -556,7 +569,7 @@ static double stage_mem(const hs_exegpt *x, const stg *s, double act_tok, double
     if (x->encdec && s->first)
         w -= x->m.encoder_layers * hs_model_enc_layer_params(&x->m) * wb / s->tp;
     w += s->enc * hs_model_enc_layer_params(&x->m) * wb / s->tp;
-    return w + sm.activation + kv_tok * sm.kv_per_token;
+    return w + sm.activation + kv_tok * sm.kv_per_token / (1 - x->o.kv_margin);
 }
 
 /* One pass through the p stages (compute plus sends of tok tokens); *mx

@@ -10,6 +10,7 @@
 #include "hw/hw.h"
 #include "llm/model.h"
 #include "serve/deploy.h"
+#include "workload/workload.h"
 
 typedef struct hs_plan_req {
     const hs_model *model;
@@ -22,6 +23,15 @@ typedef struct hs_plan_req {
     int prefill_replicas; /* > 0: the first ones get role prefill, the rest decode */
     int max_tokens;    /* largest forward pass, for the memory check */
     int32_t max_model_len;
+    /* For planners that plan for a workload and a latency target (exegpt):
+     * the workload (its length distributions), the end-to-end bound (ms,
+     * 0: none), the run's policy (a planner may restrict itself to it),
+     * the SLA form and an exhaustive-search switch for checking. */
+    const hs_workload_cfg *workload;
+    double e2e_bound_ms;
+    const char *policy;
+    int sla_all;       /* 1: 99% of queries within the bound; 0: the p99-length query */
+    int exhaustive;
 } hs_plan_req;
 
 typedef struct hs_planner_ops {

@@ -3,12 +3,15 @@
 
 #include <string.h>
 
-extern const hs_policy_ops hs_policy_vllm, hs_policy_sarathi, hs_policy_static;
+extern const hs_policy_ops hs_policy_vllm, hs_policy_sarathi, hs_policy_static, hs_policy_rra,
+    hs_policy_waa;
 
 const hs_policy_ops *const hs_policies[] = {
     &hs_policy_vllm,
     &hs_policy_sarathi,
     &hs_policy_static,
+    &hs_policy_rra,
+    &hs_policy_waa,
     NULL,
 };
 

@@ -55,10 +55,8 @@ static int64_t pass_tokens(const hs_engine_cfg *c, int32_t max_model_len)
 }
 
 const hs_policy_ops hs_policy_sarathi = {
-    "sarathi",
-    "chunked prefill, decodes first, prompts cut to fill a token budget (Sarathi-Serve)",
-    schedule,
-    NULL,
-    NULL,
-    pass_tokens,
+    .name = "sarathi",
+    .help = "chunked prefill, decodes first, prompts cut to fill a token budget (Sarathi-Serve)",
+    .schedule = schedule,
+    .pass_tokens = pass_tokens,
 };

@@ -149,10 +149,10 @@ static int64_t pass_tokens(const hs_engine_cfg *c, int32_t max_model_len)
 }
 
 const hs_policy_ops hs_policy_static = {
-    "static",
-    "static batching: fixed batch run to its longest output, slots held (FasterTransformer)",
-    schedule,
-    complete,
-    lane_free,
-    pass_tokens,
+    .name = "static",
+    .help = "static batching: fixed batch run to its longest output, slots held (FasterTransformer)",
+    .schedule = schedule,
+    .complete = complete,
+    .lane_free = lane_free,
+    .pass_tokens = pass_tokens,
 };

@@ -46,10 +46,7 @@ static int schedule(hs_engine *e, hs_lane *l)
 }
 
 const hs_policy_ops hs_policy_vllm = {
-    "vllm",
-    "continuous batching, prefill-priority, paged KV, preemption by recompute (vLLM)",
-    schedule,
-    NULL,
-    NULL,
-    NULL,
+    .name = "vllm",
+    .help = "continuous batching, prefill-priority, paged KV, preemption by recompute (vLLM)",
+    .schedule = schedule,
 };

@@ -13,8 +13,21 @@ void hs_deploy_free(hs_deploy *d)
 {
     if (!d) return;
     free(d->r);
+    free(d->engine);
     d->r = NULL;
+    d->engine = NULL;
     d->n = 0;
+}
+
+int hs_deploy_set_policy(hs_deploy *d, const char *policy, const char *engine_json, hs_err *err)
+{
+    char *cp = NULL;
+    if (engine_json && !(cp = strdup(engine_json)))
+        return hs_errf(err, HS_ENOMEM, "out of memory (deployment settings)");
+    free(d->engine);
+    d->engine = cp;
+    snprintf(d->policy, sizeof d->policy, "%s", policy ? policy : "");
+    return 0;
 }
 
 int hs_deploy_add(hs_deploy *d, const hs_deploy_replica *r, hs_err *err)
@@ -102,6 +115,12 @@ char *hs_deploy_to_json(const hs_deploy *d)
         }
         cJSON_AddItemToArray(reps, r);
     }
+    if (d->policy[0]) cJSON_AddStringToObject(root, "policy", d->policy);
+    if (d->summary[0]) cJSON_AddStringToObject(root, "summary", d->summary);
+    if (d->engine) {
+        cJSON *eng = cJSON_Parse(d->engine);
+        if (eng) cJSON_AddItemToObject(root, "engine", eng);
+    }
     txt = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return txt;
@@ -134,8 +153,21 @@ int hs_deploy_read(hs_deploy *d, const char *path, hs_err *err)
     if ((rc = hs_json_load(path, &root, err))) return rc;
     if ((rc = hs_json_str(root, "model", d->model, sizeof d->model, path, err)) ||
         (rc = hs_json_str(root, "cluster", d->cluster, sizeof d->cluster, path, err)) ||
-        (rc = hs_json_str_opt(root, "planner", d->planner, sizeof d->planner, path, err)))
+        (rc = hs_json_str_opt(root, "planner", d->planner, sizeof d->planner, path, err)) ||
+        (rc = hs_json_str_opt(root, "policy", d->policy, sizeof d->policy, path, err)) ||
+        (rc = hs_json_str_opt(root, "summary", d->summary, sizeof d->summary, path, err)))
         goto out;
+    {
+        const cJSON *eng = cJSON_GetObjectItemCaseSensitive(root, "engine");
+        if (eng && !cJSON_IsObject(eng)) {
+            rc = hs_errf(err, HS_EPARSE, "%s: engine: expected an object of engine settings", path);
+            goto out;
+        }
+        if (eng && !(d->engine = cJSON_PrintUnformatted(eng))) {
+            rc = hs_errf(err, HS_ENOMEM, "out of memory reading %s", path);
+            goto out;
+        }
+    }
     reps = cJSON_GetObjectItemCaseSensitive(root, "replicas");
     if (!cJSON_IsArray(reps) || !cJSON_GetArraySize(reps)) {
         rc = hs_errf(err, HS_EPARSE, "%s: replicas: expected a non-empty array", path);

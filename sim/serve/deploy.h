@@ -9,7 +9,8 @@
  * JSON form:
  *   {"model": "llama-2-70b", "cluster": "a100x16", "planner": "uniform",
  *    "replicas": [{"role": "colocated", "weight": 1, "kv_bits": 16,
- *       "stages": [{"tp": 4, "layers": 80, "bits": 16, "gpus": [0,1,2,3]}]}]} */
+ *       "stages": [{"tp": 4, "layers": 80, "bits": 16, "gpus": [0,1,2,3]}]}],
+ *    "policy": "rra", "engine": {"exegpt_be": 52}}      (last two optional) */
 #ifndef HS_DEPLOY_H
 #define HS_DEPLOY_H
 
@@ -29,11 +30,21 @@ typedef struct hs_deploy {
     char model[48];
     char cluster[64];
     char planner[32];
+    /* Optional: the runtime policy the plan is meant for and its engine
+     * settings (a JSON object of engine.* keys, owned), e.g. an exegpt
+     * plan's {"exegpt_be": 52, "exegpt_nd": 13}.  `hetsim run` applies
+     * them over the configuration. */
+    char policy[32];
+    char *engine;
+    char summary[256];   /* optional: the planner's prediction, one line */
     int32_t n;
     hs_deploy_replica *r;
 } hs_deploy;
 
 void hs_deploy_free(hs_deploy *d);
+/* Sets the policy and engine settings (engine_json: an object's text or
+ * NULL; copied). */
+int hs_deploy_set_policy(hs_deploy *d, const char *policy, const char *engine_json, hs_err *err);
 /* Appends a replica (copies it). */
 int hs_deploy_add(hs_deploy *d, const hs_deploy_replica *r, hs_err *err);
 

@@ -31,6 +31,12 @@ const hs_field hs_engine_cfg_fields[] = {
     HS_FIELD_NUM(hs_engine_cfg, kv_bits, HS_F_INT, 0, 16, 8, 16, "KV cache bits (16 or 8)"),
     HS_FIELD_NUM(hs_engine_cfg, audit, HS_F_BOOL, 0, 0, 0, 1, "check invariants after every event"),
     HS_FIELD_NUM(hs_engine_cfg, fast_forward, HS_F_BOOL, 0, 1, 0, 1, "simulate runs of decode-only steps in one event"),
+    HS_FIELD_NUM(hs_engine_cfg, prefill_lanes, HS_F_INT, 0, 1, 1, 8, "lanes per stage of prefill replicas (batches in flight per stage)"),
+    HS_FIELD_NUM(hs_engine_cfg, exegpt_be, HS_F_INT, 0, 16, 1, 65536, "rra/waa: encoder batch B_E (queries per encoding phase)"),
+    HS_FIELD_NUM(hs_engine_cfg, exegpt_nd, HS_F_INT, 0, 8, 1, 1 << 20, "rra: decoding iterations per encoding phase N_D"),
+    HS_FIELD_NUM(hs_engine_cfg, exegpt_bd, HS_F_DOUBLE, 0, 0, 0, 1e9, "rra/waa: target decoding population (0: no decoder adjustment)"),
+    HS_FIELD_NUM(hs_engine_cfg, exegpt_adjust, HS_F_DOUBLE, 0, 0.1, 0, 1, "rra/waa: dynamic workload adjustment threshold (0: off)"),
+    HS_FIELD_NUM(hs_engine_cfg, exegpt_prompt_mean, HS_F_DOUBLE, 0, 0, 0, 1e9, "rra/waa: mean prompt tokens for the encoder workload target (0: running mean)"),
     {0},
 };
 
@@ -116,9 +122,9 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
         return hs_errf(err, HS_EINVAL,
                        "deployment has %d prefill and %d decode replicas: disaggregation needs both",
                        n_pre, n_dec);
-    if (n_pre && policy->complete)
+    if (n_pre && policy->complete && !policy->disagg)
         return hs_errf(err, HS_EUNSUPPORTED,
-                       "policy %s cannot run disaggregated replicas (vllm, sarathi can)", policy->name);
+                       "policy %s cannot run disaggregated replicas (vllm, sarathi, waa can)", policy->name);
     e = calloc(1, sizeof *e);
     if (!e) return hs_errf(err, HS_ENOMEM, "out of memory creating the engine");
     e->cfg = *cfg;
@@ -146,7 +152,12 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
             for (int32_t i = 0; i < n_replicas; i++)
                 if ((replicas[i].role_kind == HS_ROLE_DECODE) == side) replicas[i].weight = 1;
     }
-    for (int32_t i = 0; i < n_replicas; i++) n += replicas[i].layout.pp;
+    /* Lanes: one per stage (vLLM's virtual engines); a prefill replica
+     * may run more (engine.prefill_lanes), since its batches do not depend
+     * on each other and an open pipeline keeps every stage busy whatever
+     * the batches' sizes. */
+    for (int32_t i = 0; i < n_replicas; i++)
+        n += replicas[i].layout.pp * (replicas[i].role_kind == HS_ROLE_PREFILL ? cfg->prefill_lanes : 1);
     e->lanes = calloc((size_t)n, sizeof *e->lanes);
     e->wrr = calloc((size_t)n_replicas, sizeof *e->wrr);
     e->load_req = calloc((size_t)n_replicas, sizeof *e->load_req);
@@ -154,7 +165,7 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
     if (!e->lanes || !e->wrr || !e->load_req || !e->load_tok) goto nomem;
     for (int32_t i = 0; i < n_replicas; i++) {
         hs_replica *rp = &replicas[i];
-        rp->n_lanes = rp->layout.pp;
+        rp->n_lanes = rp->layout.pp * (rp->role_kind == HS_ROLE_PREFILL ? cfg->prefill_lanes : 1);
         rp->lanes = calloc((size_t)rp->n_lanes, sizeof *rp->lanes);
         if (!rp->lanes) goto nomem;
         for (int s = 0; s < HS_MAX_PP; s++) rp->stage_free[s] = 0;
@@ -583,7 +594,9 @@ static void try_start(hs_engine *e, hs_lane *l)
     double in;
     if (l->busy) return;
     if (l->landed.head >= 0) join_landed(e, l);
-    if (l->incoming.head >= 0) admit_incoming(e, l);
+    /* Requests preempted here are readmitted before new hand-overs take
+     * the blocks (vLLM serves its preempted queue first). */
+    if (l->incoming.head >= 0 && l->waiting.head < 0) admit_incoming(e, l);
     memset(&l->it.shape, 0, sizeof l->it.shape);
     l->it.decode = 0;
     l->it.n_chunks = 0;
@@ -632,6 +645,7 @@ static int on_arrival(hs_engine *e)
     q->src_lane = -1;
     q->state = HS_REQ_WAITING;
     e->arrivals++;
+    e->prompt_tokens_seen += a->prompt;
     /* The context limit truncates generation, as vLLM stops at
      * max_model_len; a prompt that alone reaches it is rejected. */
     if (q->prompt < e->max_model_len && q->prompt + q->output > e->max_model_len) {

@@ -56,6 +56,7 @@ typedef struct hs_engine {
     int fatal;                /* error code raised inside a callback */
     /* counters */
     int64_t arrivals, completed, dropped, truncated, preemptions, iterations;
+    int64_t prompt_tokens_seen;   /* sum of arrivals' prompts (policies' running mean) */
     hs_ns end_time;           /* time of the last event */
     /* Disaggregation: KV moves prefill -> decode replica over the network
      * (hw/net.h), one pending NET event at a time. */

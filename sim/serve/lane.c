@@ -388,8 +388,12 @@ int hs_lane_sane(hs_engine *e, const hs_lane *l)
         if (e->pool[r].blocks) return 0;
     if (l->blocks_free < 0 || l->blocks_free > l->blocks_total) return 0;
     if (held + l->reserved + l->blocks_free != l->blocks_total) return 0;
-    if (l->pstate == NULL && n != l->n_dec) return 0;
-    if (l->pstate == NULL) {
+    /* Static batches keep their members in `running` outside the decode
+     * set; every other policy uses the decode set's aggregates. */
+    for (r = l->running.head; r >= 0; r = e->pool[r].next)
+        if (e->pool[r].state == HS_REQ_STATIC) return 1;
+    if (n != l->n_dec) return 0;
+    {
         /* INV-DEC: the aggregates follow the members, the heap is ordered. */
         int64_t sum = 0;
         int32_t bs = e->cfg.block_size;

@@ -93,6 +93,9 @@ typedef struct hs_policy_ops {
     /* Most tokens one forward pass can hold, which sizes the latency tables
      * and the activation memory (NULL: engine.max_batched_tokens). */
     int64_t (*pass_tokens)(const struct hs_engine_cfg *c, int32_t max_model_len);
+    /* 1: a policy with its own `complete` that still hands prefilled
+     * requests over (via hs_lane_complete) on disaggregated replicas. */
+    int disagg;
 } hs_policy_ops;
 
 /* One prefill chunk of an iteration. */
@@ -141,6 +144,10 @@ typedef struct hs_lane {
     uint64_t ff_seq;
     int32_t cap_chunks, heap_cap;
     void *pstate;         /* policy state (static batching) */
+    /* Phase counters of policies that keep the standard decode set (rra,
+     * waa): pstate stays NULL so the decode-set audit applies to them. */
+    int32_t ph_mode, ph_left;
+    int64_t ph_count;
     /* counters */
     int64_t iters, preemptions;
     /* schedule emission: ids preempted since the lane's last iteration */
@@ -176,6 +183,13 @@ typedef struct hs_engine_cfg {
     int kv_bits;             /* 16 or 8 */
     int audit;               /* 1: check invariants after every event (tests) */
     int fast_forward;        /* 1: runs of decode-only steps in one event */
+    int prefill_lanes;       /* lanes per stage of prefill replicas */
+    /* ExeGPT runtime (policies rra, waa; policy/exegpt.c) */
+    int exegpt_be;           /* encoder batch B_E, queries per encoding phase */
+    int exegpt_nd;           /* RRA: decoding iterations per encoding phase N_D */
+    double exegpt_bd;        /* target decoding population (0: no decoder adjustment) */
+    double exegpt_adjust;    /* dynamic adjustment threshold, fraction (0: off) */
+    double exegpt_prompt_mean; /* tokens, encoder workload target per query (0: running mean) */
 } hs_engine_cfg;
 
 void hs_engine_cfg_defaults(hs_engine_cfg *c);

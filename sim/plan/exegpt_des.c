@@ -1,0 +1,144 @@
+/* exegpt_des.c - runs an ExeGPT schedule on the event-driven engine and
+ * measures it the way the estimator predicts it (exegpt.h), so the two can
+ * be compared: the estimator is an expected-value timeline, the engine
+ * plays every query with its own lengths, KV blocks, hand-overs over the
+ * links and pipeline reservations. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "plan/exegpt.h"
+#include "policy/policy.h"
+#include "serve/engine.h"
+
+typedef struct des_sink {
+    hs_req_record *rec;
+    int64_t n, cap;
+    double itl_n, itl_sum;     /* tokens and their summed intervals, ns */
+} des_sink;
+
+static void des_itl(void *ctx, hs_ns dt, int64_t n)
+{
+    des_sink *s = ctx;
+    s->itl_n += (double)n;
+    s->itl_sum += (double)dt * (double)n;
+}
+
+static int des_req(void *ctx, const hs_req_record *r)
+{
+    des_sink *s = ctx;
+    if (s->n == s->cap) {
+        int64_t nc = s->cap ? 2 * s->cap : 4096;
+        hs_req_record *nr = realloc(s->rec, (size_t)nc * sizeof *nr);
+        if (!nr) return HS_ENOMEM;
+        s->rec = nr;
+        s->cap = nc;
+    }
+    s->rec[s->n++] = *r;
+    return 0;
+}
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int hs_exegpt_des_run(hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs_workload_cfg *wc, int64_t n,
+                      double bd_steady, double adjust, const hs_perf_cfg *pc, hs_exegpt_des *out,
+                      hs_err *err)
+{
+    const hs_model *m = hs_exegpt_model(x);
+    const hs_cluster *c = hs_exegpt_cluster(x);
+    const hs_exegpt_opts *eo = hs_exegpt_options(x);
+    hs_deploy d;
+    hs_replica *reps = NULL;
+    hs_source *src = NULL;
+    hs_engine *e = NULL;
+    hs_engine_cfg ec;
+    hs_workload_cfg w = *wc;
+    des_sink sk = {NULL, 0, 0, 0, 0};
+    hs_sink sink = {&sk, des_req, des_itl};
+    const hs_policy_ops *pol = hs_policy_find(cfg->policy == HS_EXEGPT_RRA ? "rra" : "waa");
+    int32_t mml, p99 = hs_exegpt_out_p99(x);
+    int64_t lo, hi, cnt = 0;
+    double t0, sum = 0;
+    int rc, max_tokens;
+    memset(out, 0, sizeof *out);
+    memset(&d, 0, sizeof d);
+    if (!pol) return hs_errf(err, HS_ENOTFOUND, "exegpt: runtime policies missing");
+    if (n < 50) return hs_errf(err, HS_EINVAL, "exegpt: a DES check needs at least 50 queries, not %lld", (long long)n);
+    hs_engine_cfg_defaults(&ec);
+    ec.gpu_mem_util = eo->mem_util;
+    ec.kv_bits = eo->kv_bits;
+    ec.exegpt_be = cfg->be;
+    ec.exegpt_nd = cfg->policy == HS_EXEGPT_RRA ? cfg->nd : 1;
+    ec.exegpt_bd = bd_steady;
+    ec.exegpt_adjust = adjust;
+    ec.watermark = 0;
+    /* WAA's encoders are an open pipeline (a batch enters stage 0 as soon
+     * as it is free): two batches in flight per stage. */
+    ec.prefill_lanes = 2;
+    /* ExeGPT measures throughput with the queue never empty. */
+    w.max_requests = n;
+    w.rate = 1e6;
+    snprintf(w.arrival, sizeof w.arrival, "constant");
+    /* Contexts never exceed the longest prompt plus the longest output
+     * (ExeGPT sizes its caches for them). */
+    mml = hs_exegpt_max_context(x);
+    if (mml > m->max_seq_len) mml = m->max_seq_len;
+    ec.max_model_len = mml;
+    {
+        hs_exegpt_est est;
+        if ((rc = hs_exegpt_estimate(x, cfg, &est, err))) return rc;
+        ec.max_batched_tokens =
+            hs_exegpt_batch_tokens(x, cfg->be, est.pp * (cfg->policy == HS_EXEGPT_RRA ? 1 : ec.prefill_lanes), adjust);
+        /* Room for the whole decoding population in one lane's batch. */
+        ec.max_num_seqs = (int)fmin(65536, fmax(256, ceil(2 * est.bd / est.pp) + cfg->be));
+    }
+    max_tokens = hs_engine_pass_tokens(&ec, pol, mml);
+    if (max_tokens < 0) return hs_errf(err, HS_ERANGE, "exegpt: forward pass too large");
+    if ((rc = hs_exegpt_deploy(x, cfg, &d, err))) return rc;
+    snprintf(d.cluster, sizeof d.cluster, "%s", c->name);
+    if ((rc = hs_replicas_build(&reps, &d, m, c, &ec, pc, max_tokens, mml, err))) goto out;
+    if ((rc = hs_source_open(&src, &w, err))) goto out;
+    if ((rc = hs_engine_create(&e, &ec, pol, HS_ROUTE_LOR, reps, d.n, src, &sink, mml, c, err)))
+        goto out;
+    t0 = wall();
+    if ((rc = hs_engine_run(e, err))) goto out;
+    out->wall_s = wall() - t0;
+    out->completed = e->completed;
+    out->preemptions = e->preemptions;
+    out->iterations = e->iterations;
+    out->sim_s = e->end_time * 1e-9;
+    /* Records arrive in finish order: the steady part is the middle 60%. */
+    lo = sk.n / 5;
+    hi = sk.n - sk.n / 5 - 1;
+    if (hi <= lo || sk.rec[hi].finish <= sk.rec[lo].finish) {
+        rc = hs_errf(err, HS_ESTATE, "exegpt: DES run too short to measure");
+        goto out;
+    }
+    out->thr = (double)(hi - lo) / ((sk.rec[hi].finish - sk.rec[lo].finish) * 1e-9);
+    /* Latency is close to linear in the output length near the p99, so
+     * the queries within two tokens of it average to its latency. */
+    for (int pass = 2; pass < 8 && cnt == 0; pass++)
+        for (int64_t i = lo; i <= hi; i++) {
+            const hs_req_record *r = &sk.rec[i];
+            if (r->dropped || abs(r->output - p99) > pass) continue;
+            sum += (r->finish - r->first_sched) * 1e-9;
+            cnt++;
+        }
+    out->n_lat = cnt;
+    out->itl = sk.itl_n > 0 ? sk.itl_sum / sk.itl_n * 1e-9 : 0;
+    out->lat_b = cnt ? sum / cnt : NAN;
+out:
+    hs_engine_destroy(e);
+    hs_source_close(src);
+    hs_replicas_free(reps, d.n);
+    hs_deploy_free(&d);
+    free(sk.rec);
+    return rc;
+}

@@ -1,0 +1,145 @@
+/* exegpt_reg.c - the `exegpt` planner: ExeGPT's XScheduler (exegpt_plan.c)
+ * behind the planner interface, so that `hetsim plan|run --planner exegpt`
+ * chooses the schedule (RRA or WAA, B_E, N_D, partial TP) with the best
+ * estimated throughput under the end-to-end bound and returns it as a
+ * deployment that names its runtime policy (rra / waa) and the engine
+ * settings that run it (policy/exegpt.c).
+ *
+ * Lengths: a synthetic workload gives its length distributions directly;
+ * a trace (or "trace" lengths) is sampled (up to 200,000 requests).  The
+ * bound is slo.e2el_ms (0: none), on the p99-length query (ExeGPT's SLA
+ * (b)) or on 99% of queries (plan_sla=queries).  The run's policy narrows
+ * the search: rra plans RRA only, waa WAA-C and WAA-M, any other policy
+ * all three. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/exegpt.h"
+#include "plan/plan.h"
+
+#define SAMPLE_MAX 200000
+
+static int sample_dists(const hs_workload_cfg *wc, hs_exegpt_dist *din, hs_exegpt_dist *dout,
+                        hs_err *err)
+{
+    hs_source *src = NULL;
+    hs_arrival a;
+    int32_t *pin = NULL, *pout = NULL;
+    int64_t n = 0;
+    int rc;
+    hs_workload_cfg c = *wc;
+    if (!c.max_requests || c.max_requests > SAMPLE_MAX) c.max_requests = SAMPLE_MAX;
+    if (!(pin = malloc(SAMPLE_MAX * sizeof *pin)) || !(pout = malloc(SAMPLE_MAX * sizeof *pout))) {
+        rc = hs_errf(err, HS_ENOMEM, "out of memory (exegpt length samples)");
+        goto out;
+    }
+    if ((rc = hs_source_open(&src, &c, err))) goto out;
+    while (n < SAMPLE_MAX && (rc = hs_source_next(src, &a, err)) > 0) {
+        pin[n] = a.prompt;
+        pout[n] = a.output;
+        n++;
+    }
+    if (rc < 0) goto out;
+    if (n == 0) {
+        rc = hs_errf(err, HS_EINVAL, "exegpt: the workload has no requests to take lengths from");
+        goto out;
+    }
+    if ((rc = hs_exegpt_dist_from_samples(din, pin, n, err)) ||
+        (rc = hs_exegpt_dist_from_samples(dout, pout, n, err)))
+        goto out;
+out:
+    hs_source_close(src);
+    free(pin);
+    free(pout);
+    return rc;
+}
+
+static int plan(const hs_plan_req *req, hs_deploy *out, hs_err *err)
+{
+    hs_exegpt_dist din = {0, NULL}, dout = {0, NULL};
+    hs_exegpt_opts eo;
+    hs_exegpt_plan_opts po;
+    hs_exegpt_result res;
+    hs_exegpt *x = NULL, *xs = NULL;
+    hs_exegpt_est steady;
+    const hs_workload_cfg *wc = req->workload;
+    char eng[256], label[128];
+    int rc;
+    memset(out, 0, sizeof *out);
+    if (!wc) return hs_errf(err, HS_EINVAL, "planner exegpt: needs the workload's length distributions");
+    if (req->model->encoder_layers > 0)
+        return hs_errf(err, HS_EUNSUPPORTED,
+                       "planner exegpt: %s is an encoder-decoder model; its schedules can be estimated "
+                       "(hs_exegpt_estimate, tools/bench-exegpt) but the runtime replays decoder-only models",
+                       req->model->name);
+    if (!strcmp(wc->kind, "synthetic") && strcmp(wc->prompt.kind, "trace") && strcmp(wc->output.kind, "trace")) {
+        if ((rc = hs_exegpt_dist_from_lendist(&din, &wc->prompt, err)) ||
+            (rc = hs_exegpt_dist_from_lendist(&dout, &wc->output, err)))
+            goto out;
+    } else if ((rc = sample_dists(wc, &din, &dout, err))) {
+        goto out;
+    }
+    hs_exegpt_opts_defaults(&eo);
+    eo.bits = req->bits ? req->bits : 16;
+    eo.kv_bits = req->engine ? req->engine->kv_bits : 16;
+    if (req->engine) eo.mem_util = req->engine->gpu_mem_util;
+    if ((rc = hs_exegpt_create(&x, req->model, req->cluster, &din, &dout, &eo, err))) goto out;
+    hs_exegpt_plan_opts_defaults(&po);
+    po.lat_bound = req->e2e_bound_ms > 0 ? req->e2e_bound_ms / 1000.0 : INFINITY;
+    po.sla = req->sla_all ? HS_EXEGPT_SLA_A : HS_EXEGPT_SLA_B;
+    po.exhaustive = req->exhaustive;
+    if (req->tp > 0) po.max_tp = req->tp;
+    if (req->policy && !strcmp(req->policy, "rra")) po.policies = 1u << HS_EXEGPT_RRA;
+    if (req->policy && !strcmp(req->policy, "waa"))
+        po.policies = (1u << HS_EXEGPT_WAA_C) | (1u << HS_EXEGPT_WAA_M);
+    if ((rc = hs_exegpt_plan(x, &po, &res, err))) goto out;
+    if (!res.found) {
+        rc = hs_errf(err, HS_EINVAL,
+                     "planner exegpt: no schedule of %s on %s meets the bound of %.0f ms (slo.e2el_ms)",
+                     req->model->name, req->cluster->name, req->e2e_bound_ms);
+        goto out;
+    }
+    if ((rc = hs_exegpt_deploy(x, &res.cfg, out, err))) goto out;
+    /* The runtime's decoding-population target is the population the
+     * schedule really sustains (the exact steady state; the paper's B_D
+     * formula under-counts it, see exegpt.h). */
+    eo.bd_mode = HS_EXEGPT_BD_STEADY;
+    if ((rc = hs_exegpt_create(&xs, req->model, req->cluster, &din, &dout, &eo, err)) ||
+        (rc = hs_exegpt_estimate(xs, &res.cfg, &steady, err)))
+        goto fail;
+    {
+        double adj = req->engine ? req->engine->exegpt_adjust : 0.1;
+        int mml = hs_exegpt_max_context(x);
+        snprintf(eng, sizeof eng,
+                 "{\"exegpt_be\":%d,\"exegpt_nd\":%d,\"exegpt_bd\":%.3f,\"exegpt_prompt_mean\":%.3f,"
+                 "\"max_batched_tokens\":%d,\"max_num_seqs\":%d,\"max_model_len\":%d,\"prefill_lanes\":2}",
+                 res.cfg.be, res.cfg.policy == HS_EXEGPT_RRA ? res.cfg.nd : 1, steady.bd,
+                 hs_exegpt_dist_mean(&din), hs_exegpt_batch_tokens(x, res.cfg.be, res.est.pp * (res.cfg.policy == HS_EXEGPT_RRA ? 1 : 2), adj),
+                 (int)fmin(65536, fmax(256, ceil(2 * steady.bd / res.est.pp) + res.cfg.be)),
+                 mml < req->model->max_seq_len ? mml : req->model->max_seq_len);
+    }
+    if ((rc = hs_deploy_set_policy(out, res.cfg.policy == HS_EXEGPT_RRA ? "rra" : "waa", eng, err)))
+        goto fail;
+    snprintf(out->cluster, sizeof out->cluster, "%s", req->cluster->name);
+    hs_exegpt_cfg_str(&res.cfg, &res.est, label, sizeof label);
+    snprintf(out->summary, sizeof out->summary,
+             "%s: predicted %.3f queries/s, p99-length latency %.2f s, p99 latency %.2f s; %lld of %lld points evaluated",
+             label, res.est.thr, res.est.lat_b, res.est.lat_a, (long long)res.evals, (long long)res.points);
+    goto out;
+fail:
+    hs_deploy_free(out);
+out:
+    hs_exegpt_destroy(x);
+    hs_exegpt_destroy(xs);
+    hs_exegpt_dist_free(&din);
+    hs_exegpt_dist_free(&dout);
+    return rc;
+}
+
+const hs_planner_ops hs_planner_exegpt = {
+    "exegpt",
+    "ExeGPT XScheduler: best RRA/WAA schedule under slo.e2el_ms by branch and bound (sets the policy)",
+    plan,
+};

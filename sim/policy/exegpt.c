@@ -1,0 +1,236 @@
+/* exegpt.c - ExeGPT's runtime policies (ASPLOS'24, papers/exegpt.txt
+ * Sec. 4 and 5.2): RRA and WAA, the schedules the exegpt planner chooses
+ * (plan/exegpt.h) run on the event-driven engine.
+ *
+ * rra  Round-robin allocation: one pipeline (a colocated replica whose
+ *      stages hold consecutive layers, partial TP as laid out by the
+ *      planner) alternates an encoding phase - B_E new queries prefilled
+ *      together, nothing decoding - with N_D decoding iterations of every
+ *      running query.  The replica's lanes (one per stage) are its micro-
+ *      batches: each lane runs the alternation on its share of B_E, and the
+ *      FIFO stage reservations pipeline them as ExeGPT's micro-batches are.
+ * waa  Workload-aware allocation: a prefill ("encode") replica runs only
+ *      encoding batches of B_E queries, back to back; each query's KV moves
+ *      layer by layer to the decode replica (engine.c's hand-over over the
+ *      links, hw/net.h), whose lanes (the decoder micro-batches B_m) run
+ *      decoding iterations only.  Encoder and decoder run asynchronously; a
+ *      decoder short of KV blocks stalls the hand-overs, and the held prompt
+ *      KV stalls the encoder (back-pressure).  On a colocated replica waa
+ *      runs as rra with N_D = 1 (the paper's WAA estimate assumes one
+ *      encoding per decoding iteration).
+ *
+ * Both: early termination - a finished query leaves the decode set at once
+ * and its KV blocks are freed (paged KV makes compaction implicit).  B_E is
+ * split over the encoding lanes, the remainder rotating from phase to
+ * phase so every lane gets B_E / lanes on average and a lane with a zero
+ * share this phase gets one later (a fixed zero share would strand its
+ * queue).
+ *
+ * Dynamic adjustment (Sec. 5.2), on when engine.exegpt_adjust > 0 with
+ * threshold thr:
+ *   - encoder workload: an encoding batch keeps taking queries while its
+ *     prompt tokens are below (1 - thr) of count x mean prompt and stops
+ *     before exceeding (1 + thr) of it (at least one query), so batches
+ *     stay near the mean workload whatever the prompt lengths;
+ *   - decoder workload: when the decoding population (per lane for rra; all
+ *     decode replicas for waa) deviates from engine.exegpt_bd by more than
+ *     thr, the encoder batch grows or shrinks by the deviation (rra) or in
+ *     proportion (waa), within [0, 2 B_E] (rra) / [1, 2 B_E] (waa). */
+#include <math.h>
+
+#include "serve/engine.h"
+
+extern const hs_policy_ops hs_policy_vllm;
+
+enum { PH_ENC = 0, PH_DEC = 1 };
+
+/* Lane k of n's share of b in phase j: b split as evenly as integers
+ * allow, the larger shares rotating with j. */
+static int32_t share(int32_t b, int32_t n, int64_t j, int32_t k)
+{
+    int32_t base = b / n, rem = b % n;
+    int64_t slot = (k + j) % n;
+    return base + (slot < rem);
+}
+
+static double prompt_mean(const hs_engine *e, const hs_lane *l)
+{
+    (void)l;
+    if (e->cfg.exegpt_prompt_mean > 0) return e->cfg.exegpt_prompt_mean;
+    /* Running mean of the prompts seen so far (the arrivals' only
+     * workload statistic a runtime has). */
+    return e->arrivals > 0 ? (double)e->prompt_tokens_seen / (double)e->arrivals : 0;
+}
+
+/* Admits up to `want` waiting queries as one encoding batch (prefill
+ * chunks of whole prompts).  Returns the number admitted. */
+static int32_t encode_batch(hs_engine *e, hs_lane *l, int32_t want)
+{
+    /* engine.max_batched_tokens caps an encoding batch (and sizes the
+     * activation memory); the exegpt planner sets it from B_E. */
+    int64_t max_tok = e->cfg.max_batched_tokens;
+    double thr = e->cfg.exegpt_adjust, pm = prompt_mean(e, l), tok = 0;
+    int32_t n = 0, seqs = l->n_dec;
+    while (l->waiting.head >= 0) {
+        int32_t r = l->waiting.head;
+        hs_req *q = hs_req_at(e, r);
+        int32_t need;
+        if (hs_lane_drop_if_never_fits(e, l, r, (int32_t)max_tok)) continue;
+        if (thr > 0 && pm > 0 && n > 0) {
+            /* Workload-bounded: fill up to the lower band even past the
+             * count, never past the upper band. */
+            double lo = (1 - thr) * want * pm, hi = (1 + thr) * want * pm;
+            if (tok + q->prefill_len > hi) break;
+            if (n >= want && tok >= lo) break;
+        } else if (n >= want) {
+            break;
+        }
+        need = hs_blocks_for(e, q->prefill_len);
+        if (seqs + 1 > e->cfg.max_num_seqs) break;
+        if (l->it.shape.tokens + q->prefill_len > max_tok) break;
+        if (l->blocks_free - need < l->watermark) break;
+        hs_lane_admit(e, l, r);
+        if (hs_iter_add_chunk(e, l, r, q->prefill_len)) {
+            e->fatal = HS_ENOMEM;
+            return 0;
+        }
+        tok += q->prefill_len;
+        seqs++;
+        n++;
+    }
+    return n;
+}
+
+/* One decoding iteration of the lane's decode set; 0 when it is empty. */
+static int decode_step(hs_engine *e, hs_lane *l)
+{
+    if (l->n_dec == 0) return 0;
+    if (hs_lane_reserve_decode(e, l) < 0) {
+        e->fatal = HS_ESTATE;
+        return 0;
+    }
+    if (l->n_dec == 0) return 0;   /* everything preempted: back to waiting */
+    hs_lane_decode_shape(l);
+    return 1;
+}
+
+static int32_t lane_index(const hs_engine *e, const hs_lane *l)
+{
+    return (int32_t)(l - e->replicas[l->replica].lanes);
+}
+
+/* RRA's encoder batch for this lane and phase: its share of B_E, scaled
+ * by target / population when the replica's decoding population (all its
+ * lanes) strays from the target by more than the threshold.  Proportional
+ * and replica-wide, so that one lane's noise does not swing its batch. */
+static int32_t rra_want(hs_engine *e, hs_lane *l)
+{
+    const hs_replica *rp = &e->replicas[l->replica];
+    int32_t k = rp->n_lanes, want = share(e->cfg.exegpt_be, k, l->ph_count, lane_index(e, l));
+    double thr = e->cfg.exegpt_adjust, target = e->cfg.exegpt_bd;
+    if (thr > 0 && target > 0) {
+        double pop = 0;
+        for (int32_t i = 0; i < k; i++) pop += rp->lanes[i].n_dec;
+        /* The population the phase starts with once this batch joins. */
+        pop += e->cfg.exegpt_be;
+        if (fabs(pop - target) > thr * target) {
+            double w = want * target / pop, cap = 2.0 * e->cfg.exegpt_be / k + 1;
+            want = (int32_t)lround(w > cap ? cap : w);
+        }
+    }
+    return want;
+}
+
+static int rra_schedule_nd(hs_engine *e, hs_lane *l, int nd)
+{
+    /* Two rounds at most: an encoding phase with nothing to encode falls
+     * through to decoding, a decoding phase with nothing to decode to
+     * encoding. */
+    for (int round = 0; round < 2; round++) {
+        if (l->ph_mode == PH_ENC) {
+            int32_t want = l->waiting.head >= 0 ? rra_want(e, l) : 0;
+            /* An idle lane with a zero share this phase would sleep with
+             * its queue full: nothing else wakes it. */
+            if (want == 0 && l->n_dec == 0 && l->waiting.head >= 0) want = 1;
+            l->ph_mode = PH_DEC;
+            l->ph_left = nd;
+            l->ph_count++;
+            if (want > 0 && encode_batch(e, l, want) > 0) return 1;
+            if (e->fatal) return 0;
+        }
+        if (l->ph_left > 0 && decode_step(e, l)) return 1;
+        if (e->fatal) return 0;
+        l->ph_mode = PH_ENC;
+        if (l->waiting.head < 0) return 0;
+    }
+    return 0;
+}
+
+static void rra_complete(hs_engine *e, hs_lane *l)
+{
+    if (l->it.decode && l->ph_left > 0 && --l->ph_left == 0) l->ph_mode = PH_ENC;
+    hs_lane_complete(e, l);
+}
+
+static int rra_schedule(hs_engine *e, hs_lane *l)
+{
+    return rra_schedule_nd(e, l, e->cfg.exegpt_nd);
+}
+
+/* Decoding population of the decode replicas: everything handed over and
+ * not yet finished (queued for blocks, in transfer, landed, decoding). */
+static double decode_population(const hs_engine *e)
+{
+    double pop = 0;
+    for (int32_t i = 0; i < e->n_replicas; i++)
+        if (e->replicas[i].role_kind == HS_ROLE_DECODE) pop += (double)e->load_req[i];
+    return pop;
+}
+
+static int waa_schedule(hs_engine *e, hs_lane *l)
+{
+    const hs_replica *rp = &e->replicas[l->replica];
+    if (rp->role_kind == HS_ROLE_COLOCATED) return rra_schedule_nd(e, l, 1);
+    /* Decoder: decoding iterations; a query preempted here for lack of KV
+     * blocks is recomputed here first, as vLLM's scheduler does. */
+    if (rp->role_kind == HS_ROLE_DECODE) return hs_policy_vllm.schedule(e, l);
+    /* Encoder: one batch per iteration while queries wait. */
+    {
+        int32_t k = rp->n_lanes, want;
+        double thr = e->cfg.exegpt_adjust, target = e->cfg.exegpt_bd;
+        if (l->waiting.head < 0) return 0;
+        want = share(e->cfg.exegpt_be, k, l->ph_count++, lane_index(e, l));
+        if (thr > 0 && target > 0) {
+            double pop = decode_population(e);
+            if (fabs(pop - target) > thr * target) {
+                double w = (double)e->cfg.exegpt_be / k * target / fmax(pop, 1);
+                double cap = 2.0 * e->cfg.exegpt_be / k + 1;
+                want = (int32_t)lround(w > cap ? cap : w);
+            }
+        }
+        /* Never zero while queries wait: nothing else would wake the lane. */
+        if (want < 1) want = 1;
+        return encode_batch(e, l, want) > 0;
+    }
+}
+
+static void waa_complete(hs_engine *e, hs_lane *l)
+{
+    if (e->replicas[l->replica].role_kind == HS_ROLE_COLOCATED) rra_complete(e, l);
+    else hs_lane_complete(e, l);
+}
+
+const hs_policy_ops hs_policy_rra = {
+    .name = "rra",
+    .help = "ExeGPT RRA: encoding phases of B_E queries alternating with N_D decoding iterations (exegpt planner)",
+    .schedule = rra_schedule,
+    .complete = rra_complete,
+};
+
+const hs_policy_ops hs_policy_waa = {
+    .name = "waa",
+    .help = "ExeGPT WAA: encode and decode replicas run asynchronously, KV handed over (exegpt planner)",
+    .schedule = waa_schedule,
+    .complete = waa_complete,
+    .disagg = 1,
+};

@@ -1,0 +1,278 @@
+/* test_exegpt_runtime.c - ExeGPT's runtime policies (policy/exegpt.c), the
+ * exegpt planner behind the planner interface (plan/exegpt_reg.c), and the
+ * estimator against discrete-event runs of its schedules
+ * (plan/exegpt_des.c). */
+#include "check.h"
+#include "fixture.h"
+#include "plan/exegpt.h"
+
+/* All queries queued at once, fixed lengths unless the caller changes them. */
+static void queued(fx_opts *o, const char *policy, int64_t n, const char *prompt, const char *output)
+{
+    fx_defaults(o);
+    o->policy = policy;
+    o->model = "llama-2-7b";
+    o->cluster = "dgx-a100";
+    o->max_replicas = 1;
+    o->max_model_len = 2048;
+    o->ec.audit = 1;
+    o->ec.exegpt_adjust = 0;
+    hs_workload_set(&o->wc, "preset", "", NULL);
+    hs_workload_set(&o->wc, "kind", "synthetic", NULL);
+    hs_workload_set(&o->wc, "arrival", "constant", NULL);
+    hs_workload_set(&o->wc, "rate", "1000000", NULL);
+    hs_workload_set(&o->wc, "prompt.kind", "fixed", NULL);
+    hs_workload_set(&o->wc, "prompt.mean", prompt, NULL);
+    hs_workload_set(&o->wc, "output.kind", "fixed", NULL);
+    hs_workload_set(&o->wc, "output.mean", output, NULL);
+    o->wc.max_requests = n;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    const hs_req_record *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Groups records (sorted by id) by their first scheduling time: the
+ * encoding batches.  Returns the count; starts[g] is the first index. */
+static int batches(const fx_result *x, int64_t *starts, int cap)
+{
+    int g = 0;
+    for (int64_t i = 0; i < x->n && g < cap; i++)
+        if (i == 0 || x->rec[i].first_sched != x->rec[i - 1].first_sched) starts[g++] = i;
+    return g;
+}
+
+/* RRA on one lane, B_E = 2, N_D = 3, every query 9 decoding iterations:
+ * a batch is encoded, three decoding iterations run, the next batch is
+ * encoded...  (The first batch holds one query: the second arrives a
+ * microsecond later, after the first encoding started.)  A batch needs
+ * three phases, so it finishes at the very end of the phase after which
+ * batch k+3 is encoded: finish[k] == first_sched[k+3], to the nanosecond. */
+static void test_rra_phases(void)
+{
+    fx_opts o;
+    fx_result x;
+    hs_err err = {0};
+    int64_t st[64];
+    int n = 24, g;
+    queued(&o, "rra", n, "100", "10");
+    o.ec.exegpt_be = 2;
+    o.ec.exegpt_nd = 3;
+    CHECK_OK(fx_run(&o, &x, &err), &err);
+    CHECK_INT(x.completed, n);
+    CHECK_INT(x.preemptions, 0);
+    qsort(x.rec, (size_t)x.n, sizeof *x.rec, by_id);
+    g = batches(&x, st, 64);
+    CHECK_INT(g, 1 + n / 2);
+    for (int k = 0; k < g; k++) {
+        int64_t end = k + 1 < g ? st[k + 1] : x.n;
+        CHECK_INT(end - st[k], k == 0 ? 1 : k == g - 1 ? (n - 1) - 2 * (g - 2) : 2);
+        for (int64_t i = st[k] + 1; i < end; i++) CHECK_INT(x.rec[i].finish, x.rec[st[k]].finish);
+        if (k + 3 < g) CHECK_INT(x.rec[st[k]].finish, x.rec[st[k + 3]].first_sched);
+    }
+    /* Iterations: one encoding per batch, three decoding iterations after
+     * each, then the last batch drains in two more phases. */
+    CHECK_INT(x.iterations, g + 3 * g + 6);
+    fx_free(&x);
+}
+
+/* With N_D = 4 the same queries take 4 + 4 + 1 iterations: they finish on
+ * the first iteration of their third phase, before pair k+3 is encoded. */
+static void test_rra_nd_not_dividing(void)
+{
+    fx_opts o;
+    fx_result x;
+    hs_err err = {0};
+    int64_t st[64];
+    int g;
+    queued(&o, "rra", 17, "100", "10");
+    o.ec.exegpt_be = 2;
+    o.ec.exegpt_nd = 4;
+    CHECK_OK(fx_run(&o, &x, &err), &err);
+    CHECK_INT(x.completed, 17);
+    qsort(x.rec, (size_t)x.n, sizeof *x.rec, by_id);
+    g = batches(&x, st, 64);
+    CHECK_INT(g, 9);
+    for (int k = 0; k + 3 < g; k++) {
+        CHECK(x.rec[st[k]].finish < x.rec[st[k + 3]].first_sched);
+        CHECK(x.rec[st[k]].finish > x.rec[st[k + 2]].first_token);
+    }
+    fx_free(&x);
+}
+
+/* Encoder workload band: prompts of 50..450 tokens, B_E = 8, mean 250,
+ * threshold 0.2: a batch never exceeds 1.2 x 8 x 250 tokens unless it holds
+ * one query, and batches follow the workload, not the count. */
+static void test_encoder_band(void)
+{
+    fx_opts o;
+    fx_result x;
+    hs_err err = {0};
+    int64_t i = 0, batches = 0, off_count = 0, total = 0;
+    queued(&o, "rra", 400, "100", "12");
+    hs_workload_set(&o.wc, "prompt.kind", "uniform", NULL);
+    hs_workload_set(&o.wc, "prompt.min", "50", NULL);
+    hs_workload_set(&o.wc, "prompt.max", "450", NULL);
+    o.ec.exegpt_be = 8;
+    o.ec.exegpt_nd = 4;
+    o.ec.exegpt_adjust = 0.2;
+    o.ec.exegpt_prompt_mean = 250;
+    CHECK_OK(fx_run(&o, &x, &err), &err);
+    CHECK_INT(x.completed, 400);
+    qsort(x.rec, (size_t)x.n, sizeof *x.rec, by_id);
+    while (i < x.n) {
+        int64_t j = i, tok = 0;
+        while (j < x.n && x.rec[j].first_sched == x.rec[i].first_sched) tok += x.rec[j++].prompt;
+        if (j - i > 1) CHECK(tok <= 1.2 * 8 * 250);
+        /* The last batch takes what is left. */
+        if (j < x.n) {
+            off_count += j - i != 8;
+            total += j - i;
+            batches++;
+        }
+        i = j;
+    }
+    CHECK(off_count > 0);
+    CHECK_REL((double)total / batches, 8.0, 0.25);
+    fx_free(&x);
+}
+
+/* The invariants (INV-KV, INV-DEC, INV-CONS) hold under KV pressure with
+ * the audit after every event, for rra and for waa on a disaggregated
+ * deployment (prefill and decode replicas, KV handed over the links). */
+static void test_pressure(void)
+{
+    static const char *const pols[] = {"rra", "waa"};
+    for (int p = 0; p < 2; p++) {
+        fx_opts o;
+        fx_result x;
+        hs_err err = {0};
+        fx_pressure(&o, "20", 300);
+        o.policy = pols[p];
+        o.ec.exegpt_be = 6;
+        o.ec.exegpt_nd = 5;
+        o.ec.exegpt_adjust = 0.1;
+        o.ec.exegpt_bd = 12;
+        if (p == 1) {
+            o.prefill_replicas = 2;
+            o.ec.prefill_lanes = 2;
+        }
+        CHECK_OK(fx_run(&o, &x, &err), &err);
+        CHECK_INT(x.arrivals, 300);
+        CHECK_INT(x.completed + x.dropped, 300);
+        CHECK(x.preemptions > 0);   /* the scenario does press on KV */
+        CHECK(!x.clock_back);
+        fx_free(&x);
+    }
+}
+
+/* The planner behind the registry: a deployment that names its policy
+ * and engine settings, and checks against the model and cluster. */
+static void test_planner(void)
+{
+    hs_model m;
+    hs_cluster *c = NULL;
+    hs_deploy d;
+    hs_plan_req pr;
+    hs_engine_cfg ec;
+    hs_workload_cfg wc;
+    hs_err err = {0};
+    const hs_planner_ops *pl = hs_planner_find("exegpt");
+    CHECK(pl != NULL);
+    if (!pl) return;
+    CHECK_OK(hs_model_find(&m, "opt-13b", &err), &err);
+    CHECK_OK(hs_cluster_find(&c, "exegpt-a40x4", &err), &err);
+    hs_engine_cfg_defaults(&ec);
+    hs_workload_defaults(&wc);
+    hs_workload_set(&wc, "preset", "S", NULL);
+    memset(&pr, 0, sizeof pr);
+    pr.model = &m;
+    pr.cluster = c;
+    pr.engine = &ec;
+    pr.bits = 16;
+    pr.workload = &wc;
+    pr.e2e_bound_ms = 5900;
+    CHECK_OK(pl->plan(&pr, &d, &err), &err);
+    CHECK(!strcmp(d.policy, "rra") || !strcmp(d.policy, "waa"));
+    CHECK(d.engine && strstr(d.engine, "\"exegpt_be\""));
+    CHECK(d.summary[0] != 0);
+    CHECK_OK(hs_deploy_check(&d, &m, c, "plan", &err), &err);
+    hs_deploy_free(&d);
+    /* Restricted to RRA by the run's policy. */
+    pr.policy = "rra";
+    CHECK_OK(pl->plan(&pr, &d, &err), &err);
+    CHECK_STR(d.policy, "rra");
+    CHECK_INT(d.n, 1);
+    hs_deploy_free(&d);
+    /* An impossible bound is an error naming the key. */
+    pr.e2e_bound_ms = 1;
+    CHECK(pl->plan(&pr, &d, &err) != 0);
+    CHECK(strstr(err.msg, "slo.e2el_ms") != NULL);
+    hs_cluster_destroy(c);
+}
+
+/* The estimator's prediction of a planned schedule against the discrete-
+ * event run of it: throughput and the p99-length query's latency within
+ * 10% (tools/bench-exegpt des reports more cases). */
+static void test_estimator_vs_des(void)
+{
+    static const struct { const char *task; double bound; unsigned mask; } cases[] = {
+        {"S", 5.9, 1u << HS_EXEGPT_RRA},                                     /* RRA, TP 4 */
+        {"S", INFINITY, (1u << HS_EXEGPT_WAA_C) | (1u << HS_EXEGPT_WAA_M)},  /* WAA, pipelines */
+        {"T", INFINITY, 1u << HS_EXEGPT_RRA},                                /* RRA, 4 stages */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hs_model m;
+        hs_cluster *c = NULL;
+        hs_workload_cfg wc;
+        hs_exegpt_dist din = {0, NULL}, dout = {0, NULL};
+        hs_exegpt_opts eo;
+        hs_exegpt_plan_opts po;
+        hs_exegpt_result r;
+        hs_exegpt_des ds;
+        hs_exegpt *x = NULL;
+        hs_err err = {0};
+        CHECK_OK(hs_model_find(&m, "opt-13b", &err), &err);
+        CHECK_OK(hs_cluster_find(&c, "exegpt-a40x4", &err), &err);
+        hs_workload_defaults(&wc);
+        hs_workload_set(&wc, "preset", cases[i].task, NULL);
+        CHECK_OK(hs_exegpt_dist_from_lendist(&din, &wc.prompt, &err), &err);
+        CHECK_OK(hs_exegpt_dist_from_lendist(&dout, &wc.output, &err), &err);
+        hs_exegpt_opts_defaults(&eo);
+        eo.bd_mode = HS_EXEGPT_BD_STEADY;
+        CHECK_OK(hs_exegpt_create(&x, &m, c, &din, &dout, &eo, &err), &err);
+        hs_exegpt_plan_opts_defaults(&po);
+        po.lat_bound = cases[i].bound;
+        po.policies = cases[i].mask;
+        CHECK_OK(hs_exegpt_plan(x, &po, &r, &err), &err);
+        CHECK(r.found);
+        if (r.found) {
+            char lab[128];
+            CHECK_OK(hs_exegpt_des_run(x, &r.cfg, &wc, 4000, r.est.bd, 0.1, &eo.perf, &ds, &err), &err);
+            hs_exegpt_cfg_str(&r.cfg, &r.est, lab, sizeof lab);
+            printf("task %s %-40s thr est %.2f des %.2f q/s, lat_b est %.2f des %.2f s (%lld q)\n",
+                   cases[i].task, lab, r.est.thr, ds.thr, r.est.lat_b, ds.lat_b, (long long)ds.n_lat);
+            CHECK_REL(ds.thr, r.est.thr, 0.10);
+            CHECK_REL(ds.lat_b, r.est.lat_b, 0.10);
+            CHECK(ds.n_lat >= 3);
+        }
+        hs_exegpt_destroy(x);
+        hs_exegpt_dist_free(&din);
+        hs_exegpt_dist_free(&dout);
+        hs_cluster_destroy(c);
+    }
+}
+
+int main(void)
+{
+    hs_test_root();
+    test_rra_phases();
+    test_rra_nd_not_dividing();
+    test_encoder_band();
+    test_pressure();
+    test_planner();
+    test_estimator_vs_des();
+    return hs_check_result();
+}
