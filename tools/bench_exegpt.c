@@ -19,6 +19,7 @@
 #include "hw/hw.h"
 #include "llm/model.h"
 #include "plan/exegpt.h"
+#include "plan/plan.h"
 #include "policy/policy.h"
 #include "serve/engine.h"
 #include "workload/workload.h"
@@ -87,9 +88,19 @@ static int plan_best_mode(ctx *k, unsigned mask, double bound, int mode, hs_exeg
     return r->found;
 }
 
+static double g_plan_max, g_plan_sum;
+static int g_wins[2][2];   /* [long-output task][WAA won] where both ran */
+static int g_plan_n;
+
 static int plan_best(ctx *k, unsigned mask, double bound, hs_exegpt_result *r)
 {
-    return plan_best_mode(k, mask, bound, HS_EXEGPT_BD_STEADY, r);
+    double t0 = now_s(), dt;
+    int found = plan_best_mode(k, mask, bound, HS_EXEGPT_BD_STEADY, r);
+    dt = now_s() - t0;
+    g_plan_sum += dt;
+    g_plan_n++;
+    if (dt > g_plan_max) g_plan_max = dt;
+    return found;
 }
 
 #define RRA_MASK (1u << HS_EXEGPT_RRA)
@@ -141,6 +152,256 @@ static void bench_des(void)
     }
 }
 
+/* ---- FasterTransformer baseline and the paper's comparison --------------------- */
+
+typedef struct ft_point {
+    int batch;
+    double thr;      /* queries/s on the task's lengths */
+    double lat;      /* s, a batch generating the longest output (FT's bound) */
+} ft_point;
+
+typedef struct run_sink {
+    hs_req_record *rec;
+    int64_t n, cap;
+} run_sink;
+
+static int run_req(void *c, const hs_req_record *r)
+{
+    run_sink *s = c;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 1024;
+        if (!(s->rec = realloc(s->rec, (size_t)s->cap * sizeof *s->rec))) return HS_ENOMEM;
+    }
+    s->rec[s->n++] = *r;
+    return 0;
+}
+
+static int ft_sim(ctx *k, int b, const hs_workload_cfg *w0, int64_t n, double *thr, double *lat);
+
+/* FT at batch b: throughput on the task's lengths, and the time of one
+ * batch generating the longest output with prompts padded to the longest
+ * prompt (FT does not terminate early, so that is its latency).  Returns
+ * 0 when b does not fit. */
+static int ft_run(ctx *k, int b, ft_point *out)
+{
+    hs_workload_cfg w = k->wc;
+    double dummy;
+    out->batch = b;
+    if (!ft_sim(k, b, &k->wc, 6 * b > 300 ? 6 * b : 300, &out->thr, &dummy)) return 0;
+    snprintf(w.prompt.kind, sizeof w.prompt.kind, "fixed");
+    snprintf(w.output.kind, sizeof w.output.kind, "fixed");
+    w.prompt.mean = (double)k->din.max;
+    w.output.mean = (double)k->dout.max;
+    if (!ft_sim(k, b, &w, b, &dummy, &out->lat)) return 0;
+    return 1;
+}
+
+/* One FT run: one TP x PP replica over all GPUs (TP inside a node), static
+ * batches of b, n queries all queued.  *lat: mean batch duration. */
+static int ft_sim(ctx *k, int b, const hs_workload_cfg *w0, int64_t n, double *thr, double *lat)
+{
+    hs_err err = {0};
+    hs_engine_cfg ec;
+    hs_plan_req pr;
+    hs_deploy d;
+    hs_replica *reps = NULL;
+    hs_source *src = NULL;
+    hs_engine *e = NULL;
+    hs_workload_cfg w = *w0;
+    run_sink sk = {NULL, 0, 0};
+    hs_sink sink = {&sk, run_req, NULL};
+    const hs_policy_ops *pol = hs_policy_find("static");
+    int32_t mml = (int32_t)(k->din.max + k->dout.max);
+    int node = 0, tp, ok = 0, max_tokens;
+    double lat_sum = 0;
+    int64_t nb = 0;
+    for (int g = 0; g < k->c->n_gpus; g++) node += k->c->gpu_node[g] == 0;
+    tp = node;
+    while (tp > 1 && (k->m.heads % tp)) tp /= 2;
+    hs_engine_cfg_defaults(&ec);
+    ec.static_batch = b;
+    ec.max_num_seqs = b;
+    ec.max_model_len = mml;
+    ec.watermark = 0;
+    max_tokens = hs_engine_pass_tokens(&ec, pol, mml);
+    memset(&pr, 0, sizeof pr);
+    memset(&d, 0, sizeof d);
+    pr.model = &k->m;
+    pr.cluster = k->c;
+    pr.engine = &ec;
+    pr.tp = tp;
+    pr.pp = k->c->n_gpus / tp;
+    pr.bits = 16;
+    pr.max_replicas = 1;
+    pr.max_tokens = max_tokens;
+    pr.max_model_len = mml;
+    w.max_requests = n;
+    w.rate = 1e6;
+    snprintf(w.arrival, sizeof w.arrival, "constant");
+    if (max_tokens < 0 || hs_planner_find("uniform")->plan(&pr, &d, &err) ||
+        hs_replicas_build(&reps, &d, &k->m, k->c, &ec, &k->pc, max_tokens, mml, &err))
+        goto out;
+    /* A static slot holds a whole context: b must fit in the KV memory. */
+    if (reps[0].kv_blocks / reps[0].layout.pp < (int64_t)b * ((mml + ec.block_size - 1) / ec.block_size))
+        goto out;
+    if (hs_source_open(&src, &w, &err) ||
+        hs_engine_create(&e, &ec, pol, HS_ROUTE_LOR, reps, d.n, src, &sink, mml, k->c, &err) ||
+        hs_engine_run(e, &err))
+        die(&err);
+    /* Batches: queries sharing a start; a batch lasts until its longest. */
+    for (int64_t i = 0; i < sk.n;) {
+        int64_t j = i;
+        hs_ns end = 0;
+        for (int64_t q = 0; q < sk.n; q++)
+            if (sk.rec[q].first_sched == sk.rec[i].first_sched && sk.rec[q].finish > end) end = sk.rec[q].finish;
+        while (j < sk.n && sk.rec[j].first_sched == sk.rec[i].first_sched) j++;
+        lat_sum += (end - sk.rec[i].first_sched) * 1e-9;
+        nb++;
+        i = j;
+    }
+    *thr = sk.n / (e->end_time * 1e-9);
+    *lat = nb ? lat_sum / nb : NAN;
+    ok = 1;
+out:
+    hs_engine_destroy(e);
+    hs_source_close(src);
+    hs_replicas_free(reps, d.n);
+    hs_deploy_free(&d);
+    free(sk.rec);
+    return ok;
+}
+
+/* Enough queries for a steady middle: many times the decoding population
+ * and the encoder batch. */
+static int64_t des_queries(const hs_exegpt_result *r)
+{
+    double n = fmax(3000, fmax(10 * r->est.bd, 30.0 * r->cfg.be));
+    return (int64_t)fmin(n, 60000);
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One (model, cluster, task): FT over batch sizes (multiples of 4), the
+ * bounds at FT's 10/30/70% latencies and infinity, and per bound the
+ * best FT, RRA and WAA throughput (ExeGPT's by the planner, checked by a
+ * DES run).  Accumulates ExeGPT/FT ratios. */
+static void paper_case(const char *model, const char *cluster, const char *task, int large,
+                       double *ratio_sum, int *ratio_n)
+{
+    ctx k;
+    ft_point ft[128];
+    double lats[128], bounds[4];
+    int nft = 0;
+    ctx_open(&k, model, cluster, task);
+    for (int b = 4; b <= 512 && nft < 128; b += b < 64 ? 4 : 32) {
+        if (!ft_run(&k, b, &ft[nft])) break;
+        lats[nft] = ft[nft].lat;
+        nft++;
+    }
+    printf("%s on %s, task %s: FT batches 4..%d (%d points)\n", model, cluster, task,
+           nft ? ft[nft - 1].batch : 0, nft);
+    if (!nft) {
+        ctx_close(&k);
+        return;
+    }
+    qsort(lats, (size_t)nft, sizeof *lats, cmp_dbl);
+    bounds[0] = lats[(int)floor(0.1 * (nft - 1) + 0.5)];
+    bounds[1] = lats[(int)floor(0.3 * (nft - 1) + 0.5)];
+    bounds[2] = lats[(int)floor(0.7 * (nft - 1) + 0.5)];
+    bounds[3] = INFINITY;
+    printf("  %-7s | %-8s %-5s | %-40s %7s %7s | %-40s %7s %7s | %-6s %-6s\n", "L_B s", "FT q/s", "b",
+           "RRA schedule", "est", "DES", "WAA schedule", "est", "DES", "best", "x FT");
+    for (int i = 0; i < 4; i++) {
+        double best_ft = 0, thr[2] = {0, 0};
+        int bft = 0;
+        char lab[2][128];
+        for (int j = 0; j < nft; j++)
+            if (ft[j].lat <= bounds[i] && ft[j].thr > best_ft) {
+                best_ft = ft[j].thr;
+                bft = ft[j].batch;
+            }
+        for (int p = 0; p < 2; p++) {
+            hs_exegpt_result r;
+            snprintf(lab[p], sizeof lab[p], "NS");
+            if ((p == 1 && large) || !plan_best(&k, p == 0 ? RRA_MASK : WAA_MASK, bounds[i], &r)) continue;
+            hs_exegpt_cfg_str(&r.cfg, &r.est, lab[p], sizeof lab[p]);
+            {
+                hs_exegpt_des ds;
+                hs_err err = {0};
+                if (hs_exegpt_des_run(k.x[1], &r.cfg, &k.wc, des_queries(&r), r.est.bd, 0.1, &k.pc, &ds, &err))
+                    die(&err);
+                thr[p] = ds.thr;
+                snprintf(lab[p] + strlen(lab[p]), sizeof lab[p] - strlen(lab[p]), "|%.2f", r.est.thr);
+            }
+        }
+        {
+            int w = thr[1] > thr[0];
+            double best = thr[w];
+            char *bar0 = strchr(lab[0], '|'), *bar1 = strchr(lab[1], '|');
+            double e0 = bar0 ? atof(bar0 + 1) : NAN, e1 = bar1 ? atof(bar1 + 1) : NAN;
+            if (bar0) *bar0 = 0;
+            if (bar1) *bar1 = 0;
+            printf("  %-7.2f | %-8.2f %-5d | %-40s %7.2f %7.2f | %-40s %7.2f %7.2f | %-6s %5.2fx\n", bounds[i],
+                   best_ft, bft, lab[0], e0, thr[0], lab[1], e1, thr[1], best > 0 ? (w ? "WAA" : "RRA") : "-",
+                   best_ft > 0 ? best / best_ft : NAN);
+            if (best_ft > 0 && best > 0) {
+                *ratio_sum += best / best_ft;
+                (*ratio_n)++;
+            }
+            if (thr[0] > 0 && thr[1] > 0) g_wins[strcmp(task, "T") == 0 || strcmp(task, "G") == 0][w]++;
+        }
+    }
+    ctx_close(&k);
+}
+
+static void bench_paper(void)
+{
+    static const struct { const char *model, *cluster; int large; } models[] = {
+        {"opt-13b", "exegpt-a40x4", 0},
+        {"gpt-3-39b", "exegpt-a40x16", 0},
+        {"gpt-3-101b", "exegpt-a100x16", 1},
+        {"gpt-3-175b", "exegpt-a100x16", 1},
+    };
+    static const char *const small_tasks[] = {"S", "T", "C1"}, *const large_tasks[] = {"G", "C1", "C2"};
+    double sum[2] = {0, 0};
+    int cnt[2] = {0, 0};
+    printf("== ExeGPT vs FasterTransformer (paper Fig. 6 and 8): throughput in queries/s per latency bound\n"
+           "   (bounds: FT's bottom 10/30/70%% latencies over batch sizes 4, 8, ..., and infinity;\n"
+           "   ExeGPT's bound holds for the p99-length query, FT's for a batch generating the longest output;\n"
+           "   RRA/WAA: planner's best (steady-state estimator), estimated and measured by a DES run;\n"
+           "   large models RRA only, as in the paper; NS: no schedule meets the bound) ==\n");
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        for (int t = 0; t < 3; t++) {
+            double t0 = now_s();
+            paper_case(models[i].model, models[i].cluster,
+                       models[i].large ? large_tasks[t] : small_tasks[t], models[i].large, &sum[models[i].large],
+                       &cnt[models[i].large]);
+            printf("  (case time %.1f s)\n", now_s() - t0);
+        }
+    printf("ExeGPT / FT average: small/mid models %.2fx over %d points (paper 2.0x), large models %.2fx over %d "
+           "points (paper 3.2x)\n", cnt[0] ? sum[0] / cnt[0] : NAN, cnt[0], cnt[1] ? sum[1] / cnt[1] : NAN, cnt[1]);
+    printf("Where both run: short-output tasks (S, C1, C2) WAA best %d / RRA best %d (paper: WAA); long-output tasks "
+           "(T, G) WAA best %d / RRA best %d (paper: RRA)\n", g_wins[0][1], g_wins[0][0], g_wins[1][1], g_wins[1][0]);
+    printf("Scheduler (branch and bound per policy family and bound): %d searches, mean %.3f s, max %.3f s "
+           "(paper: 3 s - 2 min RRA, 1 - 5 min WAA; target < 1 s)\n", g_plan_n, g_plan_n ? g_plan_sum / g_plan_n : 0,
+           g_plan_max);
+}
+
+static void bench_table6(void)
+{
+    hs_perf_cfg pc;
+    hs_err err = {0};
+    hs_perf_cfg_defaults(&pc);
+    printf("== Table 6 case study (paper's choices next to ours), B_D by the paper's formula, then the steady state ==\n");
+    if (hs_exegpt_table6(stdout, &pc, HS_EXEGPT_BD_PAPER, NULL, NULL, &err) ||
+        hs_exegpt_table6(stdout, &pc, HS_EXEGPT_BD_STEADY, NULL, NULL, &err))
+        die(&err);
+}
+
 /* One schedule given on the command line:
  *   des1 MODEL CLUSTER TASK rra|waa-c|waa-m B_E N_D TP GROUPS */
 static void bench_des1(char **a)
@@ -171,5 +432,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (all || !strcmp(what, "des")) bench_des();
+    if (all || !strcmp(what, "table6")) bench_table6();
+    if (all || !strcmp(what, "paper")) bench_paper();
     return 0;
 }

@@ -141,6 +141,34 @@ static int32_t rra_want(hs_engine *e, hs_lane *l)
     return want;
 }
 
+/* The replica's lanes are its micro-batches and run ExeGPT's phases in
+ * step, as one schedule: encoding phases begin at a common boundary, when
+ * no lane is still decoding.  A lane may begin a phase when every sibling
+ * that is decoding (or busy) began its own phase at this very instant (the
+ * boundary is now); otherwise it waits for the boundary.  Unsynchronised
+ * lanes would scatter long encoding micro-batches among the others'
+ * decoding iterations and stall them at every stage. */
+static int siblings_decoding(const hs_engine *e, const hs_lane *l)
+{
+    const hs_replica *rp = &e->replicas[l->replica];
+    for (int32_t k = 0; k < rp->n_lanes; k++) {
+        const hs_lane *j = &rp->lanes[k];
+        if (j != l && j->ph_mode == PH_DEC && (j->n_dec > 0 || j->busy) && j->ph_start != e->q.now)
+            return 1;
+    }
+    return 0;
+}
+
+/* A lane's decoding phase is over: it waits for the next encoding, and
+ * siblings waiting for this phase to end may go. */
+static void end_phase(hs_engine *e, hs_lane *l)
+{
+    hs_replica *rp = &e->replicas[l->replica];
+    l->ph_mode = PH_ENC;
+    for (int32_t k = 0; k < rp->n_lanes; k++)
+        if (&rp->lanes[k] != l) hs_engine_kick(e, &rp->lanes[k]);
+}
+
 static int rra_schedule_nd(hs_engine *e, hs_lane *l, int nd)
 {
     /* Two rounds at most: an encoding phase with nothing to encode falls
@@ -148,19 +176,25 @@ static int rra_schedule_nd(hs_engine *e, hs_lane *l, int nd)
      * encoding. */
     for (int round = 0; round < 2; round++) {
         if (l->ph_mode == PH_ENC) {
-            int32_t want = l->waiting.head >= 0 ? rra_want(e, l) : 0;
+            int32_t want;
+            /* Nothing to encode or decode: idle, without starting a phase
+             * (an empty phase would wake the siblings for nothing). */
+            if (l->n_dec == 0 && l->waiting.head < 0) return 0;
+            if (siblings_decoding(e, l)) return 0;
+            want = l->waiting.head >= 0 ? rra_want(e, l) : 0;
             /* An idle lane with a zero share this phase would sleep with
              * its queue full: nothing else wakes it. */
             if (want == 0 && l->n_dec == 0 && l->waiting.head >= 0) want = 1;
             l->ph_mode = PH_DEC;
             l->ph_left = nd;
             l->ph_count++;
+            l->ph_start = e->q.now;
             if (want > 0 && encode_batch(e, l, want) > 0) return 1;
             if (e->fatal) return 0;
         }
         if (l->ph_left > 0 && decode_step(e, l)) return 1;
         if (e->fatal) return 0;
-        l->ph_mode = PH_ENC;
+        end_phase(e, l);
         if (l->waiting.head < 0) return 0;
     }
     return 0;
@@ -168,7 +202,7 @@ static int rra_schedule_nd(hs_engine *e, hs_lane *l, int nd)
 
 static void rra_complete(hs_engine *e, hs_lane *l)
 {
-    if (l->it.decode && l->ph_left > 0 && --l->ph_left == 0) l->ph_mode = PH_ENC;
+    if (l->it.decode && l->ph_left > 0 && --l->ph_left == 0) end_phase(e, l);
     hs_lane_complete(e, l);
 }
 

@@ -269,7 +269,7 @@ static hs_lane *pick_lane(hs_replica *rp)
     return b;
 }
 
-static void kick(hs_engine *e, hs_lane *l)
+void hs_engine_kick(hs_engine *e, hs_lane *l)
 {
     if (l->busy || l->kick) return;
     l->kick = 1;
@@ -474,7 +474,7 @@ void hs__handoff(hs_engine *e, hs_lane *sl, int32_t r, hs_ns t)
     /* like an arrival: the next step boundary must look at it */
     if (dl->busy && dl->ff_k > 1) ff_truncate(e, dl, t);
     if (!dl->busy) admit_incoming(e, dl);
-    kick(e, dl);
+    hs_engine_kick(e, dl);
 }
 
 /* The last flow of r landed: free the prefill side, queue the join. */
@@ -488,8 +488,8 @@ static void transfer_done(hs_engine *e, int32_t r)
     q->src_lane = -1;
     hs_list_push_back(e, &dl->landed, r);
     if (dl->busy && dl->ff_k > 1) ff_truncate(e, dl, e->q.now);
-    kick(e, dl);
-    kick(e, sl);
+    hs_engine_kick(e, dl);
+    hs_engine_kick(e, sl);
 }
 
 /* At an iteration boundary: landed requests join the decode set (keeping
@@ -671,7 +671,7 @@ static int on_arrival(hs_engine *e)
         return 0;
     }
     if (l->busy && l->ff_k > 1) ff_truncate(e, l, e->q.now);
-    kick(e, l);
+    hs_engine_kick(e, l);
     return 0;
 }
 

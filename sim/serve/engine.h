@@ -91,6 +91,11 @@ int hs_engine_run(hs_engine *e, hs_err *err);
 
 void hs_engine_destroy(hs_engine *e);
 
+/* Asks lane l to look for work at the end of the current instant (a no-op
+ * while it is busy or already asked).  Policies whose lanes wait for each
+ * other (rra) wake their siblings with it. */
+void hs_engine_kick(hs_engine *e, hs_lane *l);
+
 /* Checks every lane's invariants (INV-KV, INV-DEC); 1 when sane. */
 int hs_engine_audit(hs_engine *e);
 

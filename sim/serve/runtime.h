@@ -148,6 +148,7 @@ typedef struct hs_lane {
      * waa): pstate stays NULL so the decode-set audit applies to them. */
     int32_t ph_mode, ph_left;
     int64_t ph_count;
+    hs_ns ph_start;       /* when the current phase began */
     /* counters */
     int64_t iters, preemptions;
     /* schedule emission: ids preempted since the lane's last iteration */
