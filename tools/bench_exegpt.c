@@ -100,6 +100,8 @@ static int plan_best(ctx *k, unsigned mask, double bound, hs_exegpt_result *r)
     g_plan_sum += dt;
     g_plan_n++;
     if (dt > g_plan_max) g_plan_max = dt;
+    if (dt > 1) printf("  (slow search: %.2f s, %s on %s, policies %s, bound %g)\n", dt, k->m.name, k->c->name,
+                       mask == 1u ? "RRA" : "WAA", bound);
     return found;
 }
 
