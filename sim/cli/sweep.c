@@ -203,6 +203,7 @@ int hs_sweep_option(hs_sweep *s, int argc, char **argv, int *i, hs_err *err)
     if (!strcmp(a, "--retry-failed")) { s->retry_failed = 1; return 1; }
     if (!strcmp(a, "--dry-run")) { s->dry_run = 1; return 1; }
     if (!strcmp(a, "--quiet")) { s->quiet = 1; return 1; }
+    if (!strncmp(a, "-j", 2) && a[2]) return (rc = parse_int("-j", a + 2, 1, 4096, &s->jobs, err)) ? rc : 1;
     if (strcmp(a, "--config") && strcmp(a, "--set") && strcmp(a, "--grid") && strcmp(a, "--case") &&
         strcmp(a, "--spec") && strcmp(a, "--db") && strcmp(a, "-j") && strcmp(a, "--jobs") &&
         strcmp(a, "--name") && strcmp(a, "--window"))
@@ -678,6 +679,16 @@ fail:
     return rc;
 }
 
+void hs__sweep_list(const hs_sweep *s, const int *pend, int n_pend)
+{
+    for (int i = 0, k = 0; i < s->n_cases; i++) {
+        int st = k < n_pend && pend[k] == i;
+        k += st;
+        printf("%4d  %s  %-7s  %s\n", i + 1, s->cases[i].key, st ? "pending" : "stored",
+               s->cases[i].text[0] ? s->cases[i].text : "(base)");
+    }
+}
+
 /* ---- progress ---- */
 
 static struct {
@@ -792,12 +803,7 @@ int hs_sweep_exec(hs_sweep *s, int *n_failed, hs_err *err)
     *n_failed = 0;
     if ((rc = hs__sweep_pending(s, &pend, &n_pend, &n_stored, err))) return rc;
     if (s->dry_run) {
-        for (int i = 0, k = 0; i < s->n_cases; i++) {
-            int st = k < n_pend && pend[k] == i;
-            k += st;
-            printf("%4d  %s  %-7s  %s\n", i + 1, s->cases[i].key, st ? "pending" : "stored",
-                   s->cases[i].text[0] ? s->cases[i].text : "(base)");
-        }
+        hs__sweep_list(s, pend, n_pend);
         free(pend);
         return 0;
     }
@@ -924,6 +930,22 @@ static void sweep_usage(FILE *fp)
             "               --grid workload.rate=1:8:1 --db results/sweep.db -j 2\n");
 }
 
+int hs__sweep_cli_parse(hs_sweep *s, int argc, char **argv, hs_err *err)
+{
+    int rc;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            sweep_usage(stdout);
+            return 1;
+        }
+        rc = hs_sweep_option(s, argc, argv, &i, err);
+        if (rc < 0) return rc;
+        if (rc == 0)
+            return hs_errf(err, HS_EINVAL, "unknown option \"%s\" (see hetsim sweep --help)", argv[i]);
+    }
+    return hs_sweep_expand(s, err);
+}
+
 int hs_cli_sweep(int argc, char **argv)
 {
     hs_err err = {0};
@@ -933,20 +955,12 @@ int hs_cli_sweep(int argc, char **argv)
         fprintf(stderr, "hetsim: out of memory\n");
         return 1;
     }
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            sweep_usage(stdout);
-            hs_sweep_destroy(s);
-            return 0;
-        }
-        rc = hs_sweep_option(s, argc, argv, &i, &err);
-        if (rc < 0) goto fail;
-        if (rc == 0) {
-            rc = hs_errf(&err, HS_EINVAL, "unknown option \"%s\" (see hetsim sweep --help)", argv[i]);
-            goto fail;
-        }
+    rc = hs__sweep_cli_parse(s, argc, argv, &err);
+    if (rc == 1) {
+        hs_sweep_destroy(s);
+        return 0;
     }
-    if ((rc = hs_sweep_expand(s, &err))) goto fail;
+    if (rc) goto fail;
     if ((rc = hs_sweep_exec(s, &failed, &err))) goto fail;
     hs_sweep_destroy(s);
     return failed ? 3 : 0;

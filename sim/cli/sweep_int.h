@@ -60,6 +60,13 @@ int hs__sweep_run_case(const hs_sweep *s, int pos, char *msg, size_t cap);
  * failure msg) and removes its private files. */
 int hs__sweep_commit(hs_sweep *s, int pos, int rc, const char *msg, hs_err *err);
 
+/* Parses `hetsim sweep` arguments into s and expands the cases; 1 when
+ * --help was printed. */
+int hs__sweep_cli_parse(hs_sweep *s, int argc, char **argv, hs_err *err);
+
+/* Dry run: prints every case and whether it is stored. */
+void hs__sweep_list(const hs_sweep *s, const int *pend, int n_pend);
+
 /* Progress display (stderr): start, one finished case, end. */
 void hs__progress_start(hs_sweep *s, int total, int stored, int workers);
 void hs__progress_step(hs_sweep *s, int failed);
