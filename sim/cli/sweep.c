@@ -539,8 +539,11 @@ out:
 
 int hs__sweep_tmpdir(hs_sweep *s, hs_err *err)
 {
+    /* Private case files are scratch: a memory file system (no fsync cost
+     * per case) unless TMPDIR says otherwise. */
     const char *t = getenv("TMPDIR");
-    snprintf(s->tmp, sizeof s->tmp, "%s/hetsim-sweep.XXXXXX", t && *t ? t : "/tmp");
+    if (!t || !*t) t = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    snprintf(s->tmp, sizeof s->tmp, "%s/hetsim-sweep.XXXXXX", t);
     if (!mkdtemp(s->tmp))
         return hs_errf(err, HS_EIO, "%s: cannot create a temporary folder: %s", s->tmp, strerror(errno));
     return 0;
@@ -823,6 +826,7 @@ int hs_sweep_exec(hs_sweep *s, int *n_failed, hs_err *err)
     }
     window = s->window > 0 ? s->window : 4 * s->jobs;
     if (window < s->jobs) window = s->jobs;
+    if ((rc = hs_sweepdb_wal(s->h, 1, err))) goto out;
     hs__progress_start(s, n_pend, n_stored, s->jobs < n_pend ? s->jobs : n_pend);
     while (commit < n_pend) {
         /* Fill free workers, staying within the window after the oldest
@@ -882,6 +886,14 @@ out:
         for (int j = commit; j < next; j++) remove_case_files(s, pend[j]);
     }
     hs__sweep_rmtmp(s);
+    if (s->h && state) {
+        hs_err e2 = {0};
+        int r2 = hs_sweepdb_wal(s->h, 0, &e2);
+        if (!rc && r2) {
+            rc = r2;
+            *err = e2;
+        }
+    }
     free(slots);
     free(codes);
     free(state);

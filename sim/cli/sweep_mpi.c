@@ -26,6 +26,7 @@
 
 #include "cli/cli.h"
 #include "cli/sweep_int.h"
+#include "out/sweepdb.h"
 
 #define TAG_CASE 7
 
@@ -195,6 +196,10 @@ int hs_cli_sweep_mpi(int argc, char **argv)
         c.codes = calloc((size_t)n_pend, sizeof *c.codes);
         c.msgs = calloc((size_t)n_pend, sizeof *c.msgs);
         if (!c.done || !c.codes || !c.msgs) MPI_Abort(MPI_COMM_WORLD, 1);
+        if ((rc = hs_sweepdb_wal(s->h, 1, &err))) {
+            fprintf(stderr, "hetsim: %s\n", err.msg);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
         hs__progress_start(s, n_pend, n_stored, size);
         for (int j = 0; j < n_pend; j += size) {
             char msg[512];
@@ -209,6 +214,7 @@ int hs_cli_sweep_mpi(int argc, char **argv)
             fprintf(stderr, "hetsim: %s\n", err.msg);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
+        if (hs_sweepdb_wal(s->h, 0, &err)) fprintf(stderr, "hetsim: warning: %s\n", err.msg);
         hs__progress_end(s);
         for (int j = 0; j < n_pend; j++) free(c.msgs[j]);
         free(c.msgs);

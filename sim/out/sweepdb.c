@@ -308,3 +308,9 @@ int hs_sweepdb_metric(hs_db *db, int64_t run_id, const char *name, double *value
     sqlite3_finalize(st);
     return 0;
 }
+
+int hs_sweepdb_wal(hs_db *db, int on, hs_err *err)
+{
+    return exec_sql(db, on ? "PRAGMA journal_mode = WAL" : "PRAGMA journal_mode = DELETE",
+                    "switching the journal mode", err);
+}

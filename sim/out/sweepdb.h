@@ -49,6 +49,14 @@ int hs_sweepdb_merge(hs_db *db, const char *src, const hs_case_row *c,
 /* Records a failed case (run NULL, error text) in one transaction. */
 int hs_sweepdb_fail(hs_db *db, const hs_case_row *c, hs_err *err);
 
+/* on 1: write-ahead log with synchronous=NORMAL while a sweep commits many
+ * small transactions (no fsync per case; a committed case may be lost
+ * only to a power failure, and resuming re-runs it); on 0: back to the
+ * rollback journal, checkpointing and removing the -wal file.  A sweep
+ * killed in between leaves the file in WAL mode, which SQLite recovers on
+ * the next open. */
+int hs_sweepdb_wal(hs_db *db, int on, hs_err *err);
+
 /* Reads metric `name` of run_id's summary; *found 0 when absent or NULL. */
 int hs_sweepdb_metric(hs_db *db, int64_t run_id, const char *name, double *value,
                       int *found, hs_err *err);
