@@ -260,6 +260,7 @@ int hs_cli_search(int argc, char **argv)
     if (!n_needs) parse_need("slo_attainment>=0.9", &needs[n_needs++], &err);
     hs_sweep_default_name(groups, name);
     hs_sweep_default_name(probes, name);
+    hs_sweep_no_progress(probes);
     if ((rc = hs_sweep_expand(groups, &err))) goto fail;
 
     if (!strcmp(mode, "capacity")) {

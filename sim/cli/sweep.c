@@ -91,6 +91,11 @@ const char *hs_sweep_case_text(const hs_sweep *s, int pos) { return s->cases[pos
 const char *hs_sweep_db_path(const hs_sweep *s) { return s->db; }
 int hs_sweep_quiet(const hs_sweep *s) { return s->quiet; }
 
+void hs_sweep_no_progress(hs_sweep *s)
+{
+    s->no_progress = 1;
+}
+
 void hs_sweep_default_name(hs_sweep *s, const char *name)
 {
     if (!s->name[0]) snprintf(s->name, sizeof s->name, "%s", name);
@@ -741,7 +746,7 @@ void hs__progress_start(hs_sweep *s, int total, int stored, int workers)
     prog.stored = stored;
     prog.workers = workers;
     prog.tty = isatty(2);
-    if (!s->quiet)
+    if (!s->quiet && !s->no_progress)
         fprintf(stderr, "hetsim %s: %d cases, %d already stored, %d to run on %d worker%s into %s\n", s->cmd,
                 total + stored, stored, total, workers, workers == 1 ? "" : "s", s->db);
 }
@@ -752,7 +757,7 @@ void hs__progress_step(hs_sweep *s, int failed)
     int step = prog.total / 10 > 0 ? prog.total / 10 : 1;
     prog.done++;
     prog.failed += failed != 0;
-    if (s->quiet) return;
+    if (s->quiet || s->no_progress) return;
     if (prog.tty ? t - prog.last >= 0.2 || prog.done == prog.total : prog.done % step == 0) {
         prog.last = t;
         progress_draw(0);
@@ -762,7 +767,7 @@ void hs__progress_step(hs_sweep *s, int failed)
 void hs__progress_end(hs_sweep *s)
 {
     double el = now_s() - prog.t0;
-    if (s->quiet) return;
+    if (s->quiet || s->no_progress) return;
     if (prog.tty) fprintf(stderr, "\n");
     /* Wall-clock throughput: stderr only, never the database. */
     fprintf(stderr, "hetsim %s: %d cases run (%d failed), %d already stored, %.2f s, %.1f cases/min on %d worker%s\n",
@@ -811,7 +816,7 @@ int hs_sweep_exec(hs_sweep *s, int *n_failed, hs_err *err)
         return 0;
     }
     if (!n_pend) {
-        if (!s->quiet)
+        if (!s->quiet && !s->no_progress)
             fprintf(stderr, "hetsim %s: all %d cases are stored in %s\n", s->cmd, s->n_cases, s->db);
         free(pend);
         return 0;

@@ -63,6 +63,8 @@ int hs_sweep_case_metric(hs_sweep *s, int pos, const char *name, double *v, int 
                          hs_err *err);
 
 const char *hs_sweep_db_path(const hs_sweep *s);
+/* No progress display (failures are still reported). */
+void hs_sweep_no_progress(hs_sweep *s);
 /* Sets the sweep name unless --name gave one. */
 void hs_sweep_default_name(hs_sweep *s, const char *name);
 int hs_sweep_quiet(const hs_sweep *s);

@@ -36,6 +36,7 @@ struct hs_sweep {
     char db[1024];        /* target database ("" until known) */
     char name[128];
     int jobs, window, quiet, retry_failed, dry_run;
+    int no_progress;      /* no progress lines (search probes), failures still reported */
     hs_db *h;             /* open target database (coordinator only) */
     char tmp[1100];       /* private temporary folder */
 };
