@@ -173,7 +173,8 @@ def fig_rate_latency(runs, groups, colors, out, fmt, figs, notes):
         plot_vs_rate(ax, groups, name + "_p99_ms", "--", " p99", colors)
         ax.set_xlabel("request rate (req/s)")
         ax.set_ylabel(unit + " (ms), solid p50, dashed p99")
-        ax.set_yscale("log")
+        if name == "ttft":
+            ax.set_yscale("log")   # TTFT spans queueing blow-ups; TPOT stays within a few x
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(unit + " versus request rate")
     save(fig, out, "rate_latency", fmt, figs,
@@ -245,49 +246,59 @@ def fig_cdf(con, groups, colors, out, fmt, figs, notes):
 
 
 def fig_pareto(runs, out, fmt, figs, notes):
-    pts = [r for r in runs if "cost_per_hour" in r["m"] and "e2el_p99_ms" in r["m"]]
-    if len({r["m"]["cost_per_hour"] for r in pts}) < 2:
+    # One point per series and rate: the mean over seeds.
+    acc = {}
+    for r in runs:
+        if "cost_per_hour" in r["m"] and "e2el_p99_ms" in r["m"]:
+            acc.setdefault((series_key(r), r["rate"]), []).append(r)
+    pts = []
+    for (key, rate), rs in sorted(acc.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        pts.append({"rate": rate, "key": key, "cfg": rs[0]["cfg"],
+                    "x": sum(r["m"]["cost_per_hour"] for r in rs) / len(rs),
+                    "y": sum(r["m"]["e2el_p99_ms"] for r in rs) / len(rs)})
+    if len({p["x"] for p in pts}) < 2:
         notes.append("Cost-latency Pareto: every run has the same cost (vary cluster, planner or tp).")
         return
-    rates = sorted({r["rate"] for r in pts if r["rate"] is not None})
+    rates = sorted({p["rate"] for p in pts if p["rate"] is not None})
     if len(rates) > 4:
         rates = [rates[int(round(i * (len(rates) - 1) / 3))] for i in range(4)]
     rates = rates or [None]
     fig, axes = plt.subplots(1, len(rates), figsize=(4.2 * len(rates) + 1, 4.4), squeeze=False)
-    planners = sorted({str(r["cfg"].get("planner", "?")) for r in pts})
-    clusters = sorted({str(r["cfg"].get("cluster", "?")) for r in pts})
+    # Colour: planner and policy (what the front compares); marker: cluster.
+    def kind(p):
+        return "%s / %s" % (p["cfg"].get("planner", "?"), p["cfg"].get("policy", "?"))
+    kinds = sorted({kind(p) for p in pts})
+    clusters = sorted({str(p["cfg"].get("cluster", "?")) for p in pts})
     cmap = plt.get_cmap("tab10")
     markers = "osD^v<>ph*"
     for ax, rate in zip(axes[0], rates):
-        sel = [r for r in pts if r["rate"] == rate]
-        for r in sel:
-            ci = planners.index(str(r["cfg"].get("planner", "?")))
-            mi = clusters.index(str(r["cfg"].get("cluster", "?"))) % len(markers)
-            ax.scatter(r["m"]["cost_per_hour"], r["m"]["e2el_p99_ms"], color=cmap(ci % 10),
-                       marker=markers[mi], s=28, alpha=0.8)
-        # Non-dominated: lowest latency for every cost level (both minimised).
+        sel = [p for p in pts if p["rate"] == rate]
+        for p in sel:
+            ax.scatter(p["x"], p["y"], color=cmap(kinds.index(kind(p)) % 10),
+                       marker=markers[clusters.index(str(p["cfg"].get("cluster", "?"))) % len(markers)],
+                       s=30, alpha=0.85)
+        # Non-dominated (both minimised): the lowest latency at each cost.
         front, best = [], math.inf
-        for r in sorted(sel, key=lambda r: (r["m"]["cost_per_hour"], r["m"]["e2el_p99_ms"], r["id"])):
-            if r["m"]["e2el_p99_ms"] < best:
-                best = r["m"]["e2el_p99_ms"]
-                front.append(r)
+        for p in sorted(sel, key=lambda p: (p["x"], p["y"])):
+            if p["y"] < best:
+                best = p["y"]
+                front.append(p)
         if front:
-            ax.step([r["m"]["cost_per_hour"] for r in front], [r["m"]["e2el_p99_ms"] for r in front],
-                    where="post", color="black", lw=1.2, label="Pareto front")
+            ax.step([p["x"] for p in front], [p["y"] for p in front], where="post", color="black", lw=1.2)
         ax.set_yscale("log")
         ax.set_xlabel("deployment cost ($/h)")
         ax.set_ylabel("p99 end-to-end latency (ms)")
         ax.set_title("rate %s req/s" % ("%.3g" % rate if rate is not None else "?"))
         ax.grid(True, which="both", alpha=0.3)
-    handles = [plt.Line2D([], [], ls="", marker="o", color=cmap(i % 10), label="planner " + p)
-               for i, p in enumerate(planners)]
-    handles += [plt.Line2D([], [], ls="", marker=markers[i % len(markers)], color="gray", label=c)
-                for i, c in enumerate(clusters[:10])]
+    handles = [plt.Line2D([], [], ls="", marker="o", color=cmap(i % 10), label="planner/policy " + k)
+               for i, k in enumerate(kinds)]
+    handles += [plt.Line2D([], [], ls="", marker=markers[i % len(markers)], color="gray", label="cluster " + cl)
+                for i, cl in enumerate(clusters[:10])]
     handles.append(plt.Line2D([], [], color="black", label="Pareto front"))
-    axes[0][-1].legend(handles=handles, fontsize=7, loc="best")
+    axes[0][0].legend(handles=handles, fontsize=7, loc="best")
     save(fig, out, "pareto", fmt, figs,
-         "Cost versus p99 end-to-end latency; colour = planner, marker = cluster; the black step is "
-         "the non-dominated front at each request rate.")
+         "Cost versus p99 end-to-end latency (mean over seeds), one panel per request rate; colour = "
+         "planner/policy, marker = cluster; the black step is the non-dominated front.")
 
 
 def fig_timeseries(con, runs, groups, out, fmt, figs, notes):

@@ -34,6 +34,9 @@
 
 char *mkdtemp(char *tmpl);  /* POSIX 2008; not declared under strict C11 headers */
 
+static double now_s(void);
+static double commit_s;     /* wall seconds the coordinator spent storing cases */
+
 static char *xstrdup(const char *s)
 {
     size_t n = strlen(s) + 1;
@@ -651,8 +654,10 @@ int hs__sweep_commit(hs_sweep *s, int pos, int rc, const char *msg, hs_err *err)
     int64_t run;
     int ret;
     hs__sweep_case_paths(s, pos, db, log, sizeof db);
+    double t0 = now_s();
     if (rc == 0) ret = hs_sweepdb_merge(s->h, db, &row, s->db, &run, err);
     else ret = hs_sweepdb_fail(s->h, &row, err);
+    commit_s += now_s() - t0;
     /* Another sweep on the same file stored it first: nothing to add. */
     if (ret == HS_ESTATE && strstr(err->msg, "already stored")) ret = 0;
     if (!ret) remove_case_files(s, pos);
@@ -741,6 +746,7 @@ static void progress_draw(int final)
 void hs__progress_start(hs_sweep *s, int total, int stored, int workers)
 {
     memset(&prog, 0, sizeof prog);
+    commit_s = 0;
     prog.t0 = prog.last = now_s();
     prog.total = total;
     prog.stored = stored;
@@ -770,9 +776,10 @@ void hs__progress_end(hs_sweep *s)
     if (s->quiet || s->no_progress) return;
     if (prog.tty) fprintf(stderr, "\n");
     /* Wall-clock throughput: stderr only, never the database. */
-    fprintf(stderr, "hetsim %s: %d cases run (%d failed), %d already stored, %.2f s, %.1f cases/min on %d worker%s\n",
+    fprintf(stderr, "hetsim %s: %d cases run (%d failed), %d already stored, %.2f s, %.1f cases/min on %d worker%s "
+            "(%.2f s storing)\n",
             s->cmd, prog.done, prog.failed, prog.stored, el, el > 0 ? prog.done / el * 60 : 0, prog.workers,
-            prog.workers == 1 ? "" : "s");
+            prog.workers == 1 ? "" : "s", commit_s);
 }
 
 /* ---- local execution: forked workers ---- */
