@@ -1,4 +1,4 @@
--- hetsim results database, schema version 1.
+-- hetsim results database, schema version 2.
 -- sim/out/db.c embeds this exact text (tests/test_db.c checks that both
 -- create the same sqlite_master); change them together and bump
 -- HS_DB_SCHEMA_VERSION in sim/out/db.h with a migration in db.c.
@@ -60,4 +60,23 @@ CREATE TABLE IF NOT EXISTS validations (
     measured_ns  INTEGER NOT NULL,
     PRIMARY KEY (run, device, iteration)
 ) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1');
+-- Schema version 2: sweeps and time series.
+CREATE TABLE IF NOT EXISTS sweep_cases (
+    case_key TEXT PRIMARY KEY,          -- 16 hex digits: FNV-1a 64 of the canonical configuration
+    sweep    TEXT NOT NULL DEFAULT '',  -- name given to the sweep (--name)
+    idx      INTEGER NOT NULL,          -- position in that sweep's case list
+    params   TEXT NOT NULL,             -- the swept keys and values, JSON object
+    run      INTEGER REFERENCES runs(id) ON DELETE CASCADE,  -- NULL: the case failed
+    error    TEXT                       -- why it failed; NULL when it ran
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS samples (
+    run     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    replica INTEGER NOT NULL,
+    t       REAL NOT NULL,              -- s, simulated: the state at this instant
+    util    REAL NOT NULL,              -- busy fraction of lane time since the previous sample
+    kv_used REAL NOT NULL,              -- fraction of KV blocks held
+    running INTEGER NOT NULL,           -- sequences in the decode set
+    waiting INTEGER NOT NULL,           -- requests waiting for admission
+    PRIMARY KEY (run, replica, t)
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '2');

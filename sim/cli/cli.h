@@ -9,6 +9,10 @@ int hs_cli_trace(int argc, char **argv);
 int hs_cli_plan(int argc, char **argv);
 int hs_cli_perf(int argc, char **argv);
 int hs_cli_validate(int argc, char **argv);
+int hs_cli_sweep(int argc, char **argv);
+int hs_cli_sweep_mpi(int argc, char **argv);  /* hetsim-mpi only (sweep_mpi.c) */
+int hs_cli_search(int argc, char **argv);
+int hs_cli_report(int argc, char **argv);
 
 /* Picks the workload kind of a trace file: .json is ShareGPT conversations,
  * a CSV is told apart by its header line. */

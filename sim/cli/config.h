@@ -36,6 +36,7 @@ typedef struct hs_run_cfg {
     char plan_sla[16];          /* "length" or "queries" */
     char given[2048];           /* keys set on the command line, ",k1,k2," */
     int plan_exhaustive;
+    double sample_s;            /* s between utilisation/KV samples (0: none) */
     hs_workload_cfg workload;
     hs_engine_cfg engine;
     hs_perf_cfg perf;

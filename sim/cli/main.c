@@ -17,6 +17,9 @@ static void usage(FILE *fp)
             "  plan         run a planner and write the deployment JSON\n"
             "  list         show models, GPUs, clusters, policies, planners\n"
             "  trace stats  summarise a trace file\n"
+            "  sweep        run a grid or list of cases in parallel, resumable\n"
+            "  search       capacity search, cheapest deployment, cost-latency Pareto front\n"
+            "  report       plots and an HTML page from a results database\n"
             "\n"
             "`hetsim <command> --help` describes each command.\n");
 }
@@ -37,6 +40,13 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "trace")) return hs_cli_trace(argc - 1, argv + 1);
     if (!strcmp(argv[1], "perf")) return hs_cli_perf(argc - 1, argv + 1);
     if (!strcmp(argv[1], "validate")) return hs_cli_validate(argc - 1, argv + 1);
+#ifdef HS_MPI
+    if (!strcmp(argv[1], "sweep")) return hs_cli_sweep_mpi(argc - 1, argv + 1);
+#else
+    if (!strcmp(argv[1], "sweep")) return hs_cli_sweep(argc - 1, argv + 1);
+#endif
+    if (!strcmp(argv[1], "search")) return hs_cli_search(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "report")) return hs_cli_report(argc - 1, argv + 1);
     fprintf(stderr, "hetsim: unknown command \"%s\" (see hetsim --help)\n", argv[1]);
     return 2;
 }

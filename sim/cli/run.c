@@ -398,6 +398,45 @@ static void sink_itl(void *ctx, hs_ns dt, int64_t n)
     hs_metrics_itl(((sink_ctx *)ctx)->m, dt, n);
 }
 
+/* Time series: per replica, lane busy time and KV blocks at each sample
+ * instant t (the engine calls this before handling events after t). */
+typedef struct sampler {
+    hs_db *db;
+    int64_t run;
+    hs_err *err;
+    hs_ns *busy_prev;   /* [n_replicas] busy ns summed over lanes at the last sample */
+    hs_ns t_prev;
+} sampler;
+
+static int sample_replicas(void *ctx, const hs_engine *e, hs_ns t)
+{
+    sampler *sm = ctx;
+    for (int32_t i = 0; i < e->n_replicas; i++) {
+        const hs_replica *r = &e->replicas[i];
+        hs_sample_row row = {i, hs_ns_to_s(t), 0, 0, 0, 0};
+        hs_ns busy = 0;
+        int64_t total = 0, used = 0;
+        for (int32_t k = 0; k < r->n_lanes; k++) {
+            const hs_lane *l = &r->lanes[k];
+            /* An iteration in flight counts up to t. */
+            busy += l->busy_ns + (l->busy && l->it.start < t ? t - l->it.start : 0);
+            total += l->blocks_total;
+            used += l->blocks_total - l->blocks_free;
+            row.running += l->n_dec;
+            row.waiting += l->waiting.len;
+        }
+        if (t > sm->t_prev && r->n_lanes > 0)
+            row.util = (double)(busy - sm->busy_prev[i]) / ((double)(t - sm->t_prev) * r->n_lanes);
+        if (row.util > 1) row.util = 1;
+        row.kv_used = total > 0 ? (double)used / (double)total : 0;
+        sm->busy_prev[i] = busy;
+        int rc = hs_db_sample(sm->db, sm->run, &row, sm->err);
+        if (rc) return rc;
+    }
+    sm->t_prev = t;
+    return 0;
+}
+
 static double wall_now(void)
 {
     struct timespec ts;
@@ -459,6 +498,7 @@ int hs_cli_run(int argc, char **argv)
     sink_ctx sc;
     hs_sink sink;
     progress prog;
+    sampler sm = {0};
     hs_metric_value vals[64];
     int nv;
 
@@ -503,6 +543,20 @@ int hs_cli_run(int argc, char **argv)
                                &sink, s.max_model_len, s.cluster, &err)))
         goto fail;
     e->trace = sched;
+    if (cfg.sample_s > 0) {
+        sm.busy_prev = calloc((size_t)s.deploy.n, sizeof *sm.busy_prev);
+        if (!sm.busy_prev) {
+            rc = hs_errf(&err, HS_ENOMEM, "out of memory");
+            goto fail;
+        }
+        sm.db = db;
+        sm.run = run_id;
+        sm.err = &err;
+        e->sample = sample_replicas;
+        e->sample_ctx = &sm;
+        e->sample_period = hs_ns_from_s(cfg.sample_s);
+        if (e->sample_period <= 0) e->sample_period = 1;
+    }
     t0 = wall_now();
     prog = (progress){t0, t0};
     if (isatty(2) && !o.quiet) {
@@ -559,6 +613,7 @@ int hs_cli_run(int argc, char **argv)
                 wall, (unsigned long long)e->q.popped, (double)e->q.popped / wall / 1e6,
                 ru.ru_maxrss / 1024.0);
     }
+    free(sm.busy_prev);
     hs_engine_destroy(e);
     hs_db_close(db);
     hs_metrics_destroy(m);
@@ -574,6 +629,7 @@ fail:
     /* A database this run created (even one whose schema failed half-way)
      * goes again: bad input never leaves a file behind. */
     if (db_new) unlink(cfg.db);
+    free(sm.busy_prev);
     hs_engine_destroy(e);
     hs_metrics_destroy(m);
     hs_source_close(src);

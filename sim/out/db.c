@@ -19,6 +19,7 @@
  * Schema: kept in results/schema.sql and embedded below as the same text
  * (tests/test_db.c creates a database from each and compares sqlite_master). */
 #include "out/db.h"
+#include "out/db_int.h"
 
 #include <assert.h>
 #include <sqlite3.h>
@@ -27,9 +28,32 @@
 #include <string.h>
 #include <time.h>
 
+/* The tables version 2 added: part of the schema text and the 1 -> 2
+ * migration, so both create them identically. */
+#define SCHEMA_V2_TABLES \
+    "-- Schema version 2: sweeps and time series.\n" \
+    "CREATE TABLE IF NOT EXISTS sweep_cases (\n" \
+    "    case_key TEXT PRIMARY KEY,          -- 16 hex digits: FNV-1a 64 of the canonical configuration\n" \
+    "    sweep    TEXT NOT NULL DEFAULT '',  -- name given to the sweep (--name)\n" \
+    "    idx      INTEGER NOT NULL,          -- position in that sweep's case list\n" \
+    "    params   TEXT NOT NULL,             -- the swept keys and values, JSON object\n" \
+    "    run      INTEGER REFERENCES runs(id) ON DELETE CASCADE,  -- NULL: the case failed\n" \
+    "    error    TEXT                       -- why it failed; NULL when it ran\n" \
+    ") WITHOUT ROWID;\n" \
+    "CREATE TABLE IF NOT EXISTS samples (\n" \
+    "    run     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,\n" \
+    "    replica INTEGER NOT NULL,\n" \
+    "    t       REAL NOT NULL,              -- s, simulated: the state at this instant\n" \
+    "    util    REAL NOT NULL,              -- busy fraction of lane time since the previous sample\n" \
+    "    kv_used REAL NOT NULL,              -- fraction of KV blocks held\n" \
+    "    running INTEGER NOT NULL,           -- sequences in the decode set\n" \
+    "    waiting INTEGER NOT NULL,           -- requests waiting for admission\n" \
+    "    PRIMARY KEY (run, replica, t)\n" \
+    ") WITHOUT ROWID;\n"
+
 /* Identical to results/schema.sql. */
 static const char schema_sql[] =
-    "-- hetsim results database, schema version 1.\n"
+    "-- hetsim results database, schema version 2.\n"
     "-- sim/out/db.c embeds this exact text (tests/test_db.c checks that both\n"
     "-- create the same sqlite_master); change them together and bump\n"
     "-- HS_DB_SCHEMA_VERSION in sim/out/db.h with a migration in db.c.\n"
@@ -91,20 +115,22 @@ static const char schema_sql[] =
     "    measured_ns  INTEGER NOT NULL,\n"
     "    PRIMARY KEY (run, device, iteration)\n"
     ") WITHOUT ROWID;\n"
-    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1');\n"
+    SCHEMA_V2_TABLES
+    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '2');\n"
     ;
 
 /* migrations[v] upgrades a version-v database to v + 1 (inside the open
- * transaction).  Version 1 is the first, so there is nothing to migrate
- * yet; a future version 2 adds migrations[1]. */
+ * transaction). */
 static const char *const migrations[HS_DB_SCHEMA_VERSION] = {
     NULL,   /* 0 -> 1: no hetsim database ever had version 0 */
+    SCHEMA_V2_TABLES,   /* 1 -> 2: sweep_cases and samples */
 };
 
 struct hs_db {
     sqlite3 *h;
     char *path;                 /* for error messages */
     sqlite3_stmt *ins_run, *ins_replica, *ins_request, *ins_summary, *upd_run;
+    sqlite3_stmt *ins_sample;
     int open;                   /* 1 while a run's transaction is open */
     int64_t run;                /* the open run's id */
 };
@@ -287,7 +313,10 @@ int hs_db_open(hs_db **out, const char *path, hs_err *err)
         (rc = prepare(db, &db->ins_summary,
             "INSERT INTO summary (run, metric, value) VALUES (?1, ?2, ?3)", err)) ||
         (rc = prepare(db, &db->upd_run,
-            "UPDATE runs SET wall_s = ?1, events = ?2 WHERE id = ?3", err)))
+            "UPDATE runs SET wall_s = ?1, events = ?2 WHERE id = ?3", err)) ||
+        (rc = prepare(db, &db->ins_sample,
+            "INSERT INTO samples (run, replica, t, util, kv_used, running, waiting) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", err)))
         goto fail;
     *out = db;
     return 0;
@@ -306,6 +335,7 @@ void hs_db_close(hs_db *db)
         sqlite3_finalize(db->ins_request);
         sqlite3_finalize(db->ins_summary);
         sqlite3_finalize(db->upd_run);
+        sqlite3_finalize(db->ins_sample);
         sqlite3_close(db->h);
     }
     free(db->path);
@@ -532,4 +562,37 @@ fail:
     sqlite3_finalize(st);
     rollback(db);
     return rc;
+}
+
+int hs_db_sample(hs_db *db, int64_t run_id, const hs_sample_row *s, hs_err *err)
+{
+    int rc;
+    if ((rc = check_run(db, run_id, err))) return rc;
+    sqlite3_stmt *st = db->ins_sample;
+    int b = 0;
+    b |= sqlite3_bind_int64(st, 1, run_id);
+    b |= sqlite3_bind_int(st, 2, s->replica);
+    b |= sqlite3_bind_double(st, 3, s->t);
+    b |= sqlite3_bind_double(st, 4, s->util);
+    b |= sqlite3_bind_double(st, 5, s->kv_used);
+    b |= sqlite3_bind_int64(st, 6, s->running);
+    b |= sqlite3_bind_int64(st, 7, s->waiting);
+    assert(b == SQLITE_OK);
+    (void)b;
+    return step_done(db, st, "inserting a sample", err);
+}
+
+sqlite3 *hs__db_handle(hs_db *db)
+{
+    return db->h;
+}
+
+const char *hs__db_path(const hs_db *db)
+{
+    return db->path;
+}
+
+int hs__db_busy(const hs_db *db)
+{
+    return db->open;
 }

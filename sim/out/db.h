@@ -8,6 +8,8 @@
  *   replicas(run, id, role, gpus, tp, pp, bits, kv_blocks, perf_model)
  *   summary(run, metric, value)
  *   validations(run, device, iteration, predicted_ns, measured_ns)
+ *   sweep_cases(case_key, sweep, idx, params, run, error)   -- version 2
+ *   samples(run, replica, t, util, kv_used, running, waiting) -- version 2
  * A run is written inside one transaction: hs_db_run_begin() opens it,
  * hs_db_run_commit() commits, hs_db_run_abort() rolls back, so a failed run
  * leaves no row anywhere.  Inserts use prepared statements. */
@@ -20,7 +22,7 @@
 #include "out/metrics.h"
 #include "serve/sink.h"
 
-#define HS_DB_SCHEMA_VERSION 1
+#define HS_DB_SCHEMA_VERSION 2
 
 typedef struct hs_db hs_db;
 
@@ -63,6 +65,19 @@ int hs_db_run_commit(hs_db *db, int64_t run_id, double wall_s, int64_t events,
                      hs_err *err);
 /* Rolls back the open run; safe to call when none is open. */
 void hs_db_run_abort(hs_db *db);
+
+/* One point of a replica's time series (table samples, written by
+ * `hetsim run` every sample_s simulated seconds). */
+typedef struct hs_sample_row {
+    int32_t replica;
+    double t;          /* s, simulated */
+    double util;       /* busy fraction of lane time since the previous sample, 0..1 */
+    double kv_used;    /* fraction of the replica's KV blocks held, 0..1 */
+    int64_t running;   /* sequences in decode sets */
+    int64_t waiting;   /* requests waiting for admission */
+} hs_sample_row;
+
+int hs_db_sample(hs_db *db, int64_t run_id, const hs_sample_row *s, hs_err *err);
 
 /* The id of the newest run; HS_ENOTFOUND when the database has none. */
 int hs_db_latest_run(hs_db *db, int64_t *run_id, hs_err *err);

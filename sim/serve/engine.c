@@ -703,8 +703,15 @@ int hs_engine_run(hs_engine *e, hs_err *err)
      * (the sink names its own errors), so start from a clean buffer. */
     hs_err_clear(err);
     if ((rc = next_arrival(e, err))) return rc;
+    if (e->sample && e->sample_period > 0 && e->sample_next <= 0) e->sample_next = e->sample_period;
     while (hs_evq_pop(&e->q, &ev)) {
         hs_lane *l;
+        /* Samples see the state at their instant: every event up to it is
+         * handled, none after it. */
+        while (e->sample && e->sample_period > 0 && ev.time > e->sample_next) {
+            if ((rc = e->sample(e->sample_ctx, e, e->sample_next))) return rc;
+            e->sample_next += e->sample_period;
+        }
         switch (ev.type) {
         case EV_ARRIVAL:
             if ((rc = on_arrival(e))) return hs_errf(err, rc, "out of memory for requests");
@@ -720,6 +727,7 @@ int hs_engine_run(hs_engine *e, hs_err *err)
             break;
         case EV_ITER_END:
             l = e->lanes[ev.a];
+            l->busy_ns += e->q.now - l->it.start;
             if (e->policy->complete) e->policy->complete(e, l);
             else if (l->ff_k > 1) ff_complete(e, l);
             else hs_lane_complete(e, l);

@@ -72,6 +72,13 @@ typedef struct hs_engine {
     /* Optional: called every 2^16 events (progress display). */
     void (*progress)(void *ctx, const struct hs_engine *e);
     void *progress_ctx;
+    /* Optional: called with the state at every multiple t of sample_period
+     * (ns, > 0) of simulated time up to the last event, before events later
+     * than t are handled (time series of utilisation and KV use).  A
+     * nonzero return stops the run with that code. */
+    int (*sample)(void *ctx, const struct hs_engine *e, hs_ns t);
+    void *sample_ctx;
+    hs_ns sample_period, sample_next;
 } hs_engine;
 
 /* Creates an engine over replicas (owned by the caller, outlive the engine),

@@ -151,6 +151,7 @@ typedef struct hs_lane {
     hs_ns ph_start;       /* when the current phase began */
     /* counters */
     int64_t iters, preemptions;
+    hs_ns busy_ns;        /* ns spent in finished iterations (utilisation samples) */
     /* schedule emission: ids preempted since the lane's last iteration */
     int64_t *trace_pm;
     int32_t n_trace_pm, cap_trace_pm;
