@@ -25,6 +25,7 @@ static const hs_field top_fields[] = {
     HS_FIELD_NUM(hs_run_cfg, write_requests, HS_F_BOOL, 0, 1, 0, 1, "store one row per request"),
     HS_FIELD_NUM(hs_run_cfg, max_replicas, HS_F_INT, 0, 0, 0, 1 << 20, "cap on planned replicas (0: all GPUs)"),
     HS_FIELD_NUM(hs_run_cfg, prefill_replicas, HS_F_INT, 0, 0, 0, 1 << 20, "disaggregate: this many prefill replicas, the rest decode (0: colocated)"),
+    HS_FIELD_STR(hs_run_cfg, plan_opts, 0, "", "planner options key=value,... (hexgen2: search=guided|random|ga|none, in=, out=, period=, time=, trace=)"),
     {"workload", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},
     {"engine", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},
     {"perf", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},

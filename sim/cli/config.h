@@ -33,6 +33,7 @@ typedef struct hs_run_cfg {
     int write_requests;
     int max_replicas;
     int prefill_replicas;
+    char plan_opts[512];      /* planner options "key=value,..." */
     hs_workload_cfg workload;
     hs_engine_cfg engine;
     hs_perf_cfg perf;

@@ -4,9 +4,11 @@
 #include <string.h>
 
 extern const hs_planner_ops hs_planner_uniform;
+extern const hs_planner_ops hs_planner_hexgen2, hs_planner_distserve, hs_planner_splitwise, hs_planner_hexgen;
 
 const hs_planner_ops *const hs_planners[] = {
     &hs_planner_uniform,
+    &hs_planner_hexgen2, &hs_planner_distserve, &hs_planner_splitwise, &hs_planner_hexgen,
     NULL,
 };
 

@@ -22,6 +22,12 @@ typedef struct hs_plan_req {
     int prefill_replicas; /* > 0: the first ones get role prefill, the rest decode */
     int max_tokens;    /* largest forward pass, for the memory check */
     int32_t max_model_len;
+    /* Search planners (hexgen2 and its baselines): the latency model's
+     * efficiency knobs (NULL: defaults), the seed and "key=value,..."
+     * options (plan_opts; NULL or "" for defaults). */
+    const hs_perf_cfg *perf;
+    uint64_t seed;
+    const char *opts;
 } hs_plan_req;
 
 typedef struct hs_planner_ops {

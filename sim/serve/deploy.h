@@ -9,7 +9,9 @@
  * JSON form:
  *   {"model": "llama-2-70b", "cluster": "a100x16", "planner": "uniform",
  *    "replicas": [{"role": "colocated", "weight": 1, "kv_bits": 16,
- *       "stages": [{"tp": 4, "layers": 80, "bits": 16, "gpus": [0,1,2,3]}]}]} */
+ *       "stages": [{"tp": 4, "layers": 80, "bits": 16, "gpus": [0,1,2,3]}]}]}
+ * A prefill replica may carry "kv_route": [w0, w1, ...], one weight >= 0 per
+ * replica of the deployment, positive only toward decode replicas. */
 #ifndef HS_DEPLOY_H
 #define HS_DEPLOY_H
 
@@ -23,6 +25,13 @@ typedef struct hs_deploy_replica {
     char role[16];
     double weight;
     hs_layout layout;
+    /* Prefill replicas only, optional: KV routing weight to each replica
+     * of the deployment by index (non-zero only toward decode replicas);
+     * the engine picks a hand-over's decode replica by smooth weighted
+     * round robin over it.  Owned by the deployment (malloc'd; hs_deploy_add
+     * takes ownership, hs_deploy_free frees). */
+    double *kv_route;
+    int32_t n_kv_route;
 } hs_deploy_replica;
 
 typedef struct hs_deploy {
