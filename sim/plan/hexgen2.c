@@ -45,6 +45,12 @@ int hs_hg2_opts_parse(hs_hg2_opts *o, const char *s, hs_err *err)
             else return hs_errf(err, HS_EINVAL, "plan_opts: search: \"%s\" is not guided, random, ga or none", v);
             continue;
         }
+        if (!strcmp(k, "prefill")) {
+            if (!strcmp(v, "latency")) o->prefill_tput = 0;
+            else if (!strcmp(v, "throughput")) o->prefill_tput = 1;
+            else return hs_errf(err, HS_EINVAL, "plan_opts: prefill: \"%s\" is not latency or throughput", v);
+            continue;
+        }
         if (!strcmp(k, "trace")) {
             if (strlen(v) >= sizeof o->trace) return hs_errf(err, HS_ERANGE, "plan_opts: trace: path too long");
             strcpy(o->trace, v);
@@ -67,7 +73,7 @@ int hs_hg2_opts_parse(hs_hg2_opts *o, const char *s, hs_err *err)
         else if (!strcmp(k, "verbose")) o->quiet = d == 0;
         else
             return hs_errf(err, HS_EINVAL, "plan_opts: unknown key or value out of range: %s=%s "
-                           "(keys: search, in, out, period, conc, tol, time, iters, pop, maxtp, ttft, tpot, trace, verbose)", k, v);
+                           "(keys: search, prefill, in, out, period, conc, tol, time, iters, pop, maxtp, ttft, tpot, trace, verbose)", k, v);
     }
     return 0;
 }
@@ -507,7 +513,7 @@ const hs_hg2_group *hs_hg2_eval_group(hs_hg2_ctx *x, const int *gpus, int n, int
         if (!pp) continue;
         memset(&cand, 0, sizeof cand);
         time_layout(x, g, pp, tp, layers, role, &cand);
-        if (!e->g.ok || (role == HS_HG2_PREFILL ? cand.lat_s < e->g.lat_s : cand.rate > e->g.rate)) {
+        if (!e->g.ok || (role == HS_HG2_PREFILL && !x->o.prefill_tput ? cand.lat_s < e->g.lat_s : cand.rate > e->g.rate)) {
             e->g.ok = 1;
             e->g.pp = pp;
             e->g.rate = cand.rate;
@@ -760,17 +766,22 @@ static double score(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev, hs_er
 }
 
 /* Initial placement: K from memory, spectral + KL, coarsen, max-cut. */
-static int initial(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
+static int k_from_memory(const hs_hg2_ctx *x)
 {
-    const hs_cluster *c = x->c;
-    int n = c->n_gpus, K, rc;
     double total = 0, need;
-    hs_part_graph *g = NULL, *cg = NULL;
-    int *side = NULL;
-    for (int i = 0; i < n; i++) total += hs_cluster_gpu(c, i)->mem_bytes * x->ec.gpu_mem_util;
+    for (int i = 0; i < x->c->n_gpus; i++) total += hs_cluster_gpu(x->c, i)->mem_bytes * x->ec.gpu_mem_util;
     need = hs_model_params(x->m) * hs_weight_bytes_per_param(x->bits) +
            x->o.conc * (x->o.s_in + x->o.s_out) * x->kvbtl * x->m->layers;
-    K = hs_part_k_from_memory(total, need);
+    return hs_part_k_from_memory(total, need);
+}
+
+/* kforce > 0: that many groups instead of K from memory. */
+static int initial(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, int kforce, hs_err *err)
+{
+    const hs_cluster *c = x->c;
+    int n = c->n_gpus, K = kforce > 0 ? kforce : k_from_memory(x), rc;
+    hs_part_graph *g = NULL, *cg = NULL;
+    int *side = NULL;
     if (!colocated && K < 2) K = 2;
     if (K > n) K = n;
     if (place_alloc(p, n)) return hs_errf(err, HS_ENOMEM, "out of memory");
@@ -845,6 +856,13 @@ static int class_reps(const hs_hg2_ctx *x, const hs_hg2_place *p, int k, int *re
     return nr;
 }
 
+static int empty_slot(const hs_hg2_place *p);
+
+static int c_ngpus(const hs_hg2_ctx *x)
+{
+    return x->c->n_gpus;
+}
+
 /* Max-flow-guided refinement: see hexgen2.h. */
 static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
 {
@@ -853,9 +871,10 @@ static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
     hs_hg2_place best;
     int *recv = malloc((size_t)K * sizeof *recv), *size = malloc((size_t)K * sizeof *size);
     int *ra = malloc((size_t)n * sizeof *ra), *rb = malloc((size_t)n * sizeof *rb);
+    int *amem = malloc((size_t)n * sizeof *amem);
     double cur;
-    if (!recv || !size || !ra || !rb || place_alloc(&best, n)) {
-        free(recv); free(size); free(ra); free(rb);
+    if (!recv || !size || !ra || !rb || !amem || place_alloc(&best, n)) {
+        free(recv); free(size); free(ra); free(rb); free(amem);
         return hs_errf(err, HS_ENOMEM, "out of memory");
     }
     if ((cur = score(x, p, &ev, err)) < 0) {
@@ -892,10 +911,39 @@ static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
                 if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); }
                 p->role[a] ^= 1;
             }
+            /* split the donor in two halves (GPU order), new half of either role */
+            if (size[a] >= 2) {
+                int e = empty_slot(p), c = 0;
+                if (e >= 0) {
+                    for (int i = 0; i < n; i++)
+                        if (p->group[i] == a && (c++ >= size[a] / 2)) p->group[i] = e;
+                    for (int r = 0; r < (colocated ? 1 : 2); r++) {
+                        double v;
+                        p->role[e] = colocated ? HS_HG2_COLOC : r;
+                        if ((v = score(x, p, &tv, err)) < 0) { rc = HS_ENOMEM; goto out; }
+                        if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); }
+                    }
+                    for (int i = 0; i < n; i++)
+                        if (p->group[i] == e) p->group[i] = a;
+                }
+            }
             for (int b = 0; b < K; b++) {
                 int nb;
                 if (b == a || !size[b] || (!recv[b] && any_donor)) continue;
                 nb = class_reps(x, p, b, rb);
+                /* merge the donor into b */
+                {
+                    double v;
+                    int m = 0;
+                    for (int i = 0; i < n; i++)
+                        if (p->group[i] == a) {
+                            amem[m++] = i;
+                            p->group[i] = b;
+                        }
+                    if ((v = score(x, p, &tv, err)) < 0) { rc = HS_ENOMEM; goto out; }
+                    if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); }
+                    for (int i = 0; i < m; i++) p->group[amem[i]] = a;
+                }
                 for (int i = 0; i < na; i++) {
                     double v;
                     int g = ra[i];
@@ -925,7 +973,7 @@ out:
     hs_hg2_eval_free(&ev);
     hs_hg2_eval_free(&tv);
     hs_hg2_place_free(&best);
-    free(recv); free(size); free(ra); free(rb);
+    free(recv); free(size); free(ra); free(rb); free(amem);
     return rc;
 }
 
@@ -1075,9 +1123,43 @@ int hs_hg2_search(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
     int rc;
     x->t0 = now_s();
     memset(&x->st, 0, sizeof x->st);
-    if ((rc = initial(x, p, colocated, err))) return rc;
+    if ((rc = initial(x, p, colocated, 0, err))) return rc;
     switch (x->o.search) {
-    case HS_HG2_GUIDED: rc = guided(x, p, colocated, err); break;
+    case HS_HG2_GUIDED: {
+        /* Local search from one partition stops at the first local optimum,
+         * and single-GPU moves cannot regroup replicas wholesale, so the
+         * guided search restarts from partitions with a few K around the
+         * memory estimate (K/2, K-1, K, K+1, 2K) and keeps the best. */
+        int K0 = k_from_memory(x), ks[5], nk = 0;
+        double bestv = -1;
+        hs_hg2_place q = {0};
+        hs_hg2_eval ev = {0};
+        int cand[5] = {K0, K0 - 1, K0 + 1, K0 / 2, 2 * K0};
+        for (int i = 0; i < 5; i++) {
+            int k = cand[i], dup = 0;
+            if (!colocated && k < 2) k = 2;
+            if (k < 1) k = 1;
+            if (k > c_ngpus(x)) k = c_ngpus(x);
+            for (int j = 0; j < nk; j++) dup |= ks[j] == k;
+            if (!dup) ks[nk++] = k;
+        }
+        hs_hg2_place_free(p);
+        for (int i = 0; i < nk && !rc; i++) {
+            double v;
+            if ((rc = initial(x, &q, colocated, ks[i], err))) break;
+            if ((rc = guided(x, &q, colocated, err))) break;
+            if ((v = score(x, &q, &ev, err)) < 0) rc = HS_ENOMEM;
+            else if (v > bestv * (1 + 1e-9)) {
+                bestv = v;
+                hs_hg2_place_free(p);
+                *p = q;
+                memset(&q, 0, sizeof q);
+            }
+            hs_hg2_place_free(&q);
+        }
+        hs_hg2_eval_free(&ev);
+        break;
+    }
     case HS_HG2_RANDOM: rc = random_search(x, p, colocated, err); break;
     case HS_HG2_GA: rc = ga_search(x, p, colocated, err); break;
     default: {

@@ -75,6 +75,9 @@ typedef struct hs_hg2_opts {
     int max_iters;          /* random tries / GA generations (iters=) */
     int pop;                /* GA population (pop=, 24) */
     int max_tp;             /* largest TP tried (maxtp=, 16) */
+    int prefill_tput;       /* prefill=throughput: prefill groups take their
+                             * highest-rate layout, not the paper's
+                             * latency-optimal one (prefill=latency) */
     double ttft_s, tpot_s;  /* SLO for distserve's filter (ttft=, tpot= ms) */
     char trace[512];        /* write "seconds best_tokens_per_s" lines (trace=) */
     int quiet;
