@@ -26,6 +26,7 @@ int hs_hg2_opts_parse(hs_hg2_opts *o, const char *s, hs_err *err)
     o->max_iters = 0;
     o->pop = 24;
     o->max_tp = HS_MAX_TP;
+    o->width = 4;
     o->quiet = 1;
     if (!s || !*s) return 0;
     if (strlen(s) >= sizeof buf) return hs_errf(err, HS_ERANGE, "plan_opts: longer than %zu characters", sizeof buf - 1);
@@ -67,13 +68,14 @@ int hs_hg2_opts_parse(hs_hg2_opts *o, const char *s, hs_err *err)
         else if (!strcmp(k, "time")) o->time_limit = d;
         else if (!strcmp(k, "iters") && d <= 1e9) o->max_iters = (int)d;
         else if (!strcmp(k, "pop") && d >= 4 && d <= 512) o->pop = (int)d;
+        else if (!strcmp(k, "width") && d >= 1 && d <= 1e6) o->width = (int)d;
         else if (!strcmp(k, "maxtp") && d >= 1 && d <= HS_MAX_TP) o->max_tp = (int)d;
         else if (!strcmp(k, "ttft")) o->ttft_s = d / 1e3;
         else if (!strcmp(k, "tpot")) o->tpot_s = d / 1e3;
         else if (!strcmp(k, "verbose")) o->quiet = d == 0;
         else
             return hs_errf(err, HS_EINVAL, "plan_opts: unknown key or value out of range: %s=%s "
-                           "(keys: search, prefill, in, out, period, conc, tol, time, iters, pop, maxtp, ttft, tpot, trace, verbose)", k, v);
+                           "(keys: search, prefill, in, out, period, conc, tol, time, iters, pop, width, maxtp, ttft, tpot, trace, verbose)", k, v);
     }
     return 0;
 }
@@ -105,6 +107,9 @@ struct hs_hg2_ctx {
     int *scratch;               /* [n_gpus] */
     double *kvbuf;              /* [2 n_gpus] zero between kv_time calls */
     int *touched;               /* [4 HS_MAX_TP HS_MAX_PP + 2 n_gpus] */
+    uint64_t *pkey;             /* KV time per (group id, group id) + 1, 0 empty */
+    double *pval;
+    long p_n, p_cap;
     hs_hg2_stats st;
     double t0;
     FILE *trace;
@@ -179,6 +184,8 @@ void hs_hg2_ctx_destroy(hs_hg2_ctx *x)
     }
     free(x->ent);
     free(x->tab);
+    free(x->pkey);
+    free(x->pval);
     free(x->scratch);
     free(x->kvbuf);
     free(x->touched);
@@ -469,7 +476,7 @@ static int cache_grow(hs_hg2_ctx *x)
 const hs_hg2_group *hs_hg2_eval_group(hs_hg2_ctx *x, const int *gpus, int n, int role,
                                       int t_only, int pp_only)
 {
-    static const hs_hg2_group none = {0};
+    static const hs_hg2_group none = {.id = -1};
     int *g = x->scratch;
     uint64_t h;
     long p;
@@ -535,6 +542,7 @@ const hs_hg2_group *hs_hg2_eval_group(hs_hg2_ctx *x, const int *gpus, int n, int
     for (p = (long)(h & (uint64_t)(x->tab_cap - 1)); x->tab[p] >= 0; p = (p + 1) & (x->tab_cap - 1))
         ;
     x->tab[p] = (int32_t)x->n_ent;
+    e->g.id = x->n_ent;
     x->ent[x->n_ent++] = e;
     return &e->g;
 fail:
@@ -645,6 +653,44 @@ void hs_hg2_eval_free(hs_hg2_eval *ev)
     memset(ev, 0, sizeof *ev);
 }
 
+/* hs_hg2_kv_time memoised per pair of cached groups (ids are stable). */
+static double pair_time(hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b)
+{
+    uint64_t key = (((uint64_t)a->id << 32) | (uint64_t)b->id) + 1, h;
+    long p;
+    if (a->id < 0 || b->id < 0) return hs_hg2_kv_time(x, a, b);
+    if ((x->p_n + 1) * 2 > x->p_cap) {
+        long nc = x->p_cap ? x->p_cap * 2 : 4096;
+        uint64_t *nk = calloc((size_t)nc, sizeof *nk);
+        double *nv = malloc((size_t)nc * sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            return hs_hg2_kv_time(x, a, b);
+        }
+        for (long i = 0; i < x->p_cap; i++) {
+            if (!x->pkey[i]) continue;
+            h = x->pkey[i] * UINT64_C(0x9E3779B97F4A7C15);
+            for (p = (long)(h >> 20) & (nc - 1); nk[p]; p = (p + 1) & (nc - 1))
+                ;
+            nk[p] = x->pkey[i];
+            nv[p] = x->pval[i];
+        }
+        free(x->pkey);
+        free(x->pval);
+        x->pkey = nk;
+        x->pval = nv;
+        x->p_cap = nc;
+    }
+    h = key * UINT64_C(0x9E3779B97F4A7C15);
+    for (p = (long)(h >> 20) & (x->p_cap - 1); x->pkey[p]; p = (p + 1) & (x->p_cap - 1))
+        if (x->pkey[p] == key) return x->pval[p];
+    x->pkey[p] = key;
+    x->pval[p] = hs_hg2_kv_time(x, a, b);
+    x->p_n++;
+    return x->pval[p];
+}
+
 /* Members of each group, counting-sorted: group k holds
  * mem[start[k] .. start[k+1]).  Arrays of the context's size. */
 typedef struct members {
@@ -716,7 +762,7 @@ int hs_hg2_evaluate(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev, hs_er
             for (int j = 0; j < K; j++) {
                 double tt;
                 if (ev->cap[j] <= 0 || p->role[j] != HS_HG2_DECODE) continue;
-                tt = hs_hg2_kv_time(x, g[i], g[j]);
+                tt = pair_time(x, g[i], g[j]);
                 ev->pcap[(size_t)i * K + j] = tt > 0 ? T / tt : 1e18;
                 if ((e = hs_flow_add_edge(fg, i, j, ev->pcap[(size_t)i * K + j], err)) < 0) {
                     rc = e;
@@ -871,10 +917,11 @@ static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
     hs_hg2_place best;
     int *recv = malloc((size_t)K * sizeof *recv), *size = malloc((size_t)K * sizeof *size);
     int *ra = malloc((size_t)n * sizeof *ra), *rb = malloc((size_t)n * sizeof *rb);
-    int *amem = malloc((size_t)n * sizeof *amem);
+    int *amem = malloc((size_t)n * sizeof *amem), *isd = malloc((size_t)K * 4 * sizeof *isd);
+    int *isr = isd + K, *dl = isd + 2 * K, *rl = isd + 3 * K;
     double cur;
-    if (!recv || !size || !ra || !rb || !amem || place_alloc(&best, n)) {
-        free(recv); free(size); free(ra); free(rb); free(amem);
+    if (!recv || !size || !ra || !rb || !amem || !isd || place_alloc(&best, n)) {
+        free(recv); free(size); free(ra); free(rb); free(amem); free(isd);
         return hs_errf(err, HS_ENOMEM, "out of memory");
     }
     if ((cur = score(x, p, &ev, err)) < 0) {
@@ -898,10 +945,41 @@ static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
             }
         }
         for (int k = 0; k < K; k++) any_donor |= size[k] && !recv[k];
+        /* the W donors with the most slack (infeasible groups first) and
+         * the W tightest receivers (smallest capacity): the max-flow's
+         * under-used and bottleneck parts; W bounds a step's candidates */
+        {
+            int nd = 0, nr = 0, W = x->o.width;
+            for (int k = 0; k < K; k++) {
+                isd[k] = isr[k] = 0;
+                if (!size[k]) continue;
+                if (!recv[k] || !any_donor) dl[nd++] = k;
+                if (recv[k] || !any_donor) rl[nr++] = k;
+            }
+            for (int i = 1; i < nd; i++) { /* insertion sort, stable: slack desc */
+                int v = dl[i], j = i;
+                double sv = ev.cap[v] > 0 ? ev.cap[v] - ev.gflow[v] : INFINITY;
+                while (j > 0 && (ev.cap[dl[j - 1]] > 0 ? ev.cap[dl[j - 1]] - ev.gflow[dl[j - 1]] : INFINITY) < sv) {
+                    dl[j] = dl[j - 1];
+                    j--;
+                }
+                dl[j] = v;
+            }
+            for (int i = 1; i < nr; i++) { /* capacity asc */
+                int v = rl[i], j = i;
+                while (j > 0 && ev.cap[rl[j - 1]] > ev.cap[v]) {
+                    rl[j] = rl[j - 1];
+                    j--;
+                }
+                rl[j] = v;
+            }
+            for (int i = 0; i < nd && i < W; i++) isd[dl[i]] = 1;
+            for (int i = 0; i < nr && i < W; i++) isr[rl[i]] = 1;
+        }
         best.K = p->K;
         for (int a = 0; a < K; a++) {
             int na;
-            if (!size[a] || (recv[a] && any_donor)) continue;
+            if (!isd[a]) continue;
             na = class_reps(x, p, a, ra);
             /* flip the donor's role */
             if (!colocated) {
@@ -929,7 +1007,7 @@ static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
             }
             for (int b = 0; b < K; b++) {
                 int nb;
-                if (b == a || !size[b] || (!recv[b] && any_donor)) continue;
+                if (b == a || !isr[b]) continue;
                 nb = class_reps(x, p, b, rb);
                 /* merge the donor into b */
                 {
@@ -973,7 +1051,7 @@ out:
     hs_hg2_eval_free(&ev);
     hs_hg2_eval_free(&tv);
     hs_hg2_place_free(&best);
-    free(recv); free(size); free(ra); free(rb); free(amem);
+    free(recv); free(size); free(ra); free(rb); free(amem); free(isd);
     return rc;
 }
 

@@ -75,6 +75,7 @@ typedef struct hs_hg2_opts {
     int max_iters;          /* random tries / GA generations (iters=) */
     int pop;                /* GA population (pop=, 24) */
     int max_tp;             /* largest TP tried (maxtp=, 16) */
+    int width;              /* guided: donors and receivers tried per step (width=, 4) */
     int prefill_tput;       /* prefill=throughput: prefill groups take their
                              * highest-rate layout, not the paper's
                              * latency-optimal one (prefill=latency) */
@@ -97,6 +98,7 @@ typedef struct hs_hg2_group {
     double rate;            /* requests/s (prefill, decode or colocated) */
     double lat_s;           /* prefill latency of one prompt / decode round (TPOT) */
     double batch;           /* decode requests in flight (all lanes) */
+    long id;                /* cache slot (-1: not cached) */
 } hs_hg2_group;
 
 /* The group's layout in the deployment form. */
