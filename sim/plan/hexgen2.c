@@ -26,7 +26,7 @@ int hs_hg2_opts_parse(hs_hg2_opts *o, const char *s, hs_err *err)
     o->max_iters = 0;
     o->pop = 24;
     o->max_tp = HS_MAX_TP;
-    o->width = 4;
+    o->width = 8;
     o->quiet = 1;
     if (!s || !*s) return 0;
     if (strlen(s) >= sizeof buf) return hs_errf(err, HS_ERANGE, "plan_opts: longer than %zu characters", sizeof buf - 1);
@@ -975,6 +975,10 @@ static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
             }
             for (int i = 0; i < nd && i < W; i++) isd[dl[i]] = 1;
             for (int i = 0; i < nr && i < W; i++) isr[rl[i]] = 1;
+            /* the richest receivers also give: regrouping inside the
+             * bottleneck side (e.g. pooling small GPUs into a deeper
+             * pipeline that holds more KV) is a move toward it too */
+            for (int i = nr - 1; i >= 0 && i >= nr - W; i--) isd[rl[i]] = 1;
         }
         best.K = p->K;
         for (int a = 0; a < K; a++) {

@@ -75,7 +75,7 @@ typedef struct hs_hg2_opts {
     int max_iters;          /* random tries / GA generations (iters=) */
     int pop;                /* GA population (pop=, 24) */
     int max_tp;             /* largest TP tried (maxtp=, 16) */
-    int width;              /* guided: donors and receivers tried per step (width=, 4) */
+    int width;              /* guided: donors and receivers tried per step (width=, 8) */
     int prefill_tput;       /* prefill=throughput: prefill groups take their
                              * highest-rate layout, not the paper's
                              * latency-optimal one (prefill=latency) */
