@@ -181,22 +181,38 @@ static void flow_consistency(void)
     CHECK(ev.flow > 0);
     {
         /* the same network solved by Edmonds-Karp */
-        int K = ev.K, s = K, t = K + 1;
+        int K = ev.K, s = 2 * K, t = 2 * K + 1, ncross = 0;
         hs_flow_graph *g = NULL;
         double v = 0;
-        CHECK_OK(hs_flow_create(&g, K + 2, &err), &err);
+        CHECK_OK(hs_flow_create(&g, 2 * K + 2, &err), &err);
         for (int k = 0; k < K; k++) {
+            double nic_in = 0, nic_out = 0;
             if (ev.cap[k] <= 0) continue;
-            if (p.role[k] == HS_HG2_PREFILL) hs_flow_add_edge(g, s, k, ev.cap[k], &err);
-            else hs_flow_add_edge(g, k, t, ev.cap[k], &err);
+            if (p.role[k] == HS_HG2_PREFILL) {
+                hs_flow_add_edge(g, s, k, ev.cap[k], &err);
+                hs_flow_add_edge(g, k, K + k, ev.ncap[k], &err);
+            } else {
+                hs_flow_add_edge(g, k, t, ev.cap[k], &err);
+                hs_flow_add_edge(g, K + k, k, ev.ncap[k], &err);
+            }
             CHECK(ev.gflow[k] <= ev.cap[k] * (1 + 1e-12));
+            /* cross-node KV of a group never exceeds its NICs */
+            for (int j = 0; j < K; j++) {
+                if (ev.cross[(size_t)k * K + j]) nic_out += ev.pair[(size_t)k * K + j];
+                if (ev.cross[(size_t)j * K + k]) nic_in += ev.pair[(size_t)j * K + k];
+            }
+            CHECK(nic_out <= ev.ncap[k] * (1 + 1e-9) + 1e-9);
+            CHECK(nic_in <= ev.ncap[k] * (1 + 1e-9) + 1e-9);
         }
         for (int i = 0; i < K; i++)
             for (int j = 0; j < K; j++) {
                 double pc = ev.pcap[(size_t)i * K + j], pf = ev.pair[(size_t)i * K + j];
-                if (pc > 0) hs_flow_add_edge(g, i, j, pc, &err);
+                int cr = ev.cross[(size_t)i * K + j] != 0;
+                ncross += cr;
+                if (pc > 0) hs_flow_add_edge(g, cr ? K + i : i, cr ? K + j : j, pc, &err);
                 CHECK(pf <= pc * (1 + 1e-12) + 1e-12);
             }
+        CHECK(ncross > 0); /* het2 spans pods: some KV crosses nodes */
         CHECK_OK(hs_flow_edmonds_karp(g, s, t, &v, &err), &err);
         CHECK_REL(v, ev.flow, 1e-9);
         hs_flow_destroy(g);

@@ -691,6 +691,46 @@ static double pair_time(hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group
     return x->pval[p];
 }
 
+/* Per request, the longest time one GPU of the group spends on its NIC
+ * (egress for prefill, ingress for decode): the bytes of its stage's layers
+ * over its NIC capacity, the largest bandwidth to another node (hw/net.h);
+ * 0 when the group's GPUs have no other node. */
+static double nic_time(const hs_hg2_ctx *x, const hs_hg2_group *g, int ingress)
+{
+    const hs_cluster *c = x->c;
+    double worst = 0;
+    int off = 0;
+    for (int s = 0; s < g->pp; s++) {
+        double bytes = g->layers[s] * x->o.s_in * x->kvbtl / g->tp[s];
+        for (int k = 0; k < g->tp[s]; k++) {
+            int a = g->gpus[off + k];
+            double nic = 0;
+            for (int b = 0; b < c->n_gpus; b++) {
+                double bw;
+                if (c->gpu_node[b] == c->gpu_node[a]) continue;
+                bw = ingress ? hs_cluster_bw(c, b, a) : hs_cluster_bw(c, a, b);
+                if (bw > nic) nic = bw;
+            }
+            if (nic > 0 && bytes / nic > worst) worst = bytes / nic;
+        }
+        off += g->tp[s];
+    }
+    return worst;
+}
+
+/* 1 when every GPU of both groups sits in one node (no NIC in between). */
+static int same_node(const hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b)
+{
+    int n0 = x->c->gpu_node[a->gpus[0]], na = 0, nb = 0;
+    for (int s = 0; s < a->pp; s++) na += a->tp[s];
+    for (int s = 0; s < b->pp; s++) nb += b->tp[s];
+    for (int i = 0; i < na; i++)
+        if (x->c->gpu_node[a->gpus[i]] != n0) return 0;
+    for (int i = 0; i < nb; i++)
+        if (x->c->gpu_node[b->gpus[i]] != n0) return 0;
+    return 1;
+}
+
 /* Members of each group, counting-sorted: group k holds
  * mem[start[k] .. start[k+1]).  Arrays of the context's size. */
 typedef struct members {
@@ -708,14 +748,16 @@ int hs_hg2_evaluate(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev, hs_er
     x->st.evals++;
     if (ev->K != K || !ev->cap) {
         hs_hg2_eval_free(ev);
-        ev->cap = calloc((size_t)(2 * K + 2 * K * K), sizeof *ev->cap);
+        ev->cap = calloc((size_t)(3 * K + 3 * K * K), sizeof *ev->cap);
         if (!ev->cap) return hs_errf(err, HS_ENOMEM, "out of memory");
         ev->gflow = ev->cap + K;
-        ev->pair = ev->gflow + K;
+        ev->ncap = ev->gflow + K;
+        ev->pair = ev->ncap + K;
         ev->pcap = ev->pair + (size_t)K * K;
+        ev->cross = ev->pcap + (size_t)K * K;
         ev->K = K;
     } else {
-        memset(ev->cap, 0, (size_t)(2 * K + 2 * K * K) * sizeof *ev->cap);
+        memset(ev->cap, 0, (size_t)(3 * K + 3 * K * K) * sizeof *ev->cap);
     }
     mem = malloc((size_t)n * sizeof *mem);
     start = calloc((size_t)K + 1, sizeof *start);
@@ -737,6 +779,10 @@ int hs_hg2_evaluate(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev, hs_er
         g[k] = hs_hg2_eval_group(x, mem + start[k], start[k + 1] - start[k], p->role[k],
                                  p->t_only ? p->t_only[k] : 0, p->pp_only ? p->pp_only[k] : 0);
         ev->cap[k] = g[k]->ok ? g[k]->rate * T : 0;
+        if (g[k]->ok && p->role[k] != HS_HG2_COLOC) {
+            double tn = nic_time(x, g[k], p->role[k] == HS_HG2_DECODE);
+            ev->ncap[k] = tn > 0 ? T / tn : -1; /* unbounded: set below */
+        }
         if (start[k + 1] > start[k] && p->role[k] != HS_HG2_COLOC) coloc = 0;
     }
     if (coloc) {
@@ -746,8 +792,26 @@ int hs_hg2_evaluate(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev, hs_er
             ev->flow += ev->cap[k];
         }
     } else {
-        int s = K, t = K + 1, e;
-        if ((rc = hs_flow_create(&fg, K + 2, err))) goto out;
+        /* nodes: group k, its NIC side K + k, source 2K, sink 2K + 1;
+         * cross-node KV goes P_i -> nic(P_i) -> nic(D_j) -> D_j so the
+         * flows of one group share its GPUs' NICs as in hw/net.h */
+        int s = 2 * K, t = 2 * K + 1, e;
+        /* "unbounded" edges get a finite cap that never binds: push-relabel's
+         * zero tolerance scales with the largest capacity (maxflow.h) */
+        double unbounded = 1;
+        for (int k = 0; k < K; k++) unbounded += 2 * ev->cap[k];
+        for (int k = 0; k < K; k++)
+            if (ev->ncap[k] < 0 || ev->ncap[k] > unbounded) ev->ncap[k] = unbounded;
+        if ((rc = hs_flow_create(&fg, 2 * K + 2, err))) goto out;
+        for (int k = 0; k < K; k++) {
+            if (ev->cap[k] <= 0) continue;
+            e = p->role[k] == HS_HG2_PREFILL ? hs_flow_add_edge(fg, k, K + k, ev->ncap[k], err)
+                                             : hs_flow_add_edge(fg, K + k, k, ev->ncap[k], err);
+            if (e < 0) {
+                rc = e;
+                goto out;
+            }
+        }
         for (int k = 0; k < K; k++) {
             if (ev->cap[k] <= 0) continue;
             if (p->role[k] == HS_HG2_PREFILL) e = hs_flow_add_edge(fg, s, k, ev->cap[k], err);
@@ -763,8 +827,11 @@ int hs_hg2_evaluate(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev, hs_er
                 double tt;
                 if (ev->cap[j] <= 0 || p->role[j] != HS_HG2_DECODE) continue;
                 tt = pair_time(x, g[i], g[j]);
-                ev->pcap[(size_t)i * K + j] = tt > 0 ? T / tt : 1e18;
-                if ((e = hs_flow_add_edge(fg, i, j, ev->pcap[(size_t)i * K + j], err)) < 0) {
+                ev->pcap[(size_t)i * K + j] = tt > 0 ? fmin(T / tt, unbounded) : unbounded;
+                ev->cross[(size_t)i * K + j] = !same_node(x, g[i], g[j]);
+                e = ev->cross[(size_t)i * K + j] ? hs_flow_add_edge(fg, K + i, K + j, ev->pcap[(size_t)i * K + j], err)
+                                                 : hs_flow_add_edge(fg, i, j, ev->pcap[(size_t)i * K + j], err);
+                if (e < 0) {
                     rc = e;
                     goto out;
                 }
@@ -776,7 +843,8 @@ int hs_hg2_evaluate(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev, hs_er
             double f = hs_flow_edge_flow(fg, e);
             if (a == s) ev->gflow[b] = f;
             else if (b == t) ev->gflow[a] = f;
-            else ev->pair[(size_t)a * K + b] = f;
+            else if (a < K && b < K) ev->pair[(size_t)a * K + b] = f;
+            else if (a >= K && b >= K) ev->pair[(size_t)(a - K) * K + (b - K)] = f;
         }
     }
     ev->tput = ev->flow / T * x->o.s_out;

@@ -30,7 +30,11 @@
  * memory cap (weights + activations + one max_model_len context per lane).
  *
  * Flow network (Section 3.3): source -> prefill i (capacity) -> decode j
- * (KV transfer capacity) -> decode j's node -> sink (capacity), solved by
+ * (KV transfer capacity) -> sink (decode capacity); a pair whose KV crosses
+ * nodes goes prefill i -> NIC(i) -> NIC(j) -> decode j, where NIC(k)'s
+ * edge is the capacity of group k's GPUs' NICs (our network model, hw/net.h,
+ * shares a GPU's NIC among its cross-node flows: without it the estimate
+ * counted one slow link many times over); solved by
  * push-relabel (plan/maxflow.h).  The flow value per T times s_out / T is the
  * estimated output-token throughput.  Flows become routing weights: prefill
  * replica weight = its flow, decode weight = its flow, and per prefill
@@ -139,8 +143,12 @@ typedef struct hs_hg2_eval {
     int K;
     double *cap;            /* [K] requests per T (0: infeasible) */
     double *gflow;          /* [K] flow through the group */
+    double *ncap;           /* [K] NIC capacity for cross-node KV (egress of
+                             * prefill, ingress of decode), requests per T */
     double *pair;           /* [K * K] flow prefill i -> decode j */
     double *pcap;           /* [K * K] KV transfer capacity */
+    double *cross;          /* [K * K] 1: the pair's KV crosses nodes (goes
+                             * through both groups' NIC nodes) */
 } hs_hg2_eval;
 
 int hs_hg2_evaluate(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev,
