@@ -37,6 +37,7 @@ typedef struct hs_run_cfg {
     char given[2048];           /* keys set on the command line, ",k1,k2," */
     int plan_exhaustive;
     double sample_s;            /* s between utilisation/KV samples (0: none) */
+    char plan_opts[512];      /* planner options "key=value,..." */
     hs_workload_cfg workload;
     hs_engine_cfg engine;
     hs_perf_cfg perf;

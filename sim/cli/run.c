@@ -55,6 +55,7 @@ static void run_usage(FILE *fp, const char *cmd)
             "  --router NAME        rr, lor, lot, weighted\n"
             "  --planner NAME       planner (uniform)\n"
             "  --deployment FILE    replay a deployment JSON instead of planning\n"
+            "  --plan-opts K=V,...  planner options (hexgen2, distserve, splitwise, hexgen)\n"
             "  --tp N, --pp N       parallel layout for the planner (tp 0: smallest that fits)\n"
             "  --trace FILE         Azure CSV, ShareGPT JSON or ShareGPT length CSV\n"
             "  --requests N         stop after N requests (0: the whole trace; presets default to 2000)\n"
@@ -151,6 +152,7 @@ static int parse_args(int argc, char **argv, const char *cmd, hs_run_cfg *cfg,
         else if (!strcmp(a, "--policy")) key = "policy";
         else if (!strcmp(a, "--router")) key = "router";
         else if (!strcmp(a, "--planner")) key = "planner";
+        else if (!strcmp(a, "--plan-opts")) key = "plan_opts";
         else if (!strcmp(a, "--deployment")) key = "deployment";
         else if (!strcmp(a, "--emit-deployment")) key = "emit_deployment";
         else if (!strcmp(a, "--emit-schedule")) key = "emit_schedule";
@@ -293,6 +295,9 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
         pr.policy = cfg->policy;
         pr.sla_all = !strcmp(cfg->plan_sla, "queries");
         pr.exhaustive = cfg->plan_exhaustive;
+        pr.perf = &cfg->perf;
+        pr.seed = (uint64_t)cfg->seed;
+        pr.opts = cfg->plan_opts;
         if ((rc = pl->plan(&pr, &s->deploy, err))) goto fail;
         /* A planner that chooses the runtime policy (exegpt) says so in the
          * deployment; the forward-pass size follows the new policy. */

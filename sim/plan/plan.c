@@ -5,10 +5,18 @@
 
 extern const hs_planner_ops hs_planner_uniform;
 extern const hs_planner_ops hs_planner_exegpt;
+extern const hs_planner_ops hs_planner_hexgen2;
+extern const hs_planner_ops hs_planner_distserve;
+extern const hs_planner_ops hs_planner_splitwise;
+extern const hs_planner_ops hs_planner_hexgen;
 
 const hs_planner_ops *const hs_planners[] = {
     &hs_planner_uniform,
     &hs_planner_exegpt,
+    &hs_planner_hexgen2,
+    &hs_planner_distserve,
+    &hs_planner_splitwise,
+    &hs_planner_hexgen,
     NULL,
 };
 

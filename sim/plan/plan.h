@@ -32,6 +32,12 @@ typedef struct hs_plan_req {
     const char *policy;
     int sla_all;       /* 1: 99% of queries within the bound; 0: the p99-length query */
     int exhaustive;
+    /* Search planners (hexgen2 and its baselines): the latency model's
+     * efficiency knobs (NULL: defaults), the seed and "key=value,..."
+     * options (plan_opts; NULL or "" for defaults). */
+    const hs_perf_cfg *perf;
+    uint64_t seed;
+    const char *opts;
 } hs_plan_req;
 
 typedef struct hs_planner_ops {

@@ -12,6 +12,7 @@
 void hs_deploy_free(hs_deploy *d)
 {
     if (!d) return;
+    for (int32_t i = 0; i < d->n && d->r; i++) free(d->r[i].kv_route);
     free(d->r);
     free(d->engine);
     d->r = NULL;
@@ -36,6 +37,29 @@ int hs_deploy_add(hs_deploy *d, const hs_deploy_replica *r, hs_err *err)
     if (!nr) return hs_errf(err, HS_ENOMEM, "out of memory adding a replica");
     d->r = nr;
     d->r[d->n++] = *r;
+    return 0;
+}
+
+/* kv_route of replica i: on a prefill replica, one weight per replica,
+ * finite, >= 0, positive only toward decode replicas. */
+static int hs_deploy_check_route(const hs_deploy *d, int32_t i, const char *where, hs_err *err)
+{
+    const hs_deploy_replica *r = &d->r[i];
+    if (strcmp(r->role, "prefill"))
+        return hs_errf(err, HS_EINVAL, "%s: replicas[%d].kv_route: only prefill replicas route KV (role is %s)",
+                       where, i, r->role);
+    if (r->n_kv_route != d->n)
+        return hs_errf(err, HS_EINVAL, "%s: replicas[%d].kv_route: %d weights for %d replicas",
+                       where, i, r->n_kv_route, d->n);
+    for (int32_t j = 0; j < d->n; j++) {
+        double w = r->kv_route[j];
+        if (!isfinite(w) || w < 0)
+            return hs_errf(err, HS_ERANGE, "%s: replicas[%d].kv_route[%d]: %g is not a finite weight >= 0",
+                           where, i, j, w);
+        if (w > 0 && strcmp(d->r[j].role, "decode"))
+            return hs_errf(err, HS_EINVAL, "%s: replicas[%d].kv_route[%d]: replica %d is %s, not decode",
+                           where, i, j, j, d->r[j].role);
+    }
     return 0;
 }
 
@@ -84,6 +108,7 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
         if (!rc && layers != m->layers)
             rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d]: stages hold %d layers, %s has %d",
                          where, i, layers, m->name, m->layers);
+        if (!rc && d->r[i].kv_route) rc = hs_deploy_check_route(d, i, where, err);
     }
     free(used);
     return rc;
@@ -104,6 +129,8 @@ char *hs_deploy_to_json(const hs_deploy *d)
         cJSON_AddStringToObject(r, "role", d->r[i].role);
         cJSON_AddNumberToObject(r, "weight", d->r[i].weight);
         cJSON_AddNumberToObject(r, "kv_bits", l->kv_bits);
+        if (d->r[i].kv_route)
+            cJSON_AddItemToObject(r, "kv_route", cJSON_CreateDoubleArray(d->r[i].kv_route, d->r[i].n_kv_route));
         stages = cJSON_AddArrayToObject(r, "stages");
         for (int s = 0; s < l->pp; s++) {
             cJSON *st = cJSON_CreateObject();
@@ -221,7 +248,35 @@ int hs_deploy_read(hs_deploy *d, const char *path, hs_err *err)
             s++;
         }
         dr.layout.pp = s;
-        if ((rc = hs_deploy_add(d, &dr, err))) goto out;
+        {
+            const cJSON *kr = cJSON_GetObjectItemCaseSensitive(r, "kv_route"), *w;
+            if (kr) {
+                int k = 0;
+                snprintf(where, sizeof where, "%s: replicas[%d].kv_route", path, i);
+                if (!cJSON_IsArray(kr) || !cJSON_GetArraySize(kr) || cJSON_GetArraySize(kr) > 1 << 20) {
+                    rc = hs_errf(err, HS_EPARSE, "%s: expected an array of weights", where);
+                    goto out;
+                }
+                dr.kv_route = calloc((size_t)cJSON_GetArraySize(kr), sizeof *dr.kv_route);
+                if (!dr.kv_route) {
+                    rc = hs_errf(err, HS_ENOMEM, "out of memory");
+                    goto out;
+                }
+                dr.n_kv_route = cJSON_GetArraySize(kr);
+                cJSON_ArrayForEach(w, kr) {
+                    if (!cJSON_IsNumber(w) || !isfinite(w->valuedouble) || w->valuedouble < 0) {
+                        free(dr.kv_route);
+                        rc = hs_errf(err, HS_EPARSE, "%s[%d]: expected a number >= 0", where, k);
+                        goto out;
+                    }
+                    dr.kv_route[k++] = w->valuedouble;
+                }
+            }
+        }
+        if ((rc = hs_deploy_add(d, &dr, err))) {
+            free(dr.kv_route);
+            goto out;
+        }
         i++;
     }
 out:
@@ -274,7 +329,10 @@ int64_t hs_layout_kv_blocks(const hs_model *m, const hs_cluster *c,
 void hs_replicas_free(hs_replica *r, int32_t n)
 {
     if (!r) return;
-    for (int32_t i = 0; i < n; i++) hs_perf_free(&r[i].perf);
+    for (int32_t i = 0; i < n; i++) {
+        hs_perf_free(&r[i].perf);
+        free(r[i].kv_route);
+    }
     free(r);
 }
 
@@ -315,6 +373,15 @@ int hs_replicas_build(hs_replica **out, const hs_deploy *d, const hs_model *m,
         r[i].layout = *l;
         r[i].kv_blocks = blocks;
         r[i].weight = d->r[i].weight;
+        if (d->r[i].kv_route) {
+            r[i].kv_route = malloc((size_t)d->r[i].n_kv_route * sizeof *r[i].kv_route);
+            if (!r[i].kv_route) {
+                rc = hs_errf(err, HS_ENOMEM, "out of memory building replicas");
+                goto fail;
+            }
+            memcpy(r[i].kv_route, d->r[i].kv_route, (size_t)d->r[i].n_kv_route * sizeof *r[i].kv_route);
+            r[i].n_kv_route = d->r[i].n_kv_route;
+        }
         for (int s = 0; s < l->pp; s++)
             r[i].price_per_hour += hs_cluster_price(c, l->stage[s].gpus, l->stage[s].tp);
         if ((rc = hs_perf_build(&r[i].perf, pc, m, c, l, max_tokens, ec->max_num_seqs, err))) {

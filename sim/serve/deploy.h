@@ -10,7 +10,9 @@
  *   {"model": "llama-2-70b", "cluster": "a100x16", "planner": "uniform",
  *    "replicas": [{"role": "colocated", "weight": 1, "kv_bits": 16,
  *       "stages": [{"tp": 4, "layers": 80, "bits": 16, "gpus": [0,1,2,3]}]}],
- *    "policy": "rra", "engine": {"exegpt_be": 52}}      (last two optional) */
+ *    "policy": "rra", "engine": {"exegpt_be": 52}}      (last two optional)
+ * A prefill replica may carry "kv_route": [w0, w1, ...], one weight >= 0 per
+ * replica of the deployment, positive only toward decode replicas. */
 #ifndef HS_DEPLOY_H
 #define HS_DEPLOY_H
 
@@ -24,6 +26,13 @@ typedef struct hs_deploy_replica {
     char role[16];
     double weight;
     hs_layout layout;
+    /* Prefill replicas only, optional: KV routing weight to each replica
+     * of the deployment by index (non-zero only toward decode replicas);
+     * the engine picks a hand-over's decode replica by smooth weighted
+     * round robin over it.  Owned by the deployment (malloc'd; hs_deploy_add
+     * takes ownership, hs_deploy_free frees). */
+    double *kv_route;
+    int32_t n_kv_route;
 } hs_deploy_replica;
 
 typedef struct hs_deploy {

@@ -93,6 +93,8 @@ void hs_engine_destroy(hs_engine *e)
     free(e->lanes);
     free(e->pool);
     free(e->wrr);
+    free(e->kv_wrr);
+    free(e->kv_pairs);
     free(e->load_req);
     free(e->load_tok);
     free(e->trace_it.pre);
@@ -378,11 +380,49 @@ static void net_reschedule(hs_engine *e)
     e->net_time = t;
 }
 
-/* The decode lane for a hand-over: least outstanding requests per weight. */
-static hs_lane *pick_decode(hs_engine *e)
+/* The decode replica for a hand-over from src when src has a kv_route
+ * (deploy.h): smooth weighted round robin over the route's positive weights
+ * toward decode replicas that are on, per source replica, so the pairs'
+ * shares follow the planned flows; -1 when the route names none. */
+static int32_t pick_decode_route(hs_engine *e, int32_t src)
 {
+    const hs_replica *sp = &e->replicas[src];
+    double total = 0, bv = -INFINITY, *cur;
     int32_t best = -1;
+    if (!sp->kv_route) return -1;
+    if (!e->kv_wrr) {
+        e->kv_wrr = calloc((size_t)e->n_replicas * (size_t)e->n_replicas, sizeof *e->kv_wrr);
+        e->kv_pairs = calloc((size_t)e->n_replicas * (size_t)e->n_replicas, sizeof *e->kv_pairs);
+        if (!e->kv_wrr || !e->kv_pairs) {
+            if (!e->fatal) e->fatal = HS_ENOMEM;
+            return -1;
+        }
+    }
+    cur = e->kv_wrr + (size_t)src * (size_t)e->n_replicas;
+    for (int32_t j = 0; j < sp->n_kv_route && j < e->n_replicas; j++) {
+        double w = sp->kv_route[j];
+        if (w <= 0 || e->replicas[j].role_kind != HS_ROLE_DECODE || e->replicas[j].weight <= 0) continue;
+        cur[j] += w;
+        total += w;
+        if (cur[j] > bv) {
+            bv = cur[j];
+            best = j;
+        }
+    }
+    if (best >= 0) {
+        cur[best] -= total;
+        e->kv_pairs[(size_t)src * (size_t)e->n_replicas + (size_t)best]++;
+    }
+    return best;
+}
+
+/* The decode lane for a hand-over: the source's KV route when it has one,
+ * else least outstanding requests per weight. */
+static hs_lane *pick_decode(hs_engine *e, int32_t src)
+{
+    int32_t best = pick_decode_route(e, src);
     double bv = INFINITY;
+    if (best >= 0) return pick_lane(&e->replicas[best]);
     for (int32_t i = 0; i < e->n_replicas; i++) {
         const hs_replica *rp = &e->replicas[i];
         double v;
@@ -451,7 +491,7 @@ static void admit_incoming(hs_engine *e, hs_lane *dl)
 void hs__handoff(hs_engine *e, hs_lane *sl, int32_t r, hs_ns t)
 {
     hs_req *q = &e->pool[r];
-    hs_lane *dl = pick_decode(e);
+    hs_lane *dl = pick_decode(e, sl->replica);
     /* the prefill blocks stay held until the KV is out */
     sl->xfer_out += q->blocks;
     q->src_lane = sl->id;

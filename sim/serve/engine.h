@@ -39,6 +39,8 @@ typedef struct hs_engine {
     int router;
     int64_t rr_next;
     double *wrr;              /* smooth WRR current weights [n_replicas] */
+    double *kv_wrr;           /* per (prefill, decode) pair, lazily [n_replicas^2] */
+    int64_t *kv_pairs;        /* hand-overs routed by kv_route per pair (same shape) */
     /* Router view per replica, contiguous so a scan stays in cache:
      * outstanding requests and prompt tokens (known at arrival). */
     int64_t *load_req, *load_tok;

@@ -170,6 +170,8 @@ typedef struct hs_replica {
     int64_t kv_blocks;             /* whole replica */
     double weight;                 /* routing weight */
     double price_per_hour;
+    double *kv_route;              /* prefill: KV weight per replica (deploy.h), or NULL */
+    int32_t n_kv_route;
 } hs_replica;
 
 /* Engine configuration ("engine.*" keys). */

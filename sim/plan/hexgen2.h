@@ -1,0 +1,175 @@
+/* hexgen2.h - the HexGen-2 placement scheduler (ICLR'25, papers/hexgen2.txt
+ * Section 3) and the search machinery its baselines share.
+ *
+ * A placement is a partition of the GPUs into groups (one model replica per
+ * group), a role per group (prefill or decode; colocated for the HexGen
+ * baseline) and, derived from it, a parallel layout per group and the KV
+ * routing between prefill and decode replicas.
+ *
+ * Estimator (hs_hg2_eval_*): our roofline latency model (perf/roofline.c)
+ * evaluated in closed form at the batch shapes the planner needs, which is
+ * what hs_perf_build() would tabulate for the same layout (tests compare
+ * the two) without building tables, so one group costs microseconds:
+ *   - prefill group: the latency-optimal layout (smallest sum of stage
+ *     times for one s_in-token prompt); its capacity per period T is
+ *     T * min(pp / latency, 1 / slowest stage) requests (PP lanes overlap);
+ *   - decode group: the throughput-optimal layout; the batch is what the KV
+ *     memory holds at s_in + s_out/2 tokens a request (capped by
+ *     engine.max_num_seqs per lane); capacity = T * tokens/s / s_out;
+ *   - colocated (HexGen): requests/s = 1 / (1/prefill rate + s_out / decode
+ *     tokens/s) at the same batch;
+ *   - KV transfer prefill i -> decode j: the flows the engine starts (each
+ *     GPU holding layer l sends to the GPU(s) holding layer l, max(tp) flows
+ *     per overlapping stage pair), time = max over flows of latency +
+ *     bytes / link bandwidth; capacity = T / time.
+ * Layouts: a group's GPUs sorted by (node, type, id) are cut into stages of
+ * at most t GPUs of one node and type (t in 1, 2, 4, 8, 16 dividing the
+ * heads), so TP stays inside a node and stages may differ in TP and GPU
+ * type (asymmetric); layers go to stages in proportion to their speed
+ * (FLOP/s for prefill, memory bandwidth for decode) within each stage's
+ * memory cap (weights + activations + one max_model_len context per lane).
+ *
+ * Flow network (Section 3.3): source -> prefill i (capacity) -> decode j
+ * (KV transfer capacity) -> sink (decode capacity); a pair whose KV crosses
+ * nodes goes prefill i -> NIC(i) -> NIC(j) -> decode j, where NIC(k)'s
+ * edge is the capacity of group k's GPUs' NICs (our network model, hw/net.h,
+ * shares a GPU's NIC among its cross-node flows: without it the estimate
+ * counted one slow link many times over); solved by
+ * push-relabel (plan/maxflow.h).  The flow value per T times s_out / T is the
+ * estimated output-token throughput.  Flows become routing weights: prefill
+ * replica weight = its flow, decode weight = its flow, and per prefill
+ * replica the "kv_route" vector of flows to each decode replica.
+ *
+ * Search (hs_hg2_search):
+ *   initial: K = total memory / (weights + 32 requests' KV), spectral
+ *     partition + Kernighan-Lin with memory balance (plan/partition.h),
+ *     coarsen, max-cut bipartition = prefill / decode sides (both
+ *     orientations tried);
+ *   guided: max-flow-guided moves: from groups with spare capacity (flow
+ *     below capacity, or infeasible) move or swap one GPU of each (node,
+ *     type) class into groups on the bottleneck (saturated), or flip a
+ *     role; the best improving move is applied; until no move gains;
+ *   random: random moves / swaps / flips, kept when they gain;
+ *   ga: a genetic algorithm (HexGen's style: population, tournament
+ *     selection, group-preserving crossover, mutations move / swap / flip /
+ *     merge / split, elitism).
+ * Deterministic for a seed (xorshift PRNG, fixed scan orders, no hashing
+ * by address); time limits only cut the random / GA searches, so their
+ * results depend on the machine when a limit is reached (iters= bounds them
+ * reproducibly). */
+#ifndef HS_HEXGEN2_H
+#define HS_HEXGEN2_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/err.h"
+#include "plan/plan.h"
+
+enum { HS_HG2_NONE = 0, HS_HG2_GUIDED, HS_HG2_RANDOM, HS_HG2_GA };
+enum { HS_HG2_PREFILL = 0, HS_HG2_DECODE = 1, HS_HG2_COLOC = 2 };
+
+typedef struct hs_hg2_opts {
+    double s_in, s_out;     /* mean prompt / output tokens (in=, out=) */
+    double period;          /* T, s (period=) */
+    int conc;               /* requests whose KV sizes K (conc=, 32) */
+    double mem_tol;         /* KL memory balance tolerance (tol=, 0.25) */
+    int search;             /* search=guided|random|ga|none */
+    double time_limit;      /* s, random / ga (time=, 0: none) */
+    int max_iters;          /* random tries / GA generations (iters=) */
+    int pop;                /* GA population (pop=, 24) */
+    int max_tp;             /* largest TP tried (maxtp=, 16) */
+    int width;              /* guided: donors and receivers tried per step (width=, 8) */
+    int prefill_tput;       /* prefill=throughput: prefill groups take their
+                             * highest-rate layout, not the paper's
+                             * latency-optimal one (prefill=latency) */
+    double ttft_s, tpot_s;  /* SLO for distserve's filter (ttft=, tpot= ms) */
+    char trace[512];        /* write "seconds best_tokens_per_s" lines (trace=) */
+    int quiet;
+} hs_hg2_opts;
+
+/* Defaults then "key=value,..." (errors name the key). */
+int hs_hg2_opts_parse(hs_hg2_opts *o, const char *s, hs_err *err);
+
+typedef struct hs_hg2_ctx hs_hg2_ctx;
+
+/* One evaluated group (cached; owned by the context).  Stage s holds
+ * gpus[off_s .. off_s + tp[s]) where off_s = tp[0] + ... + tp[s-1]. */
+typedef struct hs_hg2_group {
+    int ok;                 /* the model fits the group */
+    int pp;
+    int *tp, *layers, *gpus;
+    double rate;            /* requests/s (prefill, decode or colocated) */
+    double lat_s;           /* prefill latency of one prompt / decode round (TPOT) */
+    double batch;           /* decode requests in flight (all lanes) */
+    long id;                /* cache slot (-1: not cached) */
+} hs_hg2_group;
+
+/* The group's layout in the deployment form. */
+void hs_hg2_group_layout(const hs_hg2_ctx *x, const hs_hg2_group *g, hs_layout *l);
+
+int hs_hg2_ctx_create(hs_hg2_ctx **out, const hs_plan_req *req,
+                      const hs_hg2_opts *o, hs_err *err);
+void hs_hg2_ctx_destroy(hs_hg2_ctx *x);
+
+/* Evaluates gpus[0..n) as one replica of the role, best layout over the TP
+ * caps (t_only > 0: only that cap, with exactly pp_only stages when > 0).
+ * Cached per (role, GPU set, caps). */
+const hs_hg2_group *hs_hg2_eval_group(hs_hg2_ctx *x, const int *gpus, int n,
+                                      int role, int t_only, int pp_only);
+/* Seconds to move one request's KV (s_in tokens) from group a to b. */
+double hs_hg2_kv_time(hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b);
+/* One stage's time (s) for the shape, the same formula as the roofline
+ * tables (tests compare with hs_perf_stage_ns). */
+double hs_hg2_stage_s(const hs_hg2_ctx *x, const hs_layout *l, int s,
+                      const hs_batch_shape *b);
+
+/* A placement: group of each GPU (-1: unused) and role of each group. */
+typedef struct hs_hg2_place {
+    int n_gpus, K;
+    int *group;             /* [n_gpus] */
+    int *role;              /* [n_gpus] (K <= n_gpus) */
+    int *t_only, *pp_only;  /* NULL, or [K] a fixed TP cap / stage count per
+                             * group (homogeneous baselines) */
+} hs_hg2_place;
+
+/* Allocates a placement of n GPUs with K = n slots, all unassigned (-1). */
+int hs_hg2_place_alloc(hs_hg2_place *p, int n);
+
+/* The evaluation of a placement. */
+typedef struct hs_hg2_eval {
+    double flow;            /* requests per T */
+    double tput;            /* output tokens/s */
+    int K;
+    double *cap;            /* [K] requests per T (0: infeasible) */
+    double *gflow;          /* [K] flow through the group */
+    double *ncap;           /* [K] NIC capacity for cross-node KV (egress of
+                             * prefill, ingress of decode), requests per T */
+    double *pair;           /* [K * K] flow prefill i -> decode j */
+    double *pcap;           /* [K * K] KV transfer capacity */
+    double *cross;          /* [K * K] 1: the pair's KV crosses nodes (goes
+                             * through both groups' NIC nodes) */
+} hs_hg2_eval;
+
+int hs_hg2_evaluate(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev,
+                    hs_err *err);
+void hs_hg2_eval_free(hs_hg2_eval *ev);
+
+/* The initial placement (partition, coarsen, max-cut) then the search of
+ * opts.search; best placement in *p (caller frees with hs_hg2_place_free).
+ * colocated = 1: every group colocated (HexGen), no flow network. */
+int hs_hg2_search(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err);
+void hs_hg2_place_free(hs_hg2_place *p);
+
+/* Turns a placement into a deployment (weights and kv_route from flows). */
+int hs_hg2_to_deploy(hs_hg2_ctx *x, const hs_hg2_place *p, const char *planner,
+                     hs_deploy *out, hs_err *err);
+
+/* Counters of the last search (bench). */
+typedef struct hs_hg2_stats {
+    double seconds, best_tput;
+    long evals, group_evals, steps;
+} hs_hg2_stats;
+void hs_hg2_stats_get(const hs_hg2_ctx *x, hs_hg2_stats *st);
+
+#endif

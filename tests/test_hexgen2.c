@@ -1,0 +1,443 @@
+/* test_hexgen2.c - the HexGen-2 planner and its baselines.
+ *
+ * 1. Estimator: hs_hg2_stage_s equals the roofline tables (hs_perf_build +
+ *    hs_perf_stage_ns) for prefill and decode shapes, TP and PP layouts.
+ * 2. Planner output (hexgen2 on heterogeneous settings 1 and 5 and the
+ *    homogeneous 8 x H100): every GPU in at most one replica, every layer
+ *    placed, memory feasible (replicas build: weights fit and every lane
+ *    holds one full context), both roles present, weights = flows.
+ * 3. Max-flow / routing consistency: an independent Edmonds-Karp solve of
+ *    the same network gives the same value; each pair flow <= its KV
+ *    capacity, each group flow <= its capacity; kv_route rows sum to the
+ *    prefill weights, columns to the decode weights (conservation).
+ * 4. Determinism: the same seed gives byte-identical deployments (guided,
+ *    random and GA searches, bounded by iterations).
+ * 5. Search variants: random swaps and GA never beat... nothing is assumed;
+ *    each only returns a placement at least as good as its start.
+ * 6. Replay with the audit on: hand-overs follow kv_route (smooth weighted
+ *    round robin: each pair's count within 1 of its share), transfers never
+ *    exceed link capacity (hs__net_sane on every completion; net.c also
+ *    asserts NET-1 after every rate update), every request ends.
+ * 7. kv_route JSON round trip and bad routes refused with one line.
+ * 8. Baselines: distserve homogeneous per phase, splitwise pools, hexgen
+ *    colocated only. */
+#include "check.h"
+#include "fixture.h"
+#include "hw/net.h"
+#include "plan/hexgen2.h"
+#include "plan/maxflow.h"
+
+static hs_engine_cfg ec;
+static hs_model m70;
+
+static void req_init(hs_plan_req *q, const hs_model *m, const hs_cluster *c, const char *opts,
+                     uint64_t seed)
+{
+    memset(q, 0, sizeof *q);
+    q->model = m;
+    q->cluster = c;
+    q->engine = &ec;
+    q->bits = 16;
+    q->max_tokens = hs_engine_pass_tokens(&ec, hs_policy_find("vllm"), m->max_seq_len);
+    q->max_model_len = m->max_seq_len;
+    q->seed = seed;
+    q->opts = opts;
+}
+
+static void estimator_matches_tables(void)
+{
+    hs_err err = {0};
+    hs_cluster *c = NULL;
+    hs_plan_req q;
+    hs_hg2_opts o;
+    hs_hg2_ctx *x = NULL;
+    hs_perf_cfg pc;
+    CHECK_OK(hs_cluster_find(&c, "hexgen2-het1", &err), &err);
+    req_init(&q, &m70, c, NULL, 1);
+    hs_perf_cfg_defaults(&pc);
+    snprintf(pc.model, sizeof pc.model, "roofline");
+    q.perf = &pc;
+    CHECK_OK(hs_hg2_opts_parse(&o, "", &err), &err);
+    CHECK_OK(hs_hg2_ctx_create(&x, &q, &o, &err), &err);
+    {
+        /* H100 x2 TP2 | A100 x4 TP4 | L40 x1: asymmetric TP and GPU types */
+        hs_layout l;
+        hs_perf p;
+        memset(&l, 0, sizeof l);
+        l.pp = 3;
+        l.kv_bits = 16;
+        l.stage[0] = (hs_stage_layout){2, 30, 16, {0, 1}};
+        l.stage[1] = (hs_stage_layout){4, 40, 16, {2, 3, 4, 5}};
+        l.stage[2] = (hs_stage_layout){1, 10, 16, {8}};
+        CHECK_OK(hs_perf_build(&p, &pc, &m70, c, &l, 2048, 256, &err), &err);
+        for (int s = 0; s < 3; s++) {
+            hs_batch_shape pre = {0}, dec = {0};
+            pre.tokens = 1000;
+            pre.samples = 1;
+            pre.pre_chunks = 1;
+            pre.pre_self = 1000 * 1001 / 2.0;
+            dec.tokens = dec.samples = dec.dec_seqs = 64;
+            dec.dec_ctx = 64 * 900;
+            CHECK_REL(hs_hg2_stage_s(x, &l, s, &pre), hs_perf_stage_ns(&p, s, &pre) * 1e-9, 1e-9);
+            CHECK_REL(hs_hg2_stage_s(x, &l, s, &dec), hs_perf_stage_ns(&p, s, &dec) * 1e-9, 1e-9);
+        }
+        hs_perf_free(&p);
+    }
+    {
+        /* a group evaluation: feasible on 2 H100s, not on one L40 */
+        int two[2] = {0, 1}, one[1] = {8};
+        const hs_hg2_group *g = hs_hg2_eval_group(x, two, 2, HS_HG2_DECODE, 0, 0);
+        CHECK(g->ok && g->rate > 0 && g->batch >= 1);
+        CHECK(!hs_hg2_eval_group(x, one, 1, HS_HG2_PREFILL, 0, 0)->ok);
+        /* cached: the same pointer for the same set in another order */
+        {
+            int rev[2] = {1, 0};
+            CHECK(hs_hg2_eval_group(x, rev, 2, HS_HG2_DECODE, 0, 0) == g);
+        }
+    }
+    hs_hg2_ctx_destroy(x);
+    hs_cluster_destroy(c);
+}
+
+/* Plans with `planner`; the deployment and its context's evaluation. */
+static int plan_with(const char *planner, const char *cluster, const char *opts, uint64_t seed,
+                     hs_deploy *d, hs_cluster **cp, hs_err *err)
+{
+    hs_plan_req q;
+    int rc;
+    if ((rc = hs_cluster_find(cp, cluster, err))) return rc;
+    req_init(&q, &m70, *cp, opts, seed);
+    return hs_planner_find(planner)->plan(&q, d, err);
+}
+
+static void output_invariants(const char *cluster)
+{
+    hs_err err = {0};
+    hs_cluster *c = NULL;
+    hs_deploy d;
+    hs_replica *reps = NULL;
+    hs_perf_cfg pc;
+    int *used, n_pre = 0, n_dec = 0, mt;
+    CHECK_OK(plan_with("hexgen2", cluster, "in=512,out=128", 1, &d, &c, &err), &err);
+    if (!c) return;
+    CHECK_OK(hs_deploy_check(&d, &m70, c, cluster, &err), &err);
+    used = calloc((size_t)c->n_gpus, sizeof *used);
+    for (int32_t i = 0; i < d.n; i++) {
+        int layers = 0;
+        n_pre += !strcmp(d.r[i].role, "prefill");
+        n_dec += !strcmp(d.r[i].role, "decode");
+        for (int s = 0; s < d.r[i].layout.pp; s++) {
+            layers += d.r[i].layout.stage[s].layers;
+            for (int k = 0; k < d.r[i].layout.stage[s].tp; k++) used[d.r[i].layout.stage[s].gpus[k]]++;
+        }
+        CHECK_INT(layers, m70.layers);
+        CHECK(d.r[i].weight >= 0);
+        if (!strcmp(d.r[i].role, "prefill")) {
+            /* conservation: what a prefill replica takes in, it routes on */
+            double sum = 0;
+            CHECK(d.r[i].kv_route != NULL);
+            CHECK_INT(d.r[i].n_kv_route, d.n);
+            for (int32_t j = 0; d.r[i].kv_route && j < d.n; j++) sum += d.r[i].kv_route[j];
+            CHECK_REL(sum, d.r[i].weight, 1e-6);
+        }
+    }
+    for (int32_t j = 0; j < d.n; j++) {
+        double in = 0;
+        if (strcmp(d.r[j].role, "decode")) continue;
+        for (int32_t i = 0; i < d.n; i++)
+            if (d.r[i].kv_route) in += d.r[i].kv_route[j];
+        CHECK_NEAR(in, d.r[j].weight, 1e-6 * (1 + d.r[j].weight));
+    }
+    for (int g = 0; g < c->n_gpus; g++) CHECK(used[g] <= 1); /* PART-1 on the output */
+    CHECK(n_pre >= 1 && n_dec >= 1);
+    /* memory feasible: the runtime builds every replica (weights fit, each
+     * lane holds one max_model_len context: INV-FIT) */
+    hs_perf_cfg_defaults(&pc);
+    snprintf(pc.model, sizeof pc.model, "roofline");
+    mt = hs_engine_pass_tokens(&ec, hs_policy_find("vllm"), m70.max_seq_len);
+    CHECK_OK(hs_replicas_build(&reps, &d, &m70, c, &ec, &pc, mt, m70.max_seq_len, &err), &err);
+    hs_replicas_free(reps, d.n);
+    free(used);
+    hs_deploy_free(&d);
+    hs_cluster_destroy(c);
+}
+
+static void flow_consistency(void)
+{
+    hs_err err = {0};
+    hs_cluster *c = NULL;
+    hs_plan_req q;
+    hs_hg2_opts o;
+    hs_hg2_ctx *x = NULL;
+    hs_hg2_place p = {0};
+    hs_hg2_eval ev = {0};
+    CHECK_OK(hs_cluster_find(&c, "hexgen2-het2", &err), &err);
+    req_init(&q, &m70, c, NULL, 3);
+    CHECK_OK(hs_hg2_opts_parse(&o, "in=1024,out=64", &err), &err);
+    CHECK_OK(hs_hg2_ctx_create(&x, &q, &o, &err), &err);
+    CHECK_OK(hs_hg2_search(x, &p, 0, &err), &err);
+    for (int i = 0; i < p.n_gpus; i++) CHECK(p.group[i] >= 0 && p.group[i] < p.K); /* PART-1 */
+    CHECK_OK(hs_hg2_evaluate(x, &p, &ev, &err), &err);
+    CHECK(ev.flow > 0);
+    {
+        /* the same network solved by Edmonds-Karp */
+        int K = ev.K, s = 2 * K, t = 2 * K + 1, ncross = 0;
+        hs_flow_graph *g = NULL;
+        double v = 0;
+        CHECK_OK(hs_flow_create(&g, 2 * K + 2, &err), &err);
+        for (int k = 0; k < K; k++) {
+            double nic_in = 0, nic_out = 0;
+            if (ev.cap[k] <= 0) continue;
+            if (p.role[k] == HS_HG2_PREFILL) {
+                hs_flow_add_edge(g, s, k, ev.cap[k], &err);
+                hs_flow_add_edge(g, k, K + k, ev.ncap[k], &err);
+            } else {
+                hs_flow_add_edge(g, k, t, ev.cap[k], &err);
+                hs_flow_add_edge(g, K + k, k, ev.ncap[k], &err);
+            }
+            CHECK(ev.gflow[k] <= ev.cap[k] * (1 + 1e-12));
+            /* cross-node KV of a group never exceeds its NICs */
+            for (int j = 0; j < K; j++) {
+                if (ev.cross[(size_t)k * K + j]) nic_out += ev.pair[(size_t)k * K + j];
+                if (ev.cross[(size_t)j * K + k]) nic_in += ev.pair[(size_t)j * K + k];
+            }
+            CHECK(nic_out <= ev.ncap[k] * (1 + 1e-9) + 1e-9);
+            CHECK(nic_in <= ev.ncap[k] * (1 + 1e-9) + 1e-9);
+        }
+        for (int i = 0; i < K; i++)
+            for (int j = 0; j < K; j++) {
+                double pc = ev.pcap[(size_t)i * K + j], pf = ev.pair[(size_t)i * K + j];
+                int cr = ev.cross[(size_t)i * K + j] != 0;
+                ncross += cr;
+                if (pc > 0) hs_flow_add_edge(g, cr ? K + i : i, cr ? K + j : j, pc, &err);
+                CHECK(pf <= pc * (1 + 1e-12) + 1e-12);
+            }
+        CHECK(ncross > 0); /* het2 spans pods: some KV crosses nodes */
+        CHECK_OK(hs_flow_edmonds_karp(g, s, t, &v, &err), &err);
+        CHECK_REL(v, ev.flow, 1e-9);
+        hs_flow_destroy(g);
+    }
+    hs_hg2_eval_free(&ev);
+    hs_hg2_place_free(&p);
+    hs_hg2_ctx_destroy(x);
+    hs_cluster_destroy(c);
+}
+
+static void determinism(void)
+{
+    static const char *opts[] = {"in=512,out=128", "search=random,iters=300", "search=ga,iters=10,pop=8"};
+    for (int k = 0; k < 3; k++) {
+        hs_err err = {0};
+        hs_cluster *c1 = NULL, *c2 = NULL;
+        hs_deploy a, b;
+        char *ja, *jb;
+        CHECK_OK(plan_with("hexgen2", "hexgen2-het3", opts[k], 7, &a, &c1, &err), &err);
+        CHECK_OK(plan_with("hexgen2", "hexgen2-het3", opts[k], 7, &b, &c2, &err), &err);
+        ja = hs_deploy_to_json(&a);
+        jb = hs_deploy_to_json(&b);
+        CHECK(ja && jb && !strcmp(ja, jb));
+        free(ja);
+        free(jb);
+        hs_deploy_free(&a);
+        hs_deploy_free(&b);
+        hs_cluster_destroy(c1);
+        hs_cluster_destroy(c2);
+    }
+}
+
+static void searches_improve(void)
+{
+    /* every variant ends at least as good as the initial partition */
+    static const char *opts[] = {"search=none", "search=guided", "search=random,iters=400", "search=ga,iters=15,pop=12"};
+    double v[4];
+    hs_err err = {0};
+    hs_cluster *c = NULL;
+    CHECK_OK(hs_cluster_find(&c, "hexgen2-het1", &err), &err);
+    for (int k = 0; k < 4; k++) {
+        hs_plan_req q;
+        hs_hg2_opts o;
+        hs_hg2_ctx *x = NULL;
+        hs_hg2_place p = {0};
+        hs_hg2_stats st;
+        req_init(&q, &m70, c, NULL, 5);
+        CHECK_OK(hs_hg2_opts_parse(&o, opts[k], &err), &err);
+        CHECK_OK(hs_hg2_ctx_create(&x, &q, &o, &err), &err);
+        CHECK_OK(hs_hg2_search(x, &p, 0, &err), &err);
+        hs_hg2_stats_get(x, &st);
+        v[k] = st.best_tput;
+        hs_hg2_place_free(&p);
+        hs_hg2_ctx_destroy(x);
+    }
+    for (int k = 1; k < 4; k++) CHECK(v[k] >= v[0] * (1 - 1e-12));
+    hs_cluster_destroy(c);
+}
+
+static hs_engine *live;
+static int net_violations, records;
+static int sink_req(void *ctx, const hs_req_record *r)
+{
+    (void)ctx;
+    (void)r;
+    records++;
+    if (live && live->net && !hs__net_sane(live->net)) net_violations++;
+    return 0;
+}
+static void sink_itl(void *ctx, hs_ns dt, int64_t n)
+{
+    (void)ctx;
+    (void)dt;
+    (void)n;
+}
+
+static void replay_follows_routes(void)
+{
+    hs_err err = {0};
+    hs_cluster *c = NULL;
+    hs_deploy d;
+    hs_replica *reps = NULL;
+    hs_source *src = NULL;
+    hs_workload_cfg wc;
+    hs_perf_cfg pc;
+    hs_engine_cfg e2 = ec;
+    hs_sink sink = {NULL, sink_req, sink_itl};
+    int mt;
+    CHECK_OK(plan_with("hexgen2", "hexgen2-het1", "in=512,out=64", 1, &d, &c, &err), &err);
+    hs_perf_cfg_defaults(&pc);
+    snprintf(pc.model, sizeof pc.model, "roofline");
+    e2.audit = 1;
+    mt = hs_engine_pass_tokens(&e2, hs_policy_find("vllm"), m70.max_seq_len);
+    CHECK_OK(hs_replicas_build(&reps, &d, &m70, c, &e2, &pc, mt, m70.max_seq_len, &err), &err);
+    hs_workload_defaults(&wc);
+    hs_workload_set(&wc, "preset", "", NULL);
+    hs_workload_set(&wc, "prompt.kind", "fixed", NULL);
+    hs_workload_set(&wc, "prompt.mean", "512", NULL);
+    hs_workload_set(&wc, "output.kind", "fixed", NULL);
+    hs_workload_set(&wc, "output.mean", "64", NULL);
+    hs_workload_set(&wc, "rate", "6", NULL);
+    hs_workload_set(&wc, "max_requests", "400", NULL);
+    CHECK_OK(hs_source_open(&src, &wc, &err), &err);
+    CHECK_OK(hs_engine_create(&live, &e2, hs_policy_find("vllm"), HS_ROUTE_WEIGHTED, reps, d.n, src, &sink,
+                              m70.max_seq_len, c, &err), &err);
+    if (live) {
+        CHECK_OK(hs_engine_run(live, &err), &err);
+        CHECK_INT(live->completed + live->dropped, 400);
+        CHECK_INT(records, 400);
+        CHECK_INT(net_violations, 0);
+        CHECK(live->kv_pairs != NULL);
+        for (int32_t i = 0; live->kv_pairs && i < d.n; i++) {
+            double tot = 0;
+            int64_t cnt = 0;
+            if (!d.r[i].kv_route) continue;
+            for (int32_t j = 0; j < d.n; j++) {
+                tot += d.r[i].kv_route[j];
+                cnt += live->kv_pairs[(size_t)i * d.n + j];
+            }
+            for (int32_t j = 0; j < d.n; j++) {
+                int64_t got = live->kv_pairs[(size_t)i * d.n + j];
+                if (d.r[i].kv_route[j] <= 0) CHECK_INT(got, 0);
+                else CHECK_NEAR((double)got, cnt * d.r[i].kv_route[j] / tot, 1.0 + 1e-9);
+            }
+        }
+        hs_engine_destroy(live);
+        live = NULL;
+    }
+    hs_source_close(src);
+    hs_replicas_free(reps, d.n);
+    hs_deploy_free(&d);
+    hs_cluster_destroy(c);
+}
+
+static void route_json(void)
+{
+    hs_err err = {0};
+    hs_cluster *c = NULL;
+    hs_deploy d, r;
+    const char *path = hs_test_tmpfile("hg2_deploy.json", "");
+    CHECK_OK(plan_with("hexgen2", "hexgen2-het4", "", 1, &d, &c, &err), &err);
+    CHECK_OK(hs_deploy_write(&d, path, &err), &err);
+    CHECK_OK(hs_deploy_read(&r, path, &err), &err);
+    CHECK_INT(r.n, d.n);
+    for (int32_t i = 0; i < d.n && i < r.n; i++) {
+        CHECK((d.r[i].kv_route != NULL) == (r.r[i].kv_route != NULL));
+        for (int32_t j = 0; d.r[i].kv_route && r.r[i].kv_route && j < d.n; j++)
+            CHECK_REL(r.r[i].kv_route[j], d.r[i].kv_route[j], 1e-12);
+    }
+    CHECK_OK(hs_deploy_check(&r, &m70, c, path, &err), &err);
+    /* a route toward a prefill replica, and a wrong length, are refused */
+    for (int32_t i = 0; i < r.n; i++)
+        if (r.r[i].kv_route) {
+            r.r[i].kv_route[i] = 1;
+            CHECK(hs_deploy_check(&r, &m70, c, "x", &err) == HS_EINVAL);
+            CHECK(strstr(err.msg, "kv_route") != NULL);
+            r.r[i].kv_route[i] = 0;
+            r.r[i].n_kv_route--;
+            CHECK(hs_deploy_check(&r, &m70, c, "x", &err) == HS_EINVAL);
+            CHECK(strstr(err.msg, "weights for") != NULL);
+            r.r[i].n_kv_route++;
+            break;
+        }
+    hs_deploy_free(&d);
+    hs_deploy_free(&r);
+    hs_cluster_destroy(c);
+}
+
+static void baselines(void)
+{
+    hs_err err = {0};
+    hs_cluster *c = NULL;
+    hs_deploy d;
+    /* distserve: one layout shape per phase */
+    CHECK_OK(plan_with("distserve", "hexgen2-homo-h100x8", "in=512,out=128", 1, &d, &c, &err), &err);
+    {
+        int tp[2] = {0, 0}, pp[2] = {0, 0}, same = 1, n[2] = {0, 0};
+        for (int32_t i = 0; i < d.n; i++) {
+            int k = !strcmp(d.r[i].role, "decode");
+            n[k]++;
+            if (!tp[k]) {
+                tp[k] = d.r[i].layout.stage[0].tp;
+                pp[k] = d.r[i].layout.pp;
+            }
+            same &= tp[k] == d.r[i].layout.stage[0].tp && pp[k] == d.r[i].layout.pp;
+        }
+        CHECK(same && n[0] >= 1 && n[1] >= 1);
+    }
+    hs_deploy_free(&d);
+    hs_cluster_destroy(c);
+    /* an impossible TTFT is refused with a message naming the SLO */
+    CHECK(plan_with("distserve", "hexgen2-homo-h100x8", "ttft=1", 1, &d, &c, &err) == HS_ENOFIT);
+    CHECK(strstr(err.msg, "SLO") != NULL);
+    hs_cluster_destroy(c);
+    /* splitwise: identical single-stage replicas in two pools */
+    CHECK_OK(plan_with("splitwise", "hexgen2-het4", "", 1, &d, &c, &err), &err);
+    for (int32_t i = 0; i < d.n; i++) CHECK(d.r[i].layout.pp == 1 && d.r[i].layout.stage[0].tp == d.r[0].layout.stage[0].tp);
+    hs_deploy_free(&d);
+    hs_cluster_destroy(c);
+    /* hexgen: colocated only, every replica fits */
+    CHECK_OK(plan_with("hexgen", "hexgen2-het1", "iters=10,pop=8", 1, &d, &c, &err), &err);
+    for (int32_t i = 0; i < d.n; i++) CHECK_STR(d.r[i].role, "colocated");
+    CHECK_OK(hs_deploy_check(&d, &m70, c, "hexgen", &err), &err);
+    hs_deploy_free(&d);
+    hs_cluster_destroy(c);
+    /* bad options name the key */
+    CHECK(plan_with("hexgen2", "hexgen2-het1", "search=annealing", 1, &d, &c, &err) == HS_EINVAL);
+    CHECK(strstr(err.msg, "search") != NULL);
+    hs_cluster_destroy(c);
+}
+
+int main(void)
+{
+    hs_err err = {0};
+    hs_engine_cfg_defaults(&ec);
+    CHECK_OK(hs_model_find(&m70, "llama-2-70b", &err), &err);
+    estimator_matches_tables();
+    output_invariants("hexgen2-het1");
+    output_invariants("hexgen2-het5");
+    output_invariants("hexgen2-homo-h100x8");
+    flow_consistency();
+    determinism();
+    searches_improve();
+    replay_follows_routes();
+    route_json();
+    baselines();
+    return hs_check_result();
+}
