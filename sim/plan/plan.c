@@ -4,9 +4,15 @@
 #include <string.h>
 
 extern const hs_planner_ops hs_planner_uniform;
+extern const hs_planner_ops hs_planner_llmpq;
+extern const hs_planner_ops hs_planner_pipeedge;
+extern const hs_planner_ops hs_planner_uniform_pp;
 
 const hs_planner_ops *const hs_planners[] = {
     &hs_planner_uniform,
+    &hs_planner_llmpq,
+    &hs_planner_pipeedge,
+    &hs_planner_uniform_pp,
     NULL,
 };
 
