@@ -26,7 +26,7 @@ static void usage(FILE *fp)
     fprintf(fp,
             "usage: hetsim llmpq plan --model M --cluster C [--planner llmpq|pipeedge|uniform-pp]\n"
             "         [--B 32] [--s 512] [--n 100] [--theta 1] [--group 1] [--heuristic]\n"
-            "         [--ilp-limit 10] [--limit 60] [--eta E] [--xi X] [--bits 16,8,4,3]\n"
+            "         [--ilp-limit 5] [--limit 60] [--mip-gap 0.01] [--eta E] [--xi X] [--bits 16,8,4,3]\n"
             "         [--omega FILE] [--out FILE] [--simulate]\n"
             "       hetsim llmpq simulate --model M --cluster C --plan FILE [--B --s --n --eta --xi]\n"
             "       hetsim llmpq omega (--weights F.safetensors [--calib C.json] [--stochastic]\n"
@@ -78,6 +78,7 @@ static int parse(int argc, char **argv, opts *o, hs_err *err)
         NUM("--ilp-limit", 0.001, 1e6, o->cfg.ilp_limit_s)
         NUM("--limit", 0.001, 1e6, o->cfg.total_limit_s)
         NUM("--eta", 1, 1 << 16, o->cfg.eta)
+        NUM("--mip-gap", 0, 0.5, o->cfg.mip_gap)
         NUM("--xi", 1, 1 << 16, o->cfg.xi)
         if (!strcmp(a, "--heuristic")) { o->cfg.heuristic = 1; continue; }
         if (!strcmp(a, "--simulate")) { o->simulate = 1; continue; }

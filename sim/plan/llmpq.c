@@ -37,8 +37,9 @@ void hs_pq_cfg_defaults(hs_pq_cfg *c)
     c->n = 100;
     c->theta = 1;
     c->group = 1;
-    c->ilp_limit_s = 10;
+    c->ilp_limit_s = 5;
     c->total_limit_s = 60;
+    c->mip_gap = 0.01;
     c->kv_bits = 16;
     c->reserve_bytes = 512.0 * 1024 * 1024;
     c->bits_mask = (1 << HS_NBITS) - 1;
@@ -281,8 +282,10 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
                         double lim = cfg->ilp_limit_s, left = cfg->total_limit_s - (now_s() - t0);
                         if (left < lim) lim = left;
                         out->n_ilp++;
-                        rc = hs_pq_ilp(&in, lim, isfinite(best) ? best - 1e-9 * fabs(best) : INFINITY,
+                        { double t1 = now_s();
+                        rc = hs_pq_ilp(&in, lim, isfinite(best) ? best - cfg->mip_gap * fabs(best) : INFINITY,
                                        dev, bi, &o, &to, err);
+                        if (getenv("HS_PQ_DEBUG")) fprintf(stderr, "ilp eta=%d xi=%d heur=%.4f best=%.4f rc=%d o=%.4f to=%d %.3fs\n", e, xi, ho, best, rc, rc ? 0 : o, to, now_s() - t1); }
                         out->n_timeout += to;
                         if (!rc && o < best) {
                             best = o;

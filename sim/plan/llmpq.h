@@ -42,6 +42,7 @@ typedef struct hs_pq_cfg {
     int heuristic;           /* 1: bitwidth-transfer heuristic instead of the ILP */
     double ilp_limit_s;      /* GLPK time limit per ILP */
     double total_limit_s;    /* whole search; later instances are skipped */
+    double mip_gap;          /* an ILP must beat the incumbent by this fraction */
     int kv_bits;             /* 16 */
     double reserve_bytes;    /* per GPU: CUDA context and allocator slack */
     int bits_mask;           /* allowed bit-widths, bit k = hs_bits_set[k] */

@@ -1,16 +1,16 @@
 /* llmpq_ilp.c - LLM-PQ instances: evaluation, the GLPK integer program,
  * brute force, the bitwidth-transfer heuristic and PipeEdge's partition.
  *
- * ILP variables: z[u][j][k] (unit u on device j at bit index k, binary)
- * and the continuous maxima Tp, Td.  Rows: (9) one place per unit;
+ * ILP variables: z[u][j][k] (unit u on device j at bit index k, binary),
+ * s[u][j] (unit u on a device <= j, binary; a sparser and tighter form of
+ * (16) than the paper's pairwise rows) and the continuous maxima Tp, Td.
+ * Rows: (9)-(11) sum_k z[u][j][k] = s[u][j] - s[u][j-1];
  * (12)-(13) memory per device (GB, the first device's capacity already
  * net of the embeddings); (5)-(6) Tp >= T_pre,j, Td >= T_dec,j; (7) as
  * column lower bounds on Tp and Td; every device non-empty; (16) as
- * cumulative monotonicity: sum_{k<=j} u[i+1][k] <= sum_{k<=j} u[i][k],
- * which with (15) (first unit on the first device, last on the last, by
- * column bounds) makes stages contiguous.  (10)-(11) only name sums of z
- * and are substituted.  Columns that can never be 1 (a device too early or
- * too late for a non-empty order) are fixed at 0. */
+ * s[u+1][j] <= s[u][j]; (15) by fixing s of the first and last unit.
+ * Columns that can never be 1 (a device too early or too late for a
+ * non-empty order, or a layer too big for the device) are fixed at 0. */
 #include <glpk.h>
 #include <math.h>
 #include <stdlib.h>
@@ -52,14 +52,19 @@ static int zcol(const hs_pq_inst *in, int u, int j, int k)
     return 1 + (u * in->N + j) * in->nb + k;
 }
 
+/* s[u][j] (j < N-1): unit u sits on a device <= j. */
+static int scol(const hs_pq_inst *in, int u, int j)
+{
+    return 1 + in->U * in->N * in->nb + u * (in->N - 1) + j;
+}
+
 int hs_pq_ilp(const hs_pq_inst *in, double limit_s, double cutoff, int *dev, int *bi,
               double *obj, int *timeout, hs_err *err)
 {
-    int U = in->U, N = in->N, nb = in->nb, nz = U * N * nb;
-    int ctp = nz + 1, ctd = nz + 2, ncol = nz + 2;
-    int rows = U + 4 * N + (U - 1) * (N - 1) + 1, row = 0;
-    size_t cap = (size_t)nz * 6 + (size_t)(U > 0 ? U - 1 : 0) * nb * N * N + (size_t)4 * N + 16,
-           ne = 0;
+    int U = in->U, N = in->N, nb = in->nb, nz = U * N * nb, ns = U * (N - 1);
+    int ctp = nz + ns + 1, ctd = nz + ns + 2, ncol = nz + ns + 2;
+    int rows = U * N + (U - 1) * (N - 1) + 4 * N + 1, row = 0;
+    size_t cap = (size_t)nz * 6 + (size_t)ns * 4 + (size_t)4 * N + 16, ne = 0;
     int *ia = malloc((cap + 1) * sizeof *ia), *ja = malloc((cap + 1) * sizeof *ja);
     double *ar = malloc((cap + 1) * sizeof *ar), constant = 0, tpl = 0, tdl = 0;
     glp_prob *lp = NULL;
@@ -94,18 +99,38 @@ int hs_pq_ilp(const hs_pq_inst *in, double limit_s, double cutoff, int *dev, int
                 glp_set_obj_coef(lp, c, in->usize[u] * (in->lpre[j][k] + in->rounds * in->ldec[j][k]) +
                                             in->theta * in->omega[u * nb + k]);
             }
+    for (int u = 0; u < U; u++)
+        for (int j = 0; j + 1 < N; j++) {
+            int c = scol(in, u, j);
+            glp_set_col_kind(lp, c, GLP_BV);
+            /* (15): the first unit on the first device, the last on the last */
+            if (u == 0) glp_set_col_bnds(lp, c, GLP_FX, 1, 1);
+            else if (u == U - 1) glp_set_col_bnds(lp, c, GLP_FX, 0, 0);
+        }
     glp_set_col_bnds(lp, ctp, GLP_LO, tpl, 0);
     glp_set_col_bnds(lp, ctd, GLP_LO, tdl, 0);
     glp_set_obj_coef(lp, ctp, in->a_pre);
     glp_set_obj_coef(lp, ctd, in->a_dec);
     glp_set_obj_coef(lp, 0, constant);
-    /* (9) */
-    for (int u = 0; u < U; u++) {
-        row++;
-        glp_set_row_bnds(lp, row, GLP_FX, 1, 1);
-        for (int j = 0; j < N; j++)
+    /* (9)-(11): sum_k z[u][j][k] = s[u][j] - s[u][j-1] (s[u][-1] = 0,
+     * s[u][N-1] = 1), so each unit has exactly one device and bit-width */
+    for (int u = 0; u < U; u++)
+        for (int j = 0; j < N; j++) {
+            double rhs = j == N - 1 ? 1 : 0;
+            row++;
             for (int k = 0; k < nb; k++) NZ(row, zcol(in, u, j, k), 1);
-    }
+            if (j < N - 1) NZ(row, scol(in, u, j), -1);
+            if (j > 0) NZ(row, scol(in, u, j - 1), 1);
+            glp_set_row_bnds(lp, row, GLP_FX, rhs, rhs);
+        }
+    /* (16): s[u+1][j] <= s[u][j], stages contiguous in layer order */
+    for (int u = 0; u + 1 < U; u++)
+        for (int j = 0; j + 1 < N; j++) {
+            row++;
+            glp_set_row_bnds(lp, row, GLP_UP, 0, 0);
+            NZ(row, scol(in, u + 1, j), 1);
+            NZ(row, scol(in, u, j), -1);
+        }
     for (int j = 0; j < N; j++) {
         int rm = ++row, rp = ++row, rd = ++row, re = ++row;
         glp_set_row_bnds(lp, rm, GLP_UP, 0, in->cap[j] / 1e9);          /* (12)-(13) */
@@ -123,17 +148,6 @@ int hs_pq_ilp(const hs_pq_inst *in, double limit_s, double cutoff, int *dev, int
         NZ(rp, ctp, -1);
         NZ(rd, ctd, -1);
     }
-    /* (16): cumulative placement never decreases along the layers */
-    for (int u = 0; u + 1 < U; u++)
-        for (int j = 0; j + 1 < N; j++) {
-            row++;
-            glp_set_row_bnds(lp, row, GLP_UP, 0, 0);
-            for (int i = 0; i <= j; i++)
-                for (int k = 0; k < nb; k++) {
-                    NZ(row, zcol(in, u + 1, i, k), 1);
-                    NZ(row, zcol(in, u, i, k), -1);
-                }
-        }
     /* cut-off: only solutions better than the incumbent are of use */
     row++;
     if (isfinite(cutoff)) glp_set_row_bnds(lp, row, GLP_UP, 0, cutoff - constant);
