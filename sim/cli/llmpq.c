@@ -26,7 +26,7 @@ static void usage(FILE *fp)
     fprintf(fp,
             "usage: hetsim llmpq plan --model M --cluster C [--planner llmpq|pipeedge|uniform-pp]\n"
             "         [--B 32] [--s 512] [--n 100] [--theta 1] [--group 1] [--heuristic]\n"
-            "         [--ilp-limit 5] [--limit 60] [--mip-gap 0.01] [--eta E] [--xi X] [--bits 16,8,4,3]\n"
+            "         [--ilp-limit 2] [--limit 15] [--mip-gap 0.01] [--eta E] [--xi X] [--bits 16,8,4,3]\n"
             "         [--omega FILE] [--out FILE] [--simulate]\n"
             "       hetsim llmpq simulate --model M --cluster C --plan FILE [--B --s --n --eta --xi]\n"
             "       hetsim llmpq omega (--weights F.safetensors [--calib C.json] [--stochastic]\n"
@@ -213,8 +213,9 @@ int hs_cli_llmpq(int argc, char **argv)
         }
         if (rc) { printf("result=error\n"); goto fail; }
         print_plan(&p, c, stdout);
-        printf(" objective=%.3f est_s=%.2f quality=%.4f solve_s=%.3f instances=%d ilps=%d limited=%d",
-               p.obj, p.est_s, p.quality, p.solve_s, p.n_inst, p.n_ilp, p.n_timeout);
+        printf(" objective=%.3f est_s=%.2f quality=%.4f solve_s=%.3f instances=%d ilps=%d limited=%d source=%s",
+               p.obj, p.est_s, p.quality, p.solve_s, p.n_inst, p.n_ilp, p.n_timeout,
+               kind != HS_PQ_LLMPQ ? "dp" : p.from_ilp ? "ilp" : "heuristic");
         if (o.simulate && (rc = simulate(&m, c, &p, &o.cfg, &err))) goto fail;
         printf("\n");
         if (o.out) {

@@ -31,8 +31,22 @@ static double op_s(const qctx *c, double flops, double bytes_w, double bytes_a, 
 
 static double gemm_s(const qctx *c, double t, double k, double n)
 {
-    return op_s(c, 2.0 * t * k * n, k * n * c->wb, 2.0 * t * (k + n),
-                c->pc->gemm_eff * c->kc, c->km);
+    double fused = op_s(c, 2.0 * t * k * n, k * n * c->wb, 2.0 * t * (k + n),
+                        c->pc->gemm_eff * c->kc, c->km);
+    if (c->wb < 1) {
+        /* GPTQ: the fused kernel re-reads the packed weights for every
+         * extra row (half the cost each); past a few rows the layer is
+         * dequantised to FP16 and multiplied with cuBLAS instead */
+        qctx f16 = *c;
+        double deq;
+        f16.kc = f16.km = 1;
+        f16.wb = 2;
+        fused += (t - 1) * 0.5 * (k * n * c->wb / (c->g->mem_bw * c->pc->mem_eff * c->km));
+        deq = op_s(c, 0, k * n * c->wb, k * n * 2.0, 1.0, c->km) +
+              op_s(&f16, 2.0 * t * k * n, k * n * 2.0, 2.0 * t * (k + n), c->pc->gemm_eff * c->kc, 1);
+        return fused < deq ? fused : deq;
+    }
+    return fused;
 }
 
 /* Linear layers, norms, residual adds and the activation for t tokens. */

@@ -16,8 +16,16 @@
  *                                                              FP16 in both phases
  *    8    same, INT8 tensor cores     0.95             0.55    (T4, A100, A800):
  *                                                              comparable to FP16
- *    4    GPTQ weight-only, dequant   0.80             0.60
+ *    4    GPTQ weight-only            0.80             0.60
  *    3    GPTQ weight-only, 3-bit     0.75             0.50
+ *
+ * GPTQ's fused kernel is a matrix-vector kernel: each extra row of the
+ * input costs another half read of the packed weights, and the kernel
+ * switches to dequantising the layer to FP16 followed by a cuBLAS GEMM
+ * when that is cheaper; so 3/4-bit layers are much faster than FP16 only
+ * for one or two decode sequences, about as fast near four, and slower in
+ * prefill (the paper's Fig. 5: "lower bits are not always faster", FP16
+ * fastest in many cases).
  *
  * A GEMM costs max(FLOPs / (peak * gemm_eff * compute factor),
  * weight bytes / (bandwidth * mem_eff * read factor) + activation bytes /

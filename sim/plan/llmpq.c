@@ -37,18 +37,21 @@ void hs_pq_cfg_defaults(hs_pq_cfg *c)
     c->n = 100;
     c->theta = 1;
     c->group = 1;
-    c->ilp_limit_s = 5;
-    c->total_limit_s = 60;
+    c->ilp_limit_s = 2;
+    c->total_limit_s = 15;
     c->mip_gap = 0.01;
     c->kv_bits = 16;
     c->reserve_bytes = 512.0 * 1024 * 1024;
     c->bits_mask = (1 << HS_NBITS) - 1;
 }
 
+/* Process CPU seconds: limits and reported solver times do not depend on
+ * what else runs on the machine (the search is single-threaded, so on an
+ * idle machine this equals wall time). */
 static double now_s(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -170,6 +173,19 @@ static void record(const ctx *x, const hs_pq_inst *in, const int *ord, int eta, 
     p->quality = q;
 }
 
+/* An instance waiting for the ILP phase. */
+typedef struct cand {
+    int ord[HS_MAX_PP], eta, xi, seq;
+    double heur;             /* heuristic objective, INFINITY when it failed */
+} cand;
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->heur != y->heur) return x->heur < y->heur ? -1 : 1;
+    return x->seq - y->seq;   /* total: ties keep enumeration order */
+}
+
 int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *cfg,
                       const hs_perf_cfg *pc, int kind, hs_pq_plan *out, hs_err *err)
 {
@@ -177,6 +193,8 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
     int N = c->n_gpus, sig[HS_MAX_PP], gsig[HS_MAX_PP], ord[HS_MAX_PP], rc = 0, found = 0;
     int *dev = NULL, *bi = NULL, group = cfg->group > 0 ? cfg->group : 1;
     double *om_unit = NULL, t0 = now_s(), best = INFINITY;
+    cand *cands = NULL;
+    int ncand = 0, capcand = 0;
     hs_pq_inst in;
     memset(out, 0, sizeof *out);
     out->kind = kind;
@@ -268,7 +286,6 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
                         record(&x, &in, ord, e, xi, dev, bi, o, out);
                     }
                 } else {
-                    int to = 0;
                     double ho = INFINITY;
                     rc = hs_pq_heuristic(&in, dev, bi, &ho, err);
                     if (rc && rc != HS_ENOFIT) goto out;
@@ -279,26 +296,47 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
                         record(&x, &in, ord, e, xi, dev, bi, ho, out);
                     }
                     if (!cfg->heuristic) {
-                        double lim = cfg->ilp_limit_s, left = cfg->total_limit_s - (now_s() - t0);
-                        if (left < lim) lim = left;
-                        out->n_ilp++;
-                        { double t1 = now_s();
-                        rc = hs_pq_ilp(&in, lim, isfinite(best) ? best - cfg->mip_gap * fabs(best) : INFINITY,
-                                       dev, bi, &o, &to, err);
-                        if (getenv("HS_PQ_DEBUG")) fprintf(stderr, "ilp eta=%d xi=%d heur=%.4f best=%.4f rc=%d o=%.4f to=%d %.3fs\n", e, xi, ho, best, rc, rc ? 0 : o, to, now_s() - t1); }
-                        out->n_timeout += to;
-                        if (!rc && o < best) {
-                            best = o;
-                            found = 1;
-                            record(&x, &in, ord, e, xi, dev, bi, o, out);
-                        } else if (rc && rc != HS_ENOFIT && rc != HS_ERANGE) goto out;
-                        rc = 0;
+                        cand *nc = ncand < capcand ? cands : realloc(cands, sizeof *cands * (capcand = 2 * capcand + 16));
+                        if (!nc) {
+                            rc = hs_errf(err, HS_ENOMEM, "out of memory");
+                            goto out;
+                        }
+                        cands = nc;
+                        cands[ncand].eta = e;
+                        cands[ncand].xi = xi;
+                        cands[ncand].heur = ho;
+                        cands[ncand].seq = ncand;
+                        memcpy(cands[ncand++].ord, ord, sizeof *ord * N);
                     }
                 }
                 if (cfg->eta || kind == HS_PQ_PIPEEDGE) break;
             }
         next:;
         } while (next_perm(sig, N));
+    }
+    /* ILP phase: instances in order of their heuristic objective (most
+     * promising first, so the cut-off prunes the rest early) */
+    if (ncand) qsort(cands, (size_t)ncand, sizeof *cands, cand_cmp);
+    for (int i = 0; i < ncand; i++) {
+        double o, lim = cfg->ilp_limit_s, left = cfg->total_limit_s - (now_s() - t0);
+        int to = 0;
+        if (left <= 0) {
+            out->n_timeout += ncand - i;
+            break;
+        }
+        if (left < lim) lim = left;
+        build_inst(&x, cands[i].ord, N, cands[i].eta, cands[i].xi, &in, om_unit);
+        out->n_ilp++;
+        rc = hs_pq_ilp(&in, lim, isfinite(best) ? best - cfg->mip_gap * fabs(best) : INFINITY,
+                       dev, bi, &o, &to, err);
+        out->n_timeout += to;
+        if (!rc && o < best) {
+            best = o;
+            found = 1;
+            record(&x, &in, cands[i].ord, cands[i].eta, cands[i].xi, dev, bi, o, out);
+            out->from_ilp = 1;
+        } else if (rc && rc != HS_ENOFIT && rc != HS_ERANGE) goto out;
+        rc = 0;
     }
 done:
     if (!found)
@@ -307,6 +345,7 @@ done:
                      m->name, c->name, cfg->B, cfg->s, cfg->n);
 out:
     out->solve_s = now_s() - t0;
+    free(cands);
     free(x.omega);
     free(om_unit);
     free(dev);

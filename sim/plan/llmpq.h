@@ -63,8 +63,9 @@ typedef struct hs_pq_plan {
     double obj;              /* objective (4), s */
     double est_s;            /* its latency part, s */
     double quality;          /* sum of omega over the layers' bits */
-    double solve_s;          /* wall seconds of the search */
-    int n_inst, n_ilp, n_timeout;   /* instances examined, ILPs solved, hit limit */
+    double solve_s;          /* CPU seconds of the search */
+    int n_inst, n_ilp, n_timeout;   /* instances examined, ILPs solved, limits hit */
+    int from_ilp;            /* 1: the ILP improved on the heuristic */
 } hs_pq_plan;
 
 /* One instance: device order fixed, (eta, xi) fixed, U units. */
