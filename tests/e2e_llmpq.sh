@@ -22,6 +22,13 @@ if hs_run 0 "llmpq plan c1" llmpq plan --model opt-13b --cluster llmpq-c1 --s 12
         --db "$T/r.db"; then
         check_eq "all 20 requests served" "$(sqlite3 "$T/r.db" "select cast(value as int) from summary where metric='completed'" 2>/dev/null || echo '?')" "20"
     fi
+    # the phase-aware micro-batching policy on the same deployment
+    if hs_run 0 "pq policy" run --model opt-13b --cluster llmpq-c1 --deployment "$T/plan.json" \
+        --policy pq --set engine.prefill_seqs=2 --set engine.max_num_seqs=8 \
+        --set workload.max_requests=20 --set workload.rate=2 --set workload.prompt.mean=128 \
+        --set workload.output.mean=20 --db "$T/r.db"; then
+        check_eq "pq: all 20 requests served" "$(sqlite3 "$T/r.db" "select cast(value as int) from summary where metric='completed' order by run desc limit 1" 2>/dev/null || echo '?')" "20"
+    fi
 fi
 if hs_run 0 "list planners" list planners; then
     for p in llmpq pipeedge uniform-pp; do check_grep "planner $p listed" "$T/out" "^$p "; done

@@ -176,6 +176,7 @@ typedef struct hs_engine_cfg {
     int kv_bits;             /* 16 or 8 */
     int audit;               /* 1: check invariants after every event (tests) */
     int fast_forward;        /* 1: runs of decode-only steps in one event */
+    int prefill_seqs;        /* "pq" policy: prompts per prefill micro-batch (eta), 0: no cap */
 } hs_engine_cfg;
 
 void hs_engine_cfg_defaults(hs_engine_cfg *c);
