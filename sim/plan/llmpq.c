@@ -194,7 +194,7 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
     int *dev = NULL, *bi = NULL, group = cfg->group > 0 ? cfg->group : 1;
     double *om_unit = NULL, t0 = now_s(), best = INFINITY;
     cand *cands = NULL;
-    int ncand = 0, capcand = 0;
+    int ncand = 0, capcand = 0, stop = 0;
     hs_pq_inst in;
     memset(out, 0, sizeof *out);
     out->kind = kind;
@@ -271,7 +271,10 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
                 double o;
                 int e = kind == HS_PQ_PIPEEDGE ? xi : (cfg->eta ? cfg->eta : eta);
                 if (now_s() - t0 > cfg->total_limit_s) {
+                    /* out of time: stop enumerating (a large cluster has
+                     * astronomically many orders) */
                     out->n_timeout++;
+                    stop = 1;
                     goto next;
                 }
                 build_inst(&x, ord, N, e, xi, &in, om_unit);
@@ -312,7 +315,7 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
                 if (cfg->eta || kind == HS_PQ_PIPEEDGE) break;
             }
         next:;
-        } while (next_perm(sig, N));
+        } while (!stop && next_perm(sig, N));
     }
     /* ILP phase: instances in order of their heuristic objective (most
      * promising first, so the cut-off prunes the rest early) */
