@@ -9,6 +9,9 @@ extern const hs_planner_ops hs_planner_hexgen2;
 extern const hs_planner_ops hs_planner_distserve;
 extern const hs_planner_ops hs_planner_splitwise;
 extern const hs_planner_ops hs_planner_hexgen;
+extern const hs_planner_ops hs_planner_llmpq;
+extern const hs_planner_ops hs_planner_pipeedge;
+extern const hs_planner_ops hs_planner_uniform_pp;
 
 const hs_planner_ops *const hs_planners[] = {
     &hs_planner_uniform,
@@ -17,6 +20,9 @@ const hs_planner_ops *const hs_planners[] = {
     &hs_planner_distserve,
     &hs_planner_splitwise,
     &hs_planner_hexgen,
+    &hs_planner_llmpq,
+    &hs_planner_pipeedge,
+    &hs_planner_uniform_pp,
     NULL,
 };
 

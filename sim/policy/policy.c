@@ -3,8 +3,12 @@
 
 #include <string.h>
 
-extern const hs_policy_ops hs_policy_vllm, hs_policy_sarathi, hs_policy_static, hs_policy_rra,
-    hs_policy_waa;
+extern const hs_policy_ops hs_policy_vllm;
+extern const hs_policy_ops hs_policy_sarathi;
+extern const hs_policy_ops hs_policy_static;
+extern const hs_policy_ops hs_policy_rra;
+extern const hs_policy_ops hs_policy_waa;
+extern const hs_policy_ops hs_policy_pq;
 
 const hs_policy_ops *const hs_policies[] = {
     &hs_policy_vllm,
@@ -12,6 +16,7 @@ const hs_policy_ops *const hs_policies[] = {
     &hs_policy_static,
     &hs_policy_rra,
     &hs_policy_waa,
+    &hs_policy_pq,
     NULL,
 };
 

@@ -25,6 +25,7 @@ const hs_field hs_engine_cfg_fields[] = {
     HS_FIELD_NUM(hs_engine_cfg, max_batched_tokens, HS_F_INT, 0, 0, 0, 1 << 20, "tokens per iteration (0: max(2048, context))"),
     HS_FIELD_NUM(hs_engine_cfg, chunk_size, HS_F_INT, 0, 512, 1, 1 << 20, "chunked-prefill token budget"),
     HS_FIELD_NUM(hs_engine_cfg, static_batch, HS_F_INT, 0, 8, 1, 65536, "static batching batch size"),
+    HS_FIELD_NUM(hs_engine_cfg, prefill_seqs, HS_F_INT, 0, 0, 0, 65536, "pq policy: prompts per prefill micro-batch (eta), 0: no cap"),
     HS_FIELD_NUM(hs_engine_cfg, watermark, HS_F_DOUBLE, 0, 0.01, 0, 0.5, "fraction of KV blocks kept free at admission"),
     HS_FIELD_NUM(hs_engine_cfg, gpu_mem_util, HS_F_DOUBLE, 0, 0.9, 0.05, 1, "fraction of GPU memory used"),
     HS_FIELD_NUM(hs_engine_cfg, max_model_len, HS_F_INT, 0, 0, 0, 1 << 24, "context limit, tokens (0: model's)"),

@@ -194,6 +194,7 @@ typedef struct hs_engine_cfg {
     double exegpt_bd;        /* target decoding population (0: no decoder adjustment) */
     double exegpt_adjust;    /* dynamic adjustment threshold, fraction (0: off) */
     double exegpt_prompt_mean; /* tokens, encoder workload target per query (0: running mean) */
+    int prefill_seqs;        /* "pq" policy: prompts per prefill micro-batch (eta), 0: no cap */
 } hs_engine_cfg;
 
 void hs_engine_cfg_defaults(hs_engine_cfg *c);

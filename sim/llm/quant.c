@@ -1,0 +1,55 @@
+/* quant.c - LLM-PQ's memory model; see quant.h. */
+#include "llm/quant.h"
+
+#include <string.h>
+
+const int hs_bits_set[HS_NBITS] = {16, 8, 4, 3};
+
+int hs_bits_index(int bits)
+{
+    for (int k = 0; k < HS_NBITS; k++)
+        if (hs_bits_set[k] == bits) return k;
+    return -1;
+}
+
+double hs_qmem_layer_linear(const hs_model *m)
+{
+    double h = m->hidden, q = (double)m->heads * m->head_dim;
+    double kv = (double)m->kv_heads * m->head_dim;
+    return h * (q + 2 * kv) + q * h + (m->ffn_gated ? 3.0 : 2.0) * h * m->ffn;
+}
+
+double hs_qmem_layer(const hs_model *m, int bits)
+{
+    /* Two norms (one with parallel attention), weight (+ bias for
+     * LayerNorm), FP16. */
+    double norms = (m->parallel_attn ? 1.0 : 2.0) * m->hidden *
+                   (strcmp(m->norm, "layernorm") ? 1 : 2);
+    return hs_qmem_layer_linear(m) * bits / 8.0 + norms * 2.0;
+}
+
+double hs_qmem_embed(const hs_model *m)
+{
+    double pos = strcmp(m->position, "learned") ? 0 : (double)m->max_seq_len;
+    return ((double)m->vocab * m->hidden * 2 + pos * m->hidden) * 2.0;
+}
+
+double hs_qmem_kv_layer(const hs_model *m, int v, int s, int n, int kv_bits)
+{
+    return 2.0 * v * (double)(s + n) * m->kv_heads * m->head_dim * kv_bits / 8.0;
+}
+
+double hs_qmem_peak(const hs_model *m, int eta, int xi, int s, int n, int first)
+{
+    double h = m->hidden, q = (double)m->heads * m->head_dim;
+    double kv = (double)m->kv_heads * m->head_dim, f = (m->ffn_gated ? 2.0 : 1.0) * m->ffn;
+    double tp = (double)eta * s, td = xi;
+    double pre = tp * (2 * h + q + 2 * kv + f) * 2.0 + (double)eta * m->heads * s * (double)s * 4.0;
+    double dec = td * (2 * h + q + 2 * kv + f) * 2.0 + (double)xi * m->heads * (double)(s + n) * 4.0;
+    double peak = pre > dec ? pre : dec;
+    if (first) {
+        int v = eta > xi ? eta : xi;
+        peak += (double)v * m->vocab * 4.0;
+    }
+    return peak;
+}

@@ -1,0 +1,50 @@
+/* quant.h - LLM-PQ's memory model: per-layer precision on a pipeline stage.
+ *
+ * Bytes, following the paper's Sec. 4.1 (Table 2 notation, h1 = hidden,
+ * h2 = FFN):
+ *   embeddings + LM head (FP16, first stage of the device order):
+ *       (vocab*h1 + pos*h1 + vocab*h1) * 2       (the LM head is counted even
+ *       when tied, as the paper's formula does; pos = 0 without learned
+ *       positions)
+ *   one decoder layer at `bits`:
+ *       lin * bits/8 + norms * 2,  lin = h1*(q + 2kv) + q*h1 + (2|3)*h1*h2
+ *       (4*h1^2 + 2*h1*h2 for OPT/BLOOM; biases ignored as in the paper; no
+ *       GPTQ group scales, so the estimate matches the paper's Fig. 7 model)
+ *   KV of one layer: 2 * v * (s + n) * kv_heads*head_dim * kv_bits/8,
+ *       reserved for the full length s + n (pre-allocated as in the paper)
+ *   peak temporary memory of a stage (worst case over the embedding and
+ *       one decoder layer in both phases, our reading of the paper's
+ *       "worst-case scenario"): the residual stream, its normed copy, the
+ *       QKV and FFN intermediates (FP16) and the FP32 attention scores of
+ *       the largest micro-batch; the first stage adds the FP32 logits of the
+ *       last position of a micro-batch (the master samples there).
+ * Every function is pure; bits is one of 16, 8, 4, 3. */
+#ifndef HS_QUANT_H
+#define HS_QUANT_H
+
+#include "llm/model.h"
+
+#define HS_NBITS 4
+/* The bit-widths of LLM-PQ, index order used by every per-bit array. */
+extern const int hs_bits_set[HS_NBITS];   /* {16, 8, 4, 3} */
+int hs_bits_index(int bits);              /* -1 when not in the set */
+
+/* Linear-layer weights of one decoder layer (elements). */
+double hs_qmem_layer_linear(const hs_model *m);
+/* One decoder layer's weights at `bits`, bytes. */
+double hs_qmem_layer(const hs_model *m, int bits);
+/* Embeddings + LM head (FP16), bytes: the first stage's M_emb. */
+double hs_qmem_embed(const hs_model *m);
+/* KV reserved by one layer for v sequences of s + n tokens, bytes. */
+double hs_qmem_kv_layer(const hs_model *m, int v, int s, int n, int kv_bits);
+/* Peak temporary memory of a stage, bytes: prefill micro-batch eta of s
+ * tokens, decode micro-batch xi at context up to s + n. */
+double hs_qmem_peak(const hs_model *m, int eta, int xi, int s, int n, int first);
+/* M_{i,b}^{s+n}: one layer's weights at bits + its KV for the global batch. */
+static inline double hs_qmem_layer_total(const hs_model *m, int bits, int B, int s,
+                                         int n, int kv_bits)
+{
+    return hs_qmem_layer(m, bits) + hs_qmem_kv_layer(m, B, s, n, kv_bits);
+}
+
+#endif

@@ -1,0 +1,357 @@
+/* llmpq.c - LLM-PQ's outer search (the paper's Algorithm 1), its
+ * baselines, deployment output and the planner registry entries.
+ *
+ * Search: for each device order (distinct permutations of the GPUs'
+ * (type, node) signatures, so identical GPUs are never permuted among
+ * themselves) and each micro-batch pair (xi = ceil(B/N), the paper's
+ * pruning; eta in 1, 2, 4, ... up to xi, and xi itself), one instance is
+ * built from the cost models (llm/quant.h, perf/qlat.h) and solved: the
+ * bitwidth-transfer heuristic always runs (cheap) and gives the
+ * incumbent; unless cfg.heuristic, the ILP is then solved with the best
+ * objective so far as a cut-off, so it only spends time where it can
+ * improve.  ILPs stop at cfg.ilp_limit_s; the search stops at
+ * cfg.total_limit_s (instances left are counted as skipped).
+ * Baselines: PipeEdge keeps one bit-width for all layers (the highest that
+ * fits, lowered from FP16 as the paper's baselines do), one micro-batch
+ * size B/N for both phases and its heterogeneous partition (DP minimising
+ * the slowest stage) over the same device orders; Uniform splits layers
+ * evenly in the cluster's GPU order at the highest bit-width that fits and
+ * takes the (eta, xi) pair (powers of two up to B) minimising the
+ * objective. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "llm/omega.h"
+#include "perf/qlat.h"
+#include "plan/llmpq.h"
+#include "plan/plan.h"
+
+void hs_pq_cfg_defaults(hs_pq_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    c->B = 32;
+    c->s = 512;
+    c->n = 100;
+    c->theta = 1;
+    c->group = 1;
+    c->ilp_limit_s = 2;
+    c->total_limit_s = 15;
+    c->mip_gap = 0.01;
+    c->kv_bits = 16;
+    c->reserve_bytes = 512.0 * 1024 * 1024;
+    c->bits_mask = (1 << HS_NBITS) - 1;
+}
+
+/* Process CPU seconds: limits and reported solver times do not depend on
+ * what else runs on the machine (the search is single-threaded, so on an
+ * idle machine this equals wall time). */
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct ctx {
+    const hs_model *m;
+    const hs_cluster *c;
+    const hs_pq_cfg *cfg;
+    const hs_perf_cfg *pc;
+    double *omega;           /* [layers * HS_NBITS] */
+    int U, usize[1024], ufirst[1024];
+} ctx;
+
+static int ceil_div(int a, int b)
+{
+    return (a + b - 1) / b;
+}
+
+/* Instance for device order `ord` (N GPUs) and (eta, xi). */
+static void build_inst(const ctx *x, const int *ord, int N, int eta, int xi, hs_pq_inst *in,
+                       double *om_unit)
+{
+    const hs_model *m = x->m;
+    const hs_pq_cfg *cfg = x->cfg;
+    int nb = 0;
+    memset(in, 0, sizeof *in);
+    for (int k = 0; k < HS_NBITS; k++)
+        if (cfg->bits_mask & (1 << k)) in->bits[nb++] = hs_bits_set[k];
+    in->nb = nb;
+    in->N = N;
+    in->U = x->U;
+    in->usize = (int *)x->usize;
+    in->omega = om_unit;
+    for (int u = 0; u < x->U; u++)
+        for (int k = 0; k < nb; k++) {
+            int kk = hs_bits_index(in->bits[k]);
+            double w = 0;
+            for (int l = x->ufirst[u]; l < x->ufirst[u] + x->usize[u]; l++)
+                w += x->omega[l * HS_NBITS + kk];
+            om_unit[u * nb + k] = w;
+        }
+    for (int k = 0; k < nb; k++)
+        in->mlay[k] = hs_qmem_layer_total(m, in->bits[k], cfg->B, cfg->s, cfg->n, cfg->kv_bits);
+    for (int j = 0; j < N; j++) {
+        const hs_gpu *g = hs_cluster_gpu(x->c, ord[j]);
+        in->cap[j] = g->mem_bytes - cfg->reserve_bytes -
+                     hs_qmem_peak(m, eta, xi, cfg->s, cfg->n, j == 0) -
+                     (j == 0 ? hs_qmem_embed(m) : 0);
+        for (int k = 0; k < nb; k++) {
+            in->lpre[j][k] = hs_qlat_prefill_s(m, g, in->bits[k], eta, cfg->s, cfg->kv_bits, x->pc);
+            in->ldec[j][k] = hs_qlat_decode_s(m, g, in->bits[k], xi, cfg->s + cfg->n / 2.0,
+                                              cfg->kv_bits, x->pc);
+        }
+        if (j == 0) {
+            in->cpre[j] = hs_qlat_embed_s(m, g, (double)eta * cfg->s, x->pc) + hs_qlat_head_s(m, g, eta, x->pc);
+            in->cdec[j] = hs_qlat_embed_s(m, g, xi, x->pc) + hs_qlat_head_s(m, g, xi, x->pc);
+        }
+        if (N > 1) {
+            int a = ord[j], b = ord[(j + 1) % N];
+            double bw = hs_cluster_bw(x->c, a, b) * x->pc->link_eff, lat = hs_cluster_lat(x->c, a, b);
+            in->commpre[j] = lat + (double)eta * cfg->s * m->hidden * 2.0 / bw;
+            in->commdec[j] = lat + (double)xi * m->hidden * 2.0 / bw;
+        }
+    }
+    in->w_pre = ceil_div(cfg->B, eta);
+    in->w_dec = (double)ceil_div(cfg->B, xi) * (cfg->n - 1);
+    in->a_pre = in->w_pre - 1;
+    in->a_dec = (double)(ceil_div(cfg->B, xi) - 1) * (cfg->n - 1);
+    in->rounds = cfg->n - 1;
+    in->theta = cfg->theta;
+}
+
+/* Distinct orders: permutations of the GPUs' signatures in lexicographic
+ * order (next_permutation skips duplicates). */
+static int next_perm(int *a, int n)
+{
+    int i = n - 2, j = n - 1;
+    while (i >= 0 && a[i] >= a[i + 1]) i--;
+    if (i < 0) return 0;
+    while (a[j] <= a[i]) j--;
+    { int t = a[i]; a[i] = a[j]; a[j] = t; }
+    for (int l = i + 1, r = n - 1; l < r; l++, r--) { int t = a[l]; a[l] = a[r]; a[r] = t; }
+    return 1;
+}
+
+/* GPU ids for a signature sequence: the k-th use of a signature takes its
+ * k-th GPU. */
+static void order_of(const hs_cluster *c, const int *sig, const int *gsig, int N, int *ord)
+{
+    char used[HS_MAX_PP] = {0};
+    for (int j = 0; j < N; j++)
+        for (int g = 0; g < c->n_gpus; g++)
+            if (!used[g] && gsig[g] == sig[j]) {
+                used[g] = 1;
+                ord[j] = g;
+                break;
+            }
+}
+
+static void record(const ctx *x, const hs_pq_inst *in, const int *ord, int eta, int xi,
+                   const int *dev, const int *bi, double obj, hs_pq_plan *p)
+{
+    double lat = 0, q = 0;
+    hs_pq_eval(in, dev, bi, &lat);
+    p->ndev = in->N;
+    memcpy(p->dev, ord, sizeof *ord * in->N);
+    p->eta = eta;
+    p->xi = xi;
+    p->obj = obj;
+    p->est_s = lat;
+    for (int j = 0; j <= in->N; j++) p->first[j] = x->m->layers;
+    for (int u = in->U - 1; u >= 0; u--) p->first[dev[u]] = x->ufirst[u];
+    p->first[0] = 0;
+    for (int u = 0; u < in->U; u++) {
+        for (int l = x->ufirst[u]; l < x->ufirst[u] + x->usize[u]; l++) {
+            p->bits[l] = (unsigned char)in->bits[bi[u]];
+            q += x->omega[l * HS_NBITS + hs_bits_index(in->bits[bi[u]])];
+        }
+    }
+    p->quality = q;
+}
+
+/* An instance waiting for the ILP phase. */
+typedef struct cand {
+    int ord[HS_MAX_PP], eta, xi, seq;
+    double heur;             /* heuristic objective, INFINITY when it failed */
+} cand;
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->heur != y->heur) return x->heur < y->heur ? -1 : 1;
+    return x->seq - y->seq;   /* total: ties keep enumeration order */
+}
+
+int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *cfg,
+                      const hs_perf_cfg *pc, int kind, hs_pq_plan *out, hs_err *err)
+{
+    ctx x = {m, c, cfg, pc, NULL, 0, {0}, {0}};
+    int N = c->n_gpus, sig[HS_MAX_PP], gsig[HS_MAX_PP], ord[HS_MAX_PP], rc = 0, found = 0;
+    int *dev = NULL, *bi = NULL, group = cfg->group > 0 ? cfg->group : 1;
+    double *om_unit = NULL, t0 = now_s(), best = INFINITY;
+    cand *cands = NULL;
+    int ncand = 0, capcand = 0, stop = 0;
+    hs_pq_inst in;
+    memset(out, 0, sizeof *out);
+    out->kind = kind;
+    if (N > HS_MAX_PP || m->layers > 1024)
+        return hs_errf(err, HS_ERANGE, "llmpq: %d GPUs / %d layers exceed the planner's limits (%d, 1024)",
+                       N, m->layers, HS_MAX_PP);
+    if (N > m->layers)
+        return hs_errf(err, HS_ENOFIT, "llmpq: %d GPUs for %d layers: one stage per GPU needs a layer each",
+                       N, m->layers);
+    if (cfg->B < 1 || cfg->s < 1 || cfg->n < 1 || !(cfg->bits_mask & ((1 << HS_NBITS) - 1)))
+        return hs_errf(err, HS_EINVAL, "llmpq: B, s and n must be >= 1 and some bit-width allowed");
+    if (!(x.omega = malloc(sizeof *x.omega * m->layers * HS_NBITS)) ||
+        !(om_unit = malloc(sizeof *om_unit * m->layers * HS_NBITS)) ||
+        !(dev = malloc(sizeof *dev * m->layers)) || !(bi = malloc(sizeof *bi * m->layers))) {
+        rc = hs_errf(err, HS_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (cfg->omega) memcpy(x.omega, cfg->omega, sizeof *x.omega * m->layers * HS_NBITS);
+    else hs_omega_default(m, x.omega);
+    /* decision units: `group` layers each (the last takes the remainder),
+     * but never fewer units than GPUs */
+    while (group > 1 && ceil_div(m->layers, group) < N) group--;
+    for (int l = 0; l < m->layers; l += group) {
+        x.ufirst[x.U] = l;
+        x.usize[x.U++] = l + group <= m->layers ? group : m->layers - l;
+    }
+    for (int g = 0; g < N; g++) gsig[g] = c->gpu_type[g] * 1000 + c->gpu_node[g];
+    if (kind == HS_PQ_UNIFORM) {
+        /* even split, the cluster's order, uniform bits, best pair */
+        for (int j = 0; j < N; j++) ord[j] = j;
+        for (int k0 = 0; k0 < HS_NBITS && !found; k0++) {
+            if (!(cfg->bits_mask & (1 << k0))) continue;
+            for (int eta = 1; eta <= cfg->B; eta *= 2)
+                for (int xi = 1; xi <= cfg->B; xi *= 2) {
+                    int b0 = -1;
+                    double o;
+                    build_inst(&x, ord, N, eta, xi, &in, om_unit);
+                    for (int k = 0; k < in.nb; k++)
+                        if (in.bits[k] == hs_bits_set[k0]) b0 = k;
+                    for (int u = 0, l = 0; u < x.U; u++) {
+                        /* unit u's middle layer decides its stage */
+                        int mid = x.ufirst[u] + x.usize[u] / 2, base = m->layers / N, ex = m->layers % N;
+                        int j = 0, acc = 0;
+                        while (j < N - 1 && mid >= acc + base + (j < ex)) acc += base + (j++ < ex);
+                        dev[u] = j;
+                        bi[u] = b0;
+                        l += x.usize[u];
+                    }
+                    o = hs_pq_eval(&in, dev, bi, NULL);
+                    out->n_inst++;
+                    if (o < best) {
+                        best = o;
+                        found = 1;
+                        record(&x, &in, ord, eta, xi, dev, bi, o, out);
+                    }
+                }
+        }
+        goto done;
+    }
+    for (int k0 = 0; k0 < HS_NBITS; k0++) {
+        int sorted[HS_MAX_PP];
+        if (kind == HS_PQ_PIPEEDGE && (found || !(cfg->bits_mask & (1 << k0)))) continue;
+        if (kind == HS_PQ_LLMPQ && k0) break;
+        memcpy(sorted, gsig, sizeof *gsig * N);
+        for (int a = 1; a < N; a++)
+            for (int b = a; b > 0 && sorted[b - 1] > sorted[b]; b--) {
+                int t = sorted[b]; sorted[b] = sorted[b - 1]; sorted[b - 1] = t;
+            }
+        memcpy(sig, sorted, sizeof *sig * N);
+        do {
+            int xi = kind == HS_PQ_PIPEEDGE ? ceil_div(cfg->B, N) : (cfg->xi ? cfg->xi : ceil_div(cfg->B, N));
+            order_of(c, sig, gsig, N, ord);
+            for (int eta = 1; eta <= xi; eta = eta * 2 > xi && eta < xi ? xi : eta * 2) {
+                double o;
+                int e = kind == HS_PQ_PIPEEDGE ? xi : (cfg->eta ? cfg->eta : eta);
+                if (now_s() - t0 > cfg->total_limit_s) {
+                    /* out of time: stop enumerating (a large cluster has
+                     * astronomically many orders) */
+                    out->n_timeout++;
+                    stop = 1;
+                    goto next;
+                }
+                build_inst(&x, ord, N, e, xi, &in, om_unit);
+                out->n_inst++;
+                if (kind == HS_PQ_PIPEEDGE) {
+                    int b0 = -1;
+                    for (int k = 0; k < in.nb; k++)
+                        if (in.bits[k] == hs_bits_set[k0]) b0 = k;
+                    if (!hs_pq_pipeedge_split(&in, b0, dev, bi, &o) && o < best) {
+                        best = o;
+                        found = 1;
+                        record(&x, &in, ord, e, xi, dev, bi, o, out);
+                    }
+                } else {
+                    double ho = INFINITY;
+                    rc = hs_pq_heuristic(&in, dev, bi, &ho, err);
+                    if (rc && rc != HS_ENOFIT) goto out;
+                    rc = 0;
+                    if (isfinite(ho) && ho < best) {
+                        best = ho;
+                        found = 1;
+                        record(&x, &in, ord, e, xi, dev, bi, ho, out);
+                    }
+                    if (!cfg->heuristic) {
+                        cand *nc = ncand < capcand ? cands : realloc(cands, sizeof *cands * (capcand = 2 * capcand + 16));
+                        if (!nc) {
+                            rc = hs_errf(err, HS_ENOMEM, "out of memory");
+                            goto out;
+                        }
+                        cands = nc;
+                        cands[ncand].eta = e;
+                        cands[ncand].xi = xi;
+                        cands[ncand].heur = ho;
+                        cands[ncand].seq = ncand;
+                        memcpy(cands[ncand++].ord, ord, sizeof *ord * N);
+                    }
+                }
+                if (cfg->eta || kind == HS_PQ_PIPEEDGE) break;
+            }
+        next:;
+        } while (!stop && next_perm(sig, N));
+    }
+    /* ILP phase: instances in order of their heuristic objective (most
+     * promising first, so the cut-off prunes the rest early) */
+    if (ncand) qsort(cands, (size_t)ncand, sizeof *cands, cand_cmp);
+    for (int i = 0; i < ncand; i++) {
+        double o, lim = cfg->ilp_limit_s, left = cfg->total_limit_s - (now_s() - t0);
+        int to = 0;
+        if (left <= 0) {
+            out->n_timeout += ncand - i;
+            break;
+        }
+        if (left < lim) lim = left;
+        build_inst(&x, cands[i].ord, N, cands[i].eta, cands[i].xi, &in, om_unit);
+        out->n_ilp++;
+        rc = hs_pq_ilp(&in, lim, isfinite(best) ? best - cfg->mip_gap * fabs(best) : INFINITY,
+                       dev, bi, &o, &to, err);
+        out->n_timeout += to;
+        if (!rc && o < best) {
+            best = o;
+            found = 1;
+            record(&x, &in, cands[i].ord, cands[i].eta, cands[i].xi, dev, bi, o, out);
+            out->from_ilp = 1;
+        } else if (rc && rc != HS_ENOFIT && rc != HS_ERANGE) goto out;
+        rc = 0;
+    }
+done:
+    if (!found)
+        rc = hs_errf(err, HS_ENOFIT, "%s: %s does not fit on cluster %s (B=%d, s=%d, n=%d) at any allowed bit-width",
+                     kind == HS_PQ_LLMPQ ? "llmpq" : kind == HS_PQ_PIPEEDGE ? "pipeedge" : "uniform-pp",
+                     m->name, c->name, cfg->B, cfg->s, cfg->n);
+out:
+    out->solve_s = now_s() - t0;
+    free(cands);
+    free(x.omega);
+    free(om_unit);
+    free(dev);
+    free(bi);
+    return rc;
+}

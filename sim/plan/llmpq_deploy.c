@@ -1,0 +1,172 @@
+/* llmpq_deploy.c - LLM-PQ plans as deployments, and the registry entries
+ * `llmpq`, `pipeedge` and `uniform-pp`.
+ *
+ * A plan is one replica with one stage per GPU (tp 1).  The deployment
+ * layout has one `bits` per stage, so a mixed-precision stage records its
+ * most common bit-width there (what `hetsim run` models) and the exact
+ * per-layer bit-widths in an extra "layer_bits" array, which the
+ * deployment reader ignores and hs_pq_plan_read uses; the workload (B, s,
+ * n) and micro-batch sizes go in a top-level "llmpq" object. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/conf.h"
+#include "plan/llmpq.h"
+#include "plan/plan.h"
+
+int hs_pq_to_deploy(const hs_pq_plan *p, const hs_model *m, const hs_cluster *c,
+                    int kv_bits, hs_deploy *d, hs_err *err)
+{
+    hs_deploy_replica r;
+    static const char *names[] = {"llmpq", "pipeedge", "uniform-pp"};
+    memset(d, 0, sizeof *d);
+    memset(&r, 0, sizeof r);
+    snprintf(d->model, sizeof d->model, "%s", m->name);
+    snprintf(d->cluster, sizeof d->cluster, "%s", c->name);
+    snprintf(d->planner, sizeof d->planner, "%s", names[p->kind]);
+    snprintf(r.role, sizeof r.role, "colocated");
+    r.weight = 1;
+    r.layout.pp = p->ndev;
+    r.layout.kv_bits = kv_bits;
+    for (int j = 0; j < p->ndev; j++) {
+        hs_stage_layout *st = &r.layout.stage[j];
+        int cnt[HS_NBITS] = {0}, bestk = 0;
+        for (int l = p->first[j]; l < p->first[j + 1]; l++) cnt[hs_bits_index(p->bits[l])]++;
+        for (int k = 1; k < HS_NBITS; k++)
+            if (cnt[k] > cnt[bestk]) bestk = k;
+        st->tp = 1;
+        st->layers = p->first[j + 1] - p->first[j];
+        st->bits = hs_bits_set[bestk];
+        st->gpus[0] = p->dev[j];
+    }
+    return hs_deploy_add(d, &r, err);
+}
+
+char *hs_pq_deploy_json(const hs_pq_plan *p, const hs_model *m, const hs_cluster *c,
+                        const hs_pq_cfg *cfg)
+{
+    hs_deploy d;
+    char *txt, *res = NULL;
+    cJSON *root, *stages, *x;
+    if (hs_pq_to_deploy(p, m, c, cfg->kv_bits, &d, NULL)) return NULL;
+    txt = hs_deploy_to_json(&d);
+    hs_deploy_free(&d);
+    if (!txt) return NULL;
+    root = cJSON_Parse(txt);
+    free(txt);
+    if (!root) return NULL;
+    stages = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "replicas"), 0), "stages");
+    for (int j = 0; j < p->ndev; j++) {
+        cJSON *arr = cJSON_CreateArray();
+        for (int l = p->first[j]; l < p->first[j + 1]; l++)
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber(p->bits[l]));
+        cJSON_AddItemToObject(cJSON_GetArrayItem(stages, j), "layer_bits", arr);
+    }
+    x = cJSON_AddObjectToObject(root, "llmpq");
+    cJSON_AddNumberToObject(x, "B", cfg->B);
+    cJSON_AddNumberToObject(x, "s", cfg->s);
+    cJSON_AddNumberToObject(x, "n", cfg->n);
+    cJSON_AddNumberToObject(x, "eta", p->eta);
+    cJSON_AddNumberToObject(x, "xi", p->xi);
+    cJSON_AddNumberToObject(x, "theta", cfg->theta);
+    cJSON_AddNumberToObject(x, "objective_s", p->obj);
+    cJSON_AddNumberToObject(x, "quality", p->quality);
+    res = cJSON_Print(root);
+    cJSON_Delete(root);
+    return res;
+}
+
+int hs_pq_plan_read(hs_pq_plan *p, const char *path, const hs_model *m, const hs_cluster *c,
+                    hs_err *err)
+{
+    hs_deploy d;
+    cJSON *root = NULL;
+    const cJSON *stages, *x;
+    int rc, l = 0;
+    long eta = 0, xi = 0;
+    memset(p, 0, sizeof *p);
+    if ((rc = hs_deploy_read(&d, path, err))) return rc;
+    if ((rc = hs_deploy_check(&d, m, c, path, err))) goto out;
+    if (d.n != 1) {
+        rc = hs_errf(err, HS_EINVAL, "%s: an LLM-PQ plan has one replica, not %d", path, d.n);
+        goto out;
+    }
+    if ((rc = hs_json_load(path, &root, err))) goto out;
+    x = cJSON_GetObjectItemCaseSensitive(root, "llmpq");
+    if (x && ((rc = hs_json_int_opt(x, "eta", 1, 1 << 20, &eta, path, err)) ||
+              (rc = hs_json_int_opt(x, "xi", 1, 1 << 20, &xi, path, err))))
+        goto out;
+    p->eta = (int)eta;
+    p->xi = (int)xi;
+    p->ndev = d.r[0].layout.pp;
+    stages = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "replicas"), 0), "stages");
+    for (int j = 0; j < p->ndev; j++) {
+        const hs_stage_layout *st = &d.r[0].layout.stage[j];
+        const cJSON *lb = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(stages, j), "layer_bits");
+        if (st->tp != 1) {
+            rc = hs_errf(err, HS_EINVAL, "%s: stages[%d]: tp %d (LLM-PQ runs one GPU per stage)", path, j, st->tp);
+            goto out;
+        }
+        if (lb && (!cJSON_IsArray(lb) || cJSON_GetArraySize(lb) != st->layers)) {
+            rc = hs_errf(err, HS_EPARSE, "%s: stages[%d].layer_bits: expected %d bit-widths", path, j, st->layers);
+            goto out;
+        }
+        p->dev[j] = st->gpus[0];
+        p->first[j] = l;
+        for (int i = 0; i < st->layers; i++, l++) {
+            const cJSON *b = lb ? cJSON_GetArrayItem(lb, i) : NULL;
+            int bits = b ? (cJSON_IsNumber(b) ? (int)b->valuedouble : -1) : st->bits;
+            if (hs_bits_index(bits) < 0) {
+                rc = hs_errf(err, HS_EPARSE, "%s: stages[%d].layer_bits[%d]: not 16, 8, 4 or 3", path, j, i);
+                goto out;
+            }
+            p->bits[l] = (unsigned char)bits;
+        }
+    }
+    p->first[p->ndev] = l;
+out:
+    cJSON_Delete(root);
+    hs_deploy_free(&d);
+    return rc;
+}
+
+/* Registry entries: the paper's default workload (B = 32, s = 512,
+ * n = 100); `hetsim llmpq plan` sets all options. */
+static int plan_kind(const hs_plan_req *q, hs_deploy *out, int kind, hs_err *err)
+{
+    hs_pq_cfg cfg;
+    hs_perf_cfg pc;
+    hs_pq_plan p;
+    int rc;
+    hs_pq_cfg_defaults(&cfg);
+    hs_perf_cfg_defaults(&pc);
+    cfg.kv_bits = q->engine ? q->engine->kv_bits : 16;
+    if (q->max_model_len > 0 && q->max_model_len < cfg.s + cfg.n) {
+        cfg.n = q->max_model_len / 6 > 0 ? q->max_model_len / 6 : 1;
+        cfg.s = q->max_model_len - cfg.n;
+    }
+    if ((rc = hs_pq_plan_search(q->model, q->cluster, &cfg, &pc, kind, &p, err))) return rc;
+    return hs_pq_to_deploy(&p, q->model, q->cluster, cfg.kv_bits, out, err);
+}
+
+static int plan_llmpq(const hs_plan_req *q, hs_deploy *out, hs_err *err)
+{
+    return plan_kind(q, out, HS_PQ_LLMPQ, err);
+}
+static int plan_pipeedge(const hs_plan_req *q, hs_deploy *out, hs_err *err)
+{
+    return plan_kind(q, out, HS_PQ_PIPEEDGE, err);
+}
+static int plan_uniform_pp(const hs_plan_req *q, hs_deploy *out, hs_err *err)
+{
+    return plan_kind(q, out, HS_PQ_UNIFORM, err);
+}
+
+const hs_planner_ops hs_planner_llmpq = {
+    "llmpq", "LLM-PQ: one stage per GPU, per-layer bits {16,8,4,3}, ILP (GLPK) over device orders and micro-batches",
+    plan_llmpq};
+const hs_planner_ops hs_planner_pipeedge = {
+    "pipeedge", "PipeEdge: one stage per GPU, uniform bits, heterogeneous partition (DP)", plan_pipeedge};
+const hs_planner_ops hs_planner_uniform_pp = {
+    "uniform-pp", "LLM-PQ's Uniform baseline: one stage per GPU, even split, uniform bits", plan_uniform_pp};

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# e2e_llmpq.sh - `hetsim llmpq`: plan (ILP) on one GPU writes a deployment
+# that `llmpq simulate` and `hetsim run` both accept; the three planners
+# are registered; the omega tool writes a file the planner reads; bad
+# input is one error line with exit code 2.
+set -u
+. "$(dirname "$0")/fixtures/lib.sh"
+
+if hs_run 0 "llmpq plan c1" llmpq plan --model opt-13b --cluster llmpq-c1 --s 128 --n 20 --out "$T/plan.json" --simulate; then
+    check_grep "plan line" "$T/out" '^planner=llmpq model=opt-13b cluster=llmpq-c1 order=v100-32g:40 '
+    check_grep "plan simulated" "$T/out" 'latency_s=[0-9.]+ throughput=[0-9.]+'
+    check_grep "deployment has layer_bits" "$T/plan.json" '"layer_bits"'
+    lat=$(grep -o 'latency_s=[0-9.]*' "$T/out" | cut -d= -f2)
+    if hs_run 0 "llmpq simulate" llmpq simulate --model opt-13b --cluster llmpq-c1 --plan "$T/plan.json" --s 128 --n 20; then
+        check_eq "simulate replays the same latency" "$(grep -o 'latency_s=[0-9.]*' "$T/out" | cut -d= -f2)" "$lat"
+    fi
+    # online trace on the same deployment (stage bits: each stage's most
+    # common bit-width), FasterTransformer-style static batches
+    if hs_run 0 "hetsim run replays the deployment" run --model opt-13b --cluster llmpq-c1 \
+        --deployment "$T/plan.json" --policy static --set workload.max_requests=20 \
+        --set workload.rate=2 --set workload.prompt.mean=128 --set workload.output.mean=20 \
+        --db "$T/r.db"; then
+        check_eq "all 20 requests served" "$(sqlite3 "$T/r.db" "select cast(value as int) from summary where metric='completed'" 2>/dev/null || echo '?')" "20"
+    fi
+    # the phase-aware micro-batching policy on the same deployment
+    if hs_run 0 "pq policy" run --model opt-13b --cluster llmpq-c1 --deployment "$T/plan.json" \
+        --policy pq --set engine.prefill_seqs=2 --set engine.max_num_seqs=8 \
+        --set workload.max_requests=20 --set workload.rate=2 --set workload.prompt.mean=128 \
+        --set workload.output.mean=20 --db "$T/r.db"; then
+        check_eq "pq: all 20 requests served" "$(sqlite3 "$T/r.db" "select cast(value as int) from summary where metric='completed' order by run desc limit 1" 2>/dev/null || echo '?')" "20"
+    fi
+fi
+if hs_run 0 "list planners" list planners; then
+    for p in llmpq pipeedge uniform-pp; do check_grep "planner $p listed" "$T/out" "^$p "; done
+fi
+if hs_run 0 "omega default" llmpq omega --default --model opt-13b --out "$T/omega.json"; then
+    hs_run 0 "plan with omega file" llmpq plan --model opt-13b --cluster llmpq-c1 --s 128 --n 20 --omega "$T/omega.json" --heuristic
+fi
+hs_run 2 "omega for another model" llmpq plan --model opt-30b --cluster llmpq-c3 --omega "$T/omega.json" --heuristic &&
+    check_grep "omega error names the file" "$T/err" 'omega.json: omega: expected 48 rows'
+hs_run 2 "bad planner" llmpq plan --model opt-13b --cluster llmpq-c1 --planner nope &&
+    check_grep "names the option" "$T/err" '^hetsim: --planner'
+hs_run 2 "bad bits" llmpq plan --model opt-13b --cluster llmpq-c1 --bits 16,5
+hs_run 2 "no fit" llmpq plan --model bloom-176b --cluster llmpq-c1 --heuristic &&
+    check_grep "no-fit line" "$T/err" 'does not fit on cluster llmpq-c1'
+e2e_finish
