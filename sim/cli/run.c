@@ -22,6 +22,7 @@
 #include "out/metrics.h"
 #include "plan/plan.h"
 #include "policy/policy.h"
+#include "serve/hetis.h"
 #include "serve/deploy.h"
 #include "serve/engine.h"
 
@@ -188,6 +189,7 @@ typedef struct setup {
 
 static void setup_free(setup *s)
 {
+    if (s->replicas) hs_hetis_detach(s->replicas, s->deploy.n);
     if (s->replicas) hs_replicas_free(s->replicas, s->deploy.n);
     hs_deploy_free(&s->deploy);
     hs_cluster_destroy(s->cluster);
@@ -260,6 +262,9 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
     if (build_replicas &&
         (rc = hs_replicas_build(&s->replicas, &s->deploy, &s->model, s->cluster, ec,
                                 &cfg->perf, s->max_tokens, s->max_model_len, err)))
+        goto fail;
+    if (build_replicas && (rc = hs_hetis_setup(s->replicas, &s->deploy, &s->model, s->cluster, ec,
+                                               &cfg->perf, s->policy->name, err)))
         goto fail;
     return 0;
 fail:
@@ -459,6 +464,7 @@ int hs_cli_run(int argc, char **argv)
     rc = hs_engine_run(e, &err);
     if (e->progress && prog.last > t0) fprintf(stderr, "\n");
     if (rc) goto fail;
+    if (!o.quiet) hs_hetis_report(stderr, s.replicas, s.deploy.n);
     {
         double price = 0;
         for (int32_t i = 0; i < s.deploy.n; i++) price += s.replicas[i].price_per_hour;

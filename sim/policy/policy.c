@@ -4,11 +4,13 @@
 #include <string.h>
 
 extern const hs_policy_ops hs_policy_vllm, hs_policy_sarathi, hs_policy_static;
+extern const hs_policy_ops hs_policy_hetis;
 
 const hs_policy_ops *const hs_policies[] = {
     &hs_policy_vllm,
     &hs_policy_sarathi,
     &hs_policy_static,
+    &hs_policy_hetis,
     NULL,
 };
 
