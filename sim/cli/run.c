@@ -419,6 +419,11 @@ int hs_cli_run(int argc, char **argv)
     if (rc == 1) return 0;
     if (rc) goto fail;
     if ((rc = setup_build(&s, &cfg, 1, &err))) goto fail;
+    if (s.deploy.n_attn && strcmp(s.policy->name, "hetis")) {
+        rc = hs_errf(&err, HS_EINVAL, "deployment: %d attention workers need --policy hetis (policy is %s)",
+                     s.deploy.n_attn, s.policy->name);
+        goto fail;
+    }
     if ((rc = hs_source_open(&src, &cfg.workload, &err))) goto fail;
     if (cfg.emit_schedule[0] && (rc = open_schedule(&cfg, &s, &sched, &err))) goto fail;
     m = hs_metrics_create(&cfg.slo);

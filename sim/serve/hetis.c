@@ -742,15 +742,9 @@ int hs_hetis_setup(hs_replica *rp, const hs_deploy *d, const hs_model *m, const 
                    const hs_engine_cfg *ec, const hs_perf_cfg *pc, const char *policy, hs_err *err)
 {
     hs_hetis_cfg hc;
-    if (strcmp(policy, "hetis")) {
-        if (d->n_attn)
-            return hs_errf(err, HS_EINVAL,
-                           "deployment: %d attention workers need --policy hetis (policy is %s)", d->n_attn,
-                           policy);
-        return 0;
-    }
+    if (strcmp(policy, "hetis") && !d->n_attn) return 0;
     hs_hetis_cfg_defaults(&hc);
-    return hs_hetis_attach(rp, d->n, d, m, c, ec, pc, &hc, 1, err);
+    return hs_hetis_attach(rp, d->n, d, m, c, ec, pc, &hc, !strcmp(policy, "hetis"), err);
 }
 
 void hs_hetis_totals(const hs_replica *rp, int32_t n_rep, hs_hetis_stats *t)
