@@ -39,7 +39,7 @@ int hs_hetis_lp_feasible(const hs_hetis_lp *p, const double *x)
             if (p->integral && fabs(v - floor(v + 0.5)) > 1e-6) return 0;
             s += v;
         }
-        if (fabs(s - p->groups) > 1e-6) return 0;
+        if (fabs(s - (p->req_groups ? p->req_groups[r] : p->groups)) > 1e-6) return 0;
     }
     for (int g = 0; g < p->n_dev; g++) {
         double m = 0;
@@ -61,7 +61,7 @@ int hs_hetis_lp_solve(const hs_hetis_lp *p, double *x, double *z, hs_err *err)
     /* Scale times to microseconds-ish magnitudes: GLPK's tolerances are
      * absolute, and ns values reach 1e7. */
     for (int g = 0; g < G; g++) scale = fmax(scale, p->base[g] + p->fixed[g]);
-    for (int i = 0; i < nx; i++) scale = fmax(scale, p->coef[i] * H);
+    for (int i = 0; i < nx; i++) scale = fmax(scale, p->coef[i] * (p->req_groups ? p->req_groups[i / G] : H));
     scale = scale > 0 ? 1.0 / scale : 1.0;
     glp_term_hook(silent, NULL);
     lp = glp_create_prob();
@@ -69,7 +69,7 @@ int hs_hetis_lp_solve(const hs_hetis_lp *p, double *x, double *z, hs_err *err)
     /* Columns: x (nx), y (G), z. */
     glp_add_cols(lp, nx + G + 1);
     for (int i = 0; i < nx; i++) {
-        glp_set_col_bnds(lp, i + 1, GLP_DB, 0, H);
+        glp_set_col_bnds(lp, i + 1, GLP_DB, 0, p->req_groups ? p->req_groups[i / G] : H);
         if (p->integral) glp_set_col_kind(lp, i + 1, GLP_IV);
     }
     ycol = malloc(sizeof *ycol * (size_t)G);
@@ -93,7 +93,8 @@ int hs_hetis_lp_solve(const hs_hetis_lp *p, double *x, double *z, hs_err *err)
     }
 #define NZ(i, j, v) (ia[++nnz] = (i), ja[nnz] = (j), ar[nnz] = (v))
     for (int r = 0; r < R; r++) { /* integrity */
-        glp_set_row_bnds(lp, r + 1, GLP_FX, H, H);
+        double hr = p->req_groups ? p->req_groups[r] : H;
+        glp_set_row_bnds(lp, r + 1, GLP_FX, hr, hr);
         for (int g = 0; g < G; g++) NZ(r + 1, r * G + g + 1, 1.0);
     }
     for (int g = 0; g < G; g++) { /* memory */
@@ -113,7 +114,7 @@ int hs_hetis_lp_solve(const hs_hetis_lp *p, double *x, double *z, hs_err *err)
             int row = R + 2 * G + r * G + g + 1;
             glp_set_row_bnds(lp, row, GLP_UP, 0, 0);
             NZ(row, r * G + g + 1, 1.0);
-            NZ(row, ycol[g], -(double)H);
+            NZ(row, ycol[g], -(p->req_groups ? p->req_groups[r] : (double)H));
         }
 #undef NZ
     glp_load_matrix(lp, nnz, ia, ja, ar);

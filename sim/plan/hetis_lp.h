@@ -41,6 +41,9 @@ typedef struct hs_hetis_lp {
     const double *coef;    /* [n_req * n_dev] ns per group */
     const double *mem;     /* [n_req] group-tokens per group */
     int integral;          /* 1: x integral (MILP); 0: LP relaxation */
+    const double *req_groups; /* [n_req] groups of each item (NULL: groups);
+                                 lets the relaxation place buckets of
+                                 similar requests as one item */
 } hs_hetis_lp;
 
 /* Solves; fills x[n_req * n_dev] (rounded when integral) and *z (ns).

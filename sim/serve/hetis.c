@@ -327,14 +327,15 @@ static void sweep(hs_engine *e, hs_hetis *h, hs_lane *l, int lane)
 
 /* ---- dispatch ---- */
 
-/* Solves the placement of n requests rs[] in stage s of the lane, with the
- * lane's current aggregates as the base (the requests themselves must not
- * be in them).  cap_over[g] >= 0 replaces device g's free room;
- * headroom: tokens of growth reserved per group.  Fills xs[k * MD + g]
- * and *zout (the objective). */
-static int solve_stage(hs_engine *e, hs_hetis *h, hs_lane *l, int lane, int s, const int32_t *rs,
-                       int n, const double *cap_over, int headroom, int16_t *xs, int integral,
-                       double *zout, hs_err *err)
+/* Solves the placement of n items in stage s of the lane, with the lane's
+ * current aggregates as the base (the items must not be in them).  Item k
+ * has kv[k] cached tokens and gr[k] groups (NULL: one request's groups).
+ * cap_over[g] >= 0 replaces device g's free room; headroom: tokens of
+ * growth reserved per group.  Fills xs[k * MD + g] (when not NULL) and
+ * *zout (the objective). */
+static int solve_items(hs_hetis *h, int lane, int s, const double *kv, const double *gr, int n,
+                       const double *cap_over, int headroom, int16_t *xs, int integral, double *zout,
+                       hs_err *err)
 {
     int G = h->n_dev[s];
     double base[MD], fixed[MD], cap[MD], *coef, *mem, *x, z;
@@ -357,14 +358,14 @@ static int solve_stage(hs_engine *e, hs_hetis *h, hs_lane *l, int lane, int s, c
         if (cap[g] < 0) cap[g] = 0;
     }
     for (int k = 0; k < n; k++) {
-        double kv = (double)kv_of(e, l, rs[k]);
-        /* cache now, the step's token, and one block of growth */
-        mem[k] = kv + 1 + headroom;
+        /* cache now, the step's token, and the growth headroom */
+        mem[k] = kv[k] + 1 + headroom;
         for (int g = 0; g < G; g++) {
             const hs_hetis_dev *d = &h->dev[s][g];
-            coef[k * G + g] = d->a + d->b * (kv + 1) + (d->primary ? 0 : d->beta);
+            coef[k * G + g] = d->a + d->b * (kv[k] + 1) + (d->primary ? 0 : d->beta);
         }
     }
+    memset(&p, 0, sizeof p);
     p.n_dev = G;
     p.n_req = n;
     p.groups = h->groups;
@@ -374,13 +375,28 @@ static int solve_stage(hs_engine *e, hs_hetis *h, hs_lane *l, int lane, int s, c
     p.coef = coef;
     p.mem = mem;
     p.integral = integral;
+    p.req_groups = gr;
     rc = hs_hetis_lp_solve(&p, x, &z, err);
     if (zout) *zout = z;
-    if (!rc)
+    if (!rc && xs)
         for (int k = 0; k < n; k++)
             for (int g = 0; g < MD; g++)
                 xs[k * MD + g] = (int16_t)(g < G ? (int)floor(x[k * G + g] + 0.5) : 0);
     free(coef), free(mem), free(x);
+    return rc;
+}
+
+/* solve_items for requests rs[] of lane l. */
+static int solve_stage(hs_engine *e, hs_hetis *h, hs_lane *l, int lane, int s, const int32_t *rs,
+                       int n, const double *cap_over, int headroom, int16_t *xs, int integral,
+                       double *zout, hs_err *err)
+{
+    double kv1[8], *kv = n <= 8 ? kv1 : malloc(sizeof *kv * (size_t)n);
+    int rc;
+    if (!kv) return HS_ENOMEM;
+    for (int k = 0; k < n; k++) kv[k] = (double)kv_of(e, l, rs[k]);
+    rc = solve_items(h, lane, s, kv, NULL, n, cap_over, headroom, xs, integral, zout, err);
+    if (kv != kv1) free(kv);
     return rc;
 }
 
@@ -429,35 +445,51 @@ static void migrate(hs_engine *e, hs_hetis *h, hs_lane *l, int lane, int32_t r, 
     h->st.moved_bytes += moved * kv * h->bytes_gt_layer * h->layers[s];
 }
 
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 /* Ideal attention time of the lane's stage: the LP relaxation over all of
  * its members from an empty stage, in the room the lane's members hold
- * plus what is free. */
+ * plus what is free.  Members are bucketed by cached length (16 buckets of
+ * equal count, each placed as one divisible item at its mean length), so
+ * the check costs the same at any batch size. */
+#define HS_HETIS_BUCKETS 16
 static double ideal_time(hs_engine *e, hs_hetis *h, hs_lane *l, int lane, int s, hs_err *err)
 {
-    int32_t *rs = malloc(sizeof *rs * (size_t)(h->n_tracked + 1));
-    int16_t *xs;
+    double *kvs = malloc(sizeof *kvs * (size_t)(h->n_tracked + 1));
+    double kv[HS_HETIS_BUCKETS], gr[HS_HETIS_BUCKETS];
     double save_n[MD], save_m[MD], save_r[MD], z = 0;
-    int n = 0, rc;
-    if (!rs) return 0;
+    int n = 0, nb = 0, rc;
+    if (!kvs) return 0;
     for (int32_t k = 0; k < h->n_tracked; k++)
-        if (h->rec_lane[h->tracked[k]] == lane) rs[n++] = h->tracked[k];
-    xs = n ? malloc(sizeof *xs * (size_t)n * MD) : NULL;
-    if (!xs) {
-        free(rs);
+        if (h->rec_lane[h->tracked[k]] == lane) kvs[n++] = (double)kv_of(e, l, h->tracked[k]);
+    if (!n) {
+        free(kvs);
         return 0;
     }
+    qsort(kvs, (size_t)n, sizeof *kvs, cmp_dbl);
+    for (int b = 0; b < HS_HETIS_BUCKETS; b++) {
+        int lo = (int)((int64_t)n * b / HS_HETIS_BUCKETS), hi = (int)((int64_t)n * (b + 1) / HS_HETIS_BUCKETS);
+        double sum = 0;
+        if (hi <= lo) continue;
+        for (int k = lo; k < hi; k++) sum += kvs[k];
+        kv[nb] = sum / (hi - lo);
+        gr[nb++] = (double)h->groups * (hi - lo);
+    }
+    free(kvs);
     for (int g = 0; g < MD; g++) {
         size_t i = LSD(h, lane, s, g);
         save_n[g] = h->n[i], save_m[g] = h->m[i], save_r[g] = h->resv[i];
         h->n[i] = h->m[i] = h->resv[i] = 0;
     }
-    rc = solve_stage(e, h, l, lane, s, rs, n, NULL, 0, xs, 0, &z, err);
+    rc = solve_items(h, lane, s, kv, gr, nb, NULL, 0, NULL, 0, &z, err);
     for (int g = 0; g < MD; g++) {
         size_t i = LSD(h, lane, s, g);
         h->n[i] = save_n[g], h->m[i] = save_m[g], h->resv[i] = save_r[g];
     }
-    free(xs);
-    free(rs);
     return rc ? 0 : z;
 }
 
@@ -480,7 +512,8 @@ static int redispatch(hs_engine *e, hs_hetis *h, hs_lane *l, int lane, int32_t r
             over[g] = fmax(0, fmin((x[s * MD + g] - 1) * (kv + 1), room));
         }
     }
-    rc = solve_stage(e, h, l, lane, s, &r, 1, over, 0, to, 1, NULL, err);
+    rc = solve_stage(e, h, l, lane, s, &r, 1, over, h->block_size, to, 1, NULL, err);
+    if (rc == HS_ENOFIT) rc = solve_stage(e, h, l, lane, s, &r, 1, over, 0, to, 1, NULL, err);
     apply(e, h, l, lane, r, +1);
     if (rc) return rc;
     if (hs_hetis_moved_groups(&x[s * MD], to, MD) == 0) return HS_ENOFIT;
