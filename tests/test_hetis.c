@@ -62,7 +62,7 @@ static void test_lp_enumeration(void)
     for (int trial = 0; trial < 60; trial++) {
         int G = 2 + trial % 3, R = 1 + trial % 2, H = 2 + trial % 4;
         double base[4], fixed[4], cap[4], coef[2 * 4], mem[2], x[8], xe[8], z, zr, best;
-        hs_hetis_lp p = {G, R, H, base, fixed, cap, coef, mem, 1, NULL};
+        hs_hetis_lp p = {G, R, H, base, fixed, cap, coef, mem, 1, NULL, 0, 0};
         hs_err err = {0};
         int rc;
         for (int g = 0; g < G; g++) {
@@ -107,7 +107,7 @@ static void test_lp_known(void)
 {
     double base[2] = {400, 0}, fixed[2] = {0, 0}, cap[2] = {1e9, 1e9}, coef[2] = {100, 100}, mem[1] = {10};
     double x[2], z;
-    hs_hetis_lp p = {2, 1, 4, base, fixed, cap, coef, mem, 1, NULL};
+    hs_hetis_lp p = {2, 1, 4, base, fixed, cap, coef, mem, 1, NULL, 0, 0};
     hs_err err = {0};
     CHECK_OK(hs_hetis_lp_solve(&p, x, &z, &err), &err);
     CHECK(x[0] == 0 && x[1] == 4);

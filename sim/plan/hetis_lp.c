@@ -124,8 +124,12 @@ int hs_hetis_lp_solve(const hs_hetis_lp *p, double *x, double *z, hs_err *err)
         glp_init_iocp(&io);
         io.presolve = GLP_ON;
         io.msg_lev = GLP_MSG_OFF;
+        io.mip_gap = p->mip_gap;
+        if (p->time_limit_ms > 0) io.tm_lim = p->time_limit_ms;
         ret = glp_intopt(lp, &io);
         st = glp_mip_status(lp);
+        /* stopped by the gap or the clock with an integral placement: use it */
+        if ((ret == GLP_EMIPGAP || ret == GLP_ETMLIM) && st == GLP_FEAS) ret = 0, st = GLP_OPT;
         if (ret == GLP_ENOPFS || ret == GLP_ENODFS || st == GLP_NOFEAS) {
             glp_delete_prob(lp);
             return HS_ENOFIT;

@@ -44,6 +44,8 @@ typedef struct hs_hetis_lp {
     const double *req_groups; /* [n_req] groups of each item (NULL: groups);
                                  lets the relaxation place buckets of
                                  similar requests as one item */
+    double mip_gap;        /* relative gap at which branch and cut stops (0: proven optimum) */
+    int time_limit_ms;     /* branch-and-cut limit, best placement found so far (0: none) */
 } hs_hetis_lp;
 
 /* Solves; fills x[n_req * n_dev] (rounded when integral) and *z (ns).

@@ -79,6 +79,7 @@ typedef struct hs_hetis_dev {
 typedef struct hs_hetis_stats {
     int64_t dispatches, dispatched_reqs, offloaded_groups, placed_groups;
     double dispatch_wall_s, dispatch_wall_max_s;  /* wall clock, never in results */
+    int64_t dispatch_hist[32];  /* dispatch calls by wall time: bucket k holds [2^k, 2^(k+1)) us */
     int64_t redispatches, migrations, moved_groups, fallback_preempts;
     double moved_bytes, prompt_bytes;
     int64_t checks, imbalanced;
@@ -125,6 +126,9 @@ int hs_hetis_setup(hs_replica *rp, const hs_deploy *d, const hs_model *m, const 
                    const hs_engine_cfg *ec, const hs_perf_cfg *pc, const char *policy, hs_err *err);
 /* Sums the replicas' dispatcher statistics (zero when none is attached). */
 void hs_hetis_totals(const hs_replica *rp, int32_t n_rep, hs_hetis_stats *out);
+/* Quantile q of the dispatch wall time from the histogram (upper edge of
+ * its bucket), s. */
+double hs_hetis_dispatch_quantile(const hs_hetis_stats *st, double q);
 /* Prints dispatcher statistics (wall-clock dispatch time included) to fp;
  * nothing when no replica has Hetis state. */
 void hs_hetis_report(FILE *fp, const hs_replica *rp, int32_t n_rep);
