@@ -330,8 +330,9 @@ int main(int argc, char **argv)
                 printf("  %-4s %-9s %9lld %11.2f %11.2f %11.1f %9lld %10.1f", datasets[di].name, systems[s].name,
                        (long long)r.kv_blocks, thr[s], r.ttft95, r.tpot95 * 1e3, (long long)r.dropped, r.iter_ms);
                 if (r.st.dispatched_reqs)
-                    printf(" %7.1f (p99 <%.0f)", r.st.dispatch_wall_s / r.st.dispatched_reqs * 1e6,
-                           hs_hetis_dispatch_quantile(&r.st, 0.99) * 1e6);
+                    printf(" %7.1f (p99 <%.0f), %.0f%% of heads offloaded", r.st.dispatch_wall_s / r.st.dispatched_reqs * 1e6,
+                           hs_hetis_dispatch_quantile(&r.st, 0.99) * 1e6,
+                           r.st.placed_groups ? 100.0 * r.st.offloaded_groups / r.st.placed_groups : 0);
                 printf("\n");
             }
             {

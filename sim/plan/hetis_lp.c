@@ -75,7 +75,9 @@ int hs_hetis_lp_solve(const hs_hetis_lp *p, double *x, double *z, hs_err *err)
     ycol = malloc(sizeof *ycol * (size_t)G);
     for (int g = 0; g < G; g++) {
         ycol[g] = nx + g + 1;
-        glp_set_col_bnds(lp, ycol[g], GLP_DB, 0, 1);
+        /* a device already paying its fixed cost is simply on */
+        if (p->fixed[g] > 0) glp_set_col_bnds(lp, ycol[g], GLP_DB, 0, 1);
+        else glp_set_col_bnds(lp, ycol[g], GLP_FX, 1, 1);
         if (p->integral) glp_set_col_kind(lp, ycol[g], GLP_IV);
     }
     iz = nx + G + 1;

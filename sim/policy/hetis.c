@@ -31,9 +31,10 @@ static int schedule(hs_engine *e, hs_lane *l)
             if (l->it.shape.tokens + q->prefill_len > max_tok) break;
             if (l->blocks_free - need < l->watermark) break;
             if (!hs_hetis_admit_ok(e, l, r)) {
-                /* Nothing decoding and no room: the prompt can never be
-                 * placed on this replica's devices. */
-                if (l->n_dec == 0 && l->prefilling.len == 0 && l->it.n_chunks == 0) {
+                /* Nothing holds cache on the replica's devices and still
+                 * no room: the prompt can never be placed. */
+                if (l->n_dec == 0 && l->prefilling.len == 0 && l->it.n_chunks == 0 &&
+                    hs_hetis_idle(e, l)) {
                     hs_lane_drop(e, l, r, "prompt exceeds the free cache of the replica's devices");
                     continue;
                 }

@@ -342,6 +342,18 @@ static int solve_items(hs_hetis *h, int lane, int s, const double *kv, const dou
     hs_hetis_lp p;
     int rc;
     if (!h->cfg.offload) G = 1;
+    if (G == 1 && xs) {
+        /* one device: everything goes there if it fits (no solver needed) */
+        double room = cap_over && cap_over[0] >= 0 ? cap_over[0] : h->dev[s][0].cap - dev_resv(h, s, 0), need = 0;
+        for (int k = 0; k < n; k++) need += (gr ? gr[k] : h->groups) * (kv[k] + 1 + headroom);
+        if (need > room) return HS_ENOFIT;
+        for (int k = 0; k < n; k++) {
+            memset(&xs[k * MD], 0, sizeof *xs * MD);
+            xs[k * MD] = (int16_t)(gr ? gr[k] : h->groups);
+        }
+        if (zout) *zout = 0;
+        return 0;
+    }
     coef = malloc(sizeof *coef * (size_t)n * (size_t)G);
     mem = malloc(sizeof *mem * (size_t)n);
     x = malloc(sizeof *x * (size_t)n * (size_t)G);
@@ -856,4 +868,14 @@ void hs_hetis_report(FILE *fp, const hs_replica *rp, int32_t n_rep)
                         h->dev[s][g].primary ? "primary" : "attention", h->dev[s][g].gpu, h->dev[s][g].cap,
                         h->dev[s][g].cap > 0 ? 100.0 * h->dev[s][g].peak / h->dev[s][g].cap : 0);
     }
+}
+
+int hs_hetis_idle(hs_engine *e, const hs_lane *l)
+{
+    const hs_hetis *h = e->replicas[l->replica].hetis;
+    if (!h) return 1;
+    for (int s = 0; s < h->pp; s++)
+        for (int g = 0; g < h->n_dev[s]; g++)
+            if (dev_resv(h, s, g) > 0) return 0;
+    return 1;
 }

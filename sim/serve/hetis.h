@@ -140,6 +140,9 @@ double hs_hetis_stage_ns(struct hs_engine *e, hs_lane *l, int s);
 /* 1 when waiting request r's prompt, after the prompts being prefilled,
  * has room for all its groups in every stage (admission). */
 int hs_hetis_admit_ok(struct hs_engine *e, const hs_lane *l, int32_t r);
+/* 1 when no lane of l's replica holds cache on any device (1 without
+ * Hetis state). */
+int hs_hetis_idle(struct hs_engine *e, const hs_lane *l);
 
 /* Per-layer attention time of device g of stage s for the lane's current
  * members, ns. */
