@@ -318,7 +318,7 @@ int main(int argc, char **argv)
             printf("\n");
         }
         printf("  %-4s %-9s %9s %11s %11s %11s %9s %10s %12s\n", "data", "system", "KV blocks", "sustain r/s",
-               "P95 TTFT s", "P95 TPOT ms", "dropped", "iter ms", "dispatch us");
+               "P95 TTFT s", "P95 TPOT ms", "dropped", "iter ms", "dispatch CPU us");
         for (int di = 0; di < 3; di++) {
             double thr[3], ttft[3], tpot[3];
             for (int s = 0; s < 3; s++) {

@@ -78,7 +78,7 @@ typedef struct hs_hetis_dev {
 
 typedef struct hs_hetis_stats {
     int64_t dispatches, dispatched_reqs, offloaded_groups, placed_groups;
-    double dispatch_wall_s, dispatch_wall_max_s;  /* wall clock, never in results */
+    double dispatch_wall_s, dispatch_wall_max_s;  /* thread CPU time, s; never in results */
     int64_t dispatch_hist[32];  /* dispatch calls by wall time: bucket k holds [2^k, 2^(k+1)) us */
     int64_t redispatches, migrations, moved_groups, fallback_preempts;
     double moved_bytes, prompt_bytes;
