@@ -291,6 +291,50 @@ static void table1(void)
     hs_cluster_destroy(c);
 }
 
+/* Fig. 14's setting (§7.3): Llama-2-13B, ShareGPT-like, one A100 primary
+ * and two RTX 3090 attention workers; the share of heads on the workers
+ * and each device's peak cache use as the load grows. */
+static void fig14(void)
+{
+    ctx x;
+    hs_err err = {0};
+    hs_deploy_replica r;
+    hs_deploy_attn a;
+    const double rates[] = {0.25, 0.5, 1, 1.5, 2, 2.5};
+    memset(&x, 0, sizeof x);
+    if (hs_model_find(&x.m, "llama-2-13b", &err)) die("model", &err);
+    if (hs_cluster_find(&x.c, "hetis-a100-3090x2", &err)) die("cluster", &err);
+    x.sys = &systems[0];
+    x.max_model_len = x.m.max_seq_len;
+    snprintf(x.d.model, sizeof x.d.model, "llama-2-13b");
+    snprintf(x.d.cluster, sizeof x.d.cluster, "hetis-a100-3090x2");
+    memset(&r, 0, sizeof r);
+    snprintf(r.role, sizeof r.role, "colocated");
+    r.weight = 1;
+    r.layout.pp = 1;
+    r.layout.kv_bits = 16;
+    r.layout.stage[0].tp = 1;
+    r.layout.stage[0].layers = x.m.layers;
+    r.layout.stage[0].bits = 16;
+    r.layout.stage[0].gpus[0] = 0;
+    if (hs_deploy_add(&x.d, &r, &err)) die("deploy", &err);
+    for (int g = 1; g <= 2; g++) {
+        a.replica = 0, a.stage = 0, a.gpu = g;
+        if (hs_deploy_add_attn(&x.d, &a, &err)) die("deploy", &err);
+    }
+    printf("\nFig. 14 check (Llama-2-13B, SG, 1x A100 primary + 2x RTX 3090 attention workers, 400 requests):\n");
+    printf("  %8s %14s %11s %11s\n", "rate r/s", "heads on 3090", "P95 TPOT ms", "P95 TTFT s");
+    for (size_t i = 0; i < sizeof rates / sizeof *rates; i++) {
+        result res;
+        run_once(&x, &datasets[0], rates[i], 400, &res);
+        printf("  %8.2f %13.1f%% %11.1f %11.2f\n", rates[i],
+               res.st.placed_groups ? 100.0 * res.st.offloaded_groups / res.st.placed_groups : 0, res.tpot95 * 1e3,
+               res.ttft95);
+    }
+    hs_deploy_free(&x.d);
+    hs_cluster_destroy(x.c);
+}
+
 int main(int argc, char **argv)
 {
     const char *models[] = {"llama-2-13b", "opt-30b", "llama-2-70b"};
@@ -298,6 +342,8 @@ int main(int argc, char **argv)
     hs_err err = {0};
     double best_thr = 0, best_lat = 0;
     table1();
+    if (!only || !strcmp(only, "fig14")) fig14();
+    if (only && !strcmp(only, "fig14")) return 0;
     for (int mi = 0; mi < 3; mi++) {
         if (only && strcmp(only, models[mi])) continue;
         printf("\n== %s on hetis-mixed12 ==\n", models[mi]);
@@ -308,8 +354,14 @@ int main(int argc, char **argv)
             if (hs_cluster_find(&x[s].c, "hetis-mixed12", &err)) die("cluster", &err);
             x[s].sys = &systems[s];
             x[s].max_model_len = x[s].m.max_seq_len;
-            plan(&x[s]);
-            printf("  %-9s %d replicas, %d attention workers:", systems[s].name, x[s].d.n, x[s].d.n_attn);
+            {
+                struct timespec t0, t1;
+                clock_gettime(CLOCK_MONOTONIC, &t0);
+                plan(&x[s]);
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+                printf("  %-9s planned in %.2f s; %d replicas, %d attention workers:", systems[s].name,
+                       (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9, x[s].d.n, x[s].d.n_attn);
+            }
             for (int32_t i = 0; i < x[s].d.n; i++) {
                 char buf[256];
                 hs_layout_gpus_str(&x[s].d.r[i].layout, x[s].c, buf, sizeof buf);
