@@ -109,6 +109,10 @@ static int attach_one(hs_replica *rp, const hs_deploy *d, int32_t idx, const hs_
         hs_perf pf;
         int s = a->stage;
         if (a->replica != idx) continue;
+        if (s < 0 || s >= lay->pp) {
+            rc = hs_errf(err, HS_ERANGE, "attention[%d].stage: %d not in 0..%d", i, s, lay->pp - 1);
+            break;
+        }
         if (h->n_dev[s] >= MD) {
             rc = hs_errf(err, HS_ERANGE, "replica %d stage %d: more than %d attention workers", idx, s, MD - 1);
             break;

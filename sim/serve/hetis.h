@@ -23,17 +23,22 @@
  *
  * Life of a request: a prompt is prefilled on the primary and held in the
  * lane's block pool; when it joins the decode set the dispatcher places its
- * groups (min-max MILP, plan/hetis_lp.h, over the requests that joined
- * since the lane's last step) and the offloaded groups' prompt KV is sent
- * to the workers; the lane's next step waits for it (charged in full, not
- * overlapped with prefill).  Before each step the lane's growth is checked
- * per device; an overfull device sheds its latest-arrived request's groups
- * to devices with room (only the groups that change place move; migration
- * is low priority: it never delays a step), and when nothing has room that
- * request is preempted (recompute).  Every `period` steps the lane's
- * attention time is compared with the ideal (the LP relaxation over all of
- * its members); beyond (1 + theta) one request, the heaviest on the
- * bottleneck device, is re-dispatched.
+ * groups (min-max MILP, plan/hetis_lp.h, GLPK, 1% gap; the requests that
+ * joined since the lane's last step are placed one after another in
+ * arrival order, each seeing the ones before in its base) and the
+ * offloaded groups' prompt KV is sent to the workers; the lane's next step
+ * waits for it (charged in full, not overlapped with prefill).  Admission
+ * also needs room for the prompt's groups on the stage's devices.  Before
+ * each step the lane's growth is checked per device; an overfull device
+ * sheds its latest-arrived request's groups to devices with room (only the
+ * groups that change place move; migration is low priority and modelled
+ * as free: it never delays a step, its bytes are counted), and when
+ * nothing has room that request is preempted (recompute).  Every `period`
+ * decode steps the lane's attention time is compared with the ideal (the
+ * LP relaxation over its members, bucketed by length into 16 items); beyond
+ * (1 + theta) one request, the heaviest on the bottleneck device, is
+ * re-dispatched; memory-pressure migration also stops (falling back to
+ * preemption) once it would push attention time beyond that bound.
  *
  * Memory: lane KV blocks are the pool of the primary's and the workers'
  * cache (vLLM-style admission sees the pool); per-device books are kept in
