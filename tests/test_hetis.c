@@ -150,6 +150,7 @@ static void on_itl(void *ctx, hs_ns iv, int64_t n)
 }
 
 static const char *run_policy = "hetis";
+static int run_offload = 1;
 
 typedef struct run_out {
     sink_ctx sk;
@@ -193,6 +194,7 @@ static void run_deploy(const char *json, const char *model, double mem_util, con
     CHECK_OK(hs_replicas_build(&rp, &d, &m, c, &ec, &pc, mtokens, 2048, &err), &err);
     hs_hetis_cfg_defaults(&hc);
     hc.period = 4; /* check balance often so re-dispatch is exercised */
+    hc.offload = run_offload;
     if (hetis) CHECK_OK(hs_hetis_attach(rp, d.n, &d, &m, c, &ec, &pc, &hc, 1, &err), &err);
     o->kv_blocks = rp[0].kv_blocks;
     hs_workload_defaults(&wc);
@@ -264,7 +266,20 @@ static void test_runs(void)
     printf("pressure run: %lld migrations (%lld groups), %lld fallback preemptions, %lld redispatches, %lld preemptions\n",
            (long long)b.st.migrations, (long long)b.st.moved_groups, (long long)b.st.fallback_preempts,
            (long long)b.st.redispatches, (long long)b.preemptions);
-    CHECK(b.st.migrations + b.st.fallback_preempts > 0);
+    CHECK(b.st.migrations > 0);
+    CHECK(b.st.checks > 0 && b.st.redispatches > 0);
+    /* without offload the same pressure can only preempt (fallback), and
+     * nothing lands on a worker */
+    {
+        run_out f;
+        run_offload = 0;
+        run_deploy(ONE_STAGE, "llama-2-13b", 0.42, "8", 150, "1500", &f);
+        run_offload = 1;
+        check_books(&f, 150);
+        CHECK(f.st.fallback_preempts > 0);
+        CHECK(f.st.offloaded_groups == 0 && f.st.migrations == 0);
+        printf("no-offload pressure run: %lld fallback preemptions\n", (long long)f.st.fallback_preempts);
+    }
     /* two pipeline stages (two lanes sharing workers) */
     run_deploy(TWO_STAGES, "llama-2-13b", 0.6, "6", 120, "800", &p);
     check_books(&p, 120);
