@@ -23,6 +23,7 @@
 #include "out/metrics.h"
 #include "plan/plan.h"
 #include "policy/policy.h"
+#include "serve/hetis.h"
 #include "serve/deploy.h"
 #include "serve/engine.h"
 
@@ -191,6 +192,7 @@ typedef struct setup {
 
 static void setup_free(setup *s)
 {
+    if (s->replicas) hs_hetis_detach(s->replicas, s->deploy.n);
     if (s->replicas) hs_replicas_free(s->replicas, s->deploy.n);
     hs_deploy_free(&s->deploy);
     hs_cluster_destroy(s->cluster);
@@ -318,6 +320,9 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
     if (build_replicas &&
         (rc = hs_replicas_build(&s->replicas, &s->deploy, &s->model, s->cluster, ec,
                                 &cfg->perf, s->max_tokens, s->max_model_len, err)))
+        goto fail;
+    if (build_replicas && (rc = hs_hetis_setup(s->replicas, &s->deploy, &s->model, s->cluster, ec,
+                                               &cfg->perf, s->policy->name, err)))
         goto fail;
     return 0;
 fail:
@@ -512,6 +517,11 @@ int hs_cli_run(int argc, char **argv)
     if (rc == 1) return 0;
     if (rc) goto fail;
     if ((rc = setup_build(&s, &cfg, 1, &err))) goto fail;
+    if (s.deploy.n_attn && strcmp(s.policy->name, "hetis")) {
+        rc = hs_errf(&err, HS_EINVAL, "deployment: %d attention workers need --policy hetis (policy is %s)",
+                     s.deploy.n_attn, s.policy->name);
+        goto fail;
+    }
     if ((rc = hs_source_open(&src, &cfg.workload, &err))) goto fail;
     if (cfg.emit_schedule[0] && (rc = open_schedule(&cfg, &s, &sched, &err))) goto fail;
     m = hs_metrics_create(&cfg.slo);
@@ -571,6 +581,7 @@ int hs_cli_run(int argc, char **argv)
     rc = hs_engine_run(e, &err);
     if (e->progress && prog.last > t0) fprintf(stderr, "\n");
     if (rc) goto fail;
+    if (!o.quiet) hs_hetis_report(stderr, s.replicas, s.deploy.n);
     {
         double price = 0;
         for (int32_t i = 0; i < s.deploy.n; i++) price += s.replicas[i].price_per_hour;

@@ -12,6 +12,9 @@ extern const hs_planner_ops hs_planner_hexgen;
 extern const hs_planner_ops hs_planner_llmpq;
 extern const hs_planner_ops hs_planner_pipeedge;
 extern const hs_planner_ops hs_planner_uniform_pp;
+extern const hs_planner_ops hs_planner_hetis;
+extern const hs_planner_ops hs_planner_hetis_splitwise;
+extern const hs_planner_ops hs_planner_hetis_hexgen;
 
 const hs_planner_ops *const hs_planners[] = {
     &hs_planner_uniform,
@@ -23,6 +26,9 @@ const hs_planner_ops *const hs_planners[] = {
     &hs_planner_llmpq,
     &hs_planner_pipeedge,
     &hs_planner_uniform_pp,
+    &hs_planner_hetis,
+    &hs_planner_hetis_splitwise,
+    &hs_planner_hetis_hexgen,
     NULL,
 };
 

@@ -9,6 +9,7 @@ extern const hs_policy_ops hs_policy_static;
 extern const hs_policy_ops hs_policy_rra;
 extern const hs_policy_ops hs_policy_waa;
 extern const hs_policy_ops hs_policy_pq;
+extern const hs_policy_ops hs_policy_hetis;
 
 const hs_policy_ops *const hs_policies[] = {
     &hs_policy_vllm,
@@ -17,6 +18,7 @@ const hs_policy_ops *const hs_policies[] = {
     &hs_policy_rra,
     &hs_policy_waa,
     &hs_policy_pq,
+    &hs_policy_hetis,
     NULL,
 };
 

@@ -18,6 +18,18 @@ void hs_deploy_free(hs_deploy *d)
     d->r = NULL;
     d->engine = NULL;
     d->n = 0;
+    free(d->attn);
+    d->attn = NULL;
+    d->n_attn = 0;
+}
+
+int hs_deploy_add_attn(hs_deploy *d, const hs_deploy_attn *a, hs_err *err)
+{
+    hs_deploy_attn *na = realloc(d->attn, (size_t)(d->n_attn + 1) * sizeof *na);
+    if (!na) return hs_errf(err, HS_ENOMEM, "out of memory adding an attention worker");
+    d->attn = na;
+    d->attn[d->n_attn++] = *a;
+    return 0;
 }
 
 int hs_deploy_set_policy(hs_deploy *d, const char *policy, const char *engine_json, hs_err *err)
@@ -110,6 +122,21 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
                          where, i, layers, m->name, m->layers);
         if (!rc && d->r[i].kv_route) rc = hs_deploy_check_route(d, i, where, err);
     }
+    for (int32_t i = 0; i < d->n_attn && !rc; i++) {
+        const hs_deploy_attn *a = &d->attn[i];
+        if (a->replica < 0 || a->replica >= d->n)
+            rc = hs_errf(err, HS_ERANGE, "%s: attention[%d].replica: %d not in 0..%d", where, i, a->replica, d->n - 1);
+        else if (a->stage < 0 || a->stage >= d->r[a->replica].layout.pp)
+            rc = hs_errf(err, HS_ERANGE, "%s: attention[%d].stage: %d not in 0..%d", where, i, a->stage,
+                         d->r[a->replica].layout.pp - 1);
+        else if (a->gpu < 0 || a->gpu >= c->n_gpus)
+            rc = hs_errf(err, HS_ERANGE, "%s: attention[%d].gpu: GPU %d not in cluster %s (0..%d)", where, i,
+                         a->gpu, c->name, c->n_gpus - 1);
+        else if (used[a->gpu])
+            rc = hs_errf(err, HS_EINVAL, "%s: attention[%d].gpu: GPU %d is used twice", where, i, a->gpu);
+        else
+            used[a->gpu] = 1;
+    }
     free(used);
     return rc;
 }
@@ -147,6 +174,16 @@ char *hs_deploy_to_json(const hs_deploy *d)
     if (d->engine) {
         cJSON *eng = cJSON_Parse(d->engine);
         if (eng) cJSON_AddItemToObject(root, "engine", eng);
+    }
+    if (d->n_attn) {
+        cJSON *at = cJSON_AddArrayToObject(root, "attention");
+        for (int32_t i = 0; i < d->n_attn; i++) {
+            cJSON *a = cJSON_CreateObject();
+            cJSON_AddNumberToObject(a, "replica", d->attn[i].replica);
+            cJSON_AddNumberToObject(a, "stage", d->attn[i].stage);
+            cJSON_AddNumberToObject(a, "gpu", d->attn[i].gpu);
+            cJSON_AddItemToArray(at, a);
+        }
     }
     txt = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -278,6 +315,26 @@ int hs_deploy_read(hs_deploy *d, const char *path, hs_err *err)
             goto out;
         }
         i++;
+    }
+    if ((reps = cJSON_GetObjectItemCaseSensitive(root, "attention"))) {
+        if (!cJSON_IsArray(reps)) {
+            rc = hs_errf(err, HS_EPARSE, "%s: attention: expected an array", path);
+            goto out;
+        }
+        i = 0;
+        cJSON_ArrayForEach(r, reps) {
+            long rep = 0, stage = 0, gpu = 0;
+            hs_deploy_attn a;
+            snprintf(where, sizeof where, "%s: attention[%d]", path, i++);
+            if ((rc = hs_json_int(r, "replica", 0, 1 << 20, &rep, where, err)) ||
+                (rc = hs_json_int(r, "stage", 0, HS_MAX_PP - 1, &stage, where, err)) ||
+                (rc = hs_json_int(r, "gpu", 0, 65535, &gpu, where, err)))
+                goto out;
+            a.replica = (int32_t)rep;
+            a.stage = (int32_t)stage;
+            a.gpu = (int32_t)gpu;
+            if ((rc = hs_deploy_add_attn(d, &a, err))) goto out;
+        }
     }
 out:
     cJSON_Delete(root);

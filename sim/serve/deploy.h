@@ -35,6 +35,14 @@ typedef struct hs_deploy_replica {
     int32_t n_kv_route;
 } hs_deploy_replica;
 
+/* A Hetis attention worker: a GPU that runs only decode attention for the
+ * heads dispatched to it, serving one pipeline stage of one replica
+ * (serve/hetis.h).  JSON: "attention": [{"replica": 0, "stage": 0,
+ * "gpu": 8}, ...] beside "replicas"; absent for every other planner. */
+typedef struct hs_deploy_attn {
+    int32_t replica, stage, gpu;
+} hs_deploy_attn;
+
 typedef struct hs_deploy {
     char model[48];
     char cluster[64];
@@ -48,6 +56,8 @@ typedef struct hs_deploy {
     char summary[256];   /* optional: the planner's prediction, one line */
     int32_t n;
     hs_deploy_replica *r;
+    int32_t n_attn;
+    hs_deploy_attn *attn;
 } hs_deploy;
 
 void hs_deploy_free(hs_deploy *d);
@@ -56,6 +66,8 @@ void hs_deploy_free(hs_deploy *d);
 int hs_deploy_set_policy(hs_deploy *d, const char *policy, const char *engine_json, hs_err *err);
 /* Appends a replica (copies it). */
 int hs_deploy_add(hs_deploy *d, const hs_deploy_replica *r, hs_err *err);
+/* Appends an attention worker. */
+int hs_deploy_add_attn(hs_deploy *d, const hs_deploy_attn *a, hs_err *err);
 
 /* Checks ids, TP and layer sums against the model and cluster, and that no
  * GPU is used twice.  Errors name the replica and stage. */

@@ -645,7 +645,8 @@ static void try_start(hs_engine *e, hs_lane *l)
     in = (double)e->q.now + rp->perf.step_overhead;
     for (int s = 0; s < rp->perf.pp; s++) {
         double start = in > rp->stage_free[s] ? in : rp->stage_free[s];
-        double end = start + hs_perf_stage_ns(&rp->perf, s, &l->it.shape);
+        double end = start + (rp->stage_ns ? rp->stage_ns(e, l, s)
+                                           : hs_perf_stage_ns(&rp->perf, s, &l->it.shape));
         rp->stage_free[s] = end;
         in = end + (s + 1 < rp->perf.pp ? hs_perf_send_ns(&rp->perf, s, l->it.shape.tokens) : 0);
     }

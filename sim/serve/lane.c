@@ -299,6 +299,11 @@ static void preempt(hs_engine *e, hs_lane *l, int32_t r)
     if (e->trace && hs_sched_wants(e->trace, l->replica)) hs__trace_preempt(e, l, q);
 }
 
+void hs_lane_preempt(hs_engine *e, hs_lane *l, int32_t r)
+{
+    preempt(e, l, r);
+}
+
 int hs_lane_reserve_decode(hs_engine *e, hs_lane *l)
 {
     for (;;) {

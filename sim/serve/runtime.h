@@ -172,6 +172,12 @@ typedef struct hs_replica {
     double price_per_hour;
     double *kv_route;              /* prefill: KV weight per replica (deploy.h), or NULL */
     int32_t n_kv_route;
+    struct hs_hetis *hetis;        /* serve/hetis.h: attention workers and head
+                                      placement (NULL: none; owned by the caller) */
+    /* Time of stage s for lane l's iteration in l->it, ns (NULL:
+     * hs_perf_stage_ns on it.shape).  Hetis replaces the decode-attention
+     * term with its per-device head model. */
+    double (*stage_ns)(struct hs_engine *e, struct hs_lane *l, int s);
 } hs_replica;
 
 /* Engine configuration ("engine.*" keys). */
@@ -223,6 +229,9 @@ void hs_lane_admit(struct hs_engine *e, hs_lane *l, int32_t r);
 int hs_lane_drop_if_never_fits(struct hs_engine *e, hs_lane *l, int32_t r, int32_t max_tokens);
 /* Drops a waiting request that can never be served. */
 void hs_lane_drop(struct hs_engine *e, hs_lane *l, int32_t r, const char *why);
+/* Evicts r (a decode member or an admitted prefill) back to the head of
+ * the waiting queue, dropping its KV (recompute preemption). */
+void hs_lane_preempt(struct hs_engine *e, hs_lane *l, int32_t r);
 /* Reserves the blocks the decode set needs for the next step, preempting
  * (recompute) the latest-admitted members while short.  Returns 0, or -1
  * when even an empty set cannot provide them (never with a sane config). */

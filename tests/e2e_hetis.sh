@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# e2e_hetis.sh - Hetis through the CLI: `hetsim plan --planner hetis` emits
+# attention workers (the paper's roles for Llama-2-70B: P100s), `hetsim run
+# --policy hetis` replays the deployment and reports the dispatcher, the
+# baselines plan on the same cluster, and attention workers under another
+# policy are refused with one line.
+set -u
+. "$(dirname "$0")/fixtures/lib.sh"
+
+common=(--model llama-2-70b --cluster hetis-mixed12)
+hs_run 0 "plan hetis" plan --planner hetis "${common[@]}" --emit-deployment "$T/d.json" --quiet
+check_grep "attention workers in the deployment" "$T/d.json" '"attention":\[\{"replica":0,"stage":0,"gpu":8\}'
+hs_run 0 "run hetis" run --deployment "$T/d.json" --policy hetis "${common[@]}" --rate 1.5 --requests 60 \
+    --db "$T/r.db"
+check_grep "dispatcher report" "$T/err" '^hetis: [0-9]+ dispatches'
+check_grep "an attention worker" "$T/err" 'attention GPU 8: cap'
+check_grep "summary" "$T/out" 'Successful requests: +60'
+hs_run 2 "attention workers need policy hetis" run --deployment "$T/d.json" --policy vllm "${common[@]}" \
+    --requests 5 --db "$T/r2.db" --quiet
+check_grep "one-line refusal" "$T/err" '^hetsim: deployment: 4 attention workers need --policy hetis'
+for p in hetis-splitwise hetis-hexgen; do
+    hs_run 0 "plan $p" plan --planner "$p" "${common[@]}" --emit-deployment "$T/$p.json" --quiet
+done
+check_grep "splitwise has prefill and decode" "$T/hetis-splitwise.json" '"role":"prefill".*"role":"decode"'
+e2e_finish
