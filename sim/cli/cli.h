@@ -9,6 +9,7 @@ int hs_cli_trace(int argc, char **argv);
 int hs_cli_plan(int argc, char **argv);
 int hs_cli_perf(int argc, char **argv);
 int hs_cli_validate(int argc, char **argv);
+int hs_cli_iserve(int argc, char **argv);
 
 /* Picks the workload kind of a trace file: .json is ShareGPT conversations,
  * a CSV is told apart by its header line. */

@@ -17,6 +17,7 @@ static void usage(FILE *fp)
             "  plan         run a planner and write the deployment JSON\n"
             "  list         show models, GPUs, clusters, policies, planners\n"
             "  trace stats  summarise a trace file\n"
+            "  iserve       iServe: fingerprint estimator, intents, multi-model cluster runs\n"
             "\n"
             "`hetsim <command> --help` describes each command.\n");
 }
@@ -37,6 +38,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "trace")) return hs_cli_trace(argc - 1, argv + 1);
     if (!strcmp(argv[1], "perf")) return hs_cli_perf(argc - 1, argv + 1);
     if (!strcmp(argv[1], "validate")) return hs_cli_validate(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "iserve")) return hs_cli_iserve(argc - 1, argv + 1);
     fprintf(stderr, "hetsim: unknown command \"%s\" (see hetsim --help)\n", argv[1]);
     return 2;
 }

@@ -205,4 +205,53 @@ int hs_isv_place(const hs_model *m, const hs_isv_est *e, const hs_isv_cfg *c,
                  const hs_isv_gpus *g, int policy, double tau, hs_isv_placement *out,
                  hs_err *err);
 
+
+/* ---- deployment controller and baselines (iserve_ctl.c) ---- */
+enum { HS_ISV_SYS_ISERVE, HS_ISV_SYS_MAXTP, HS_ISV_SYS_MAXPP, HS_ISV_SYS_ACCEL,
+       HS_ISV_SYS_ALPA, HS_ISV_SYS_ALPA_STAR, HS_ISV_NSYS };
+extern const char *const hs_isv_sys_names[HS_ISV_NSYS];
+int hs_isv_sys_parse(const char *s);
+
+/* AlpaServe-like plan: per model, replicas on GPU groups. */
+typedef struct hs_isv_alpa {
+    int group;               /* GPUs per group */
+    int n_rep[64];           /* replicas per model */
+    int rep_group[64][8];    /* group index of each replica */
+    int tp[64], pp[64];      /* per model */
+    double objective;
+} hs_isv_alpa;
+
+typedef struct hs_isv_ctl {
+    int system;
+    hs_isv_intent intent;     /* target: for LATENCY_SLO a factor of the base
+                                 latency, for COST_BUDGET of the base cost */
+    int place;
+    double tau;
+    const hs_cluster *c;
+    const hs_model *models;
+    int n_models;
+    hs_isv_opts opts;
+    hs_isv_est *est;          /* [n_models] */
+    hs_isv_cfg *base;         /* [n_models] minimum parallelism, FP16 */
+    hs_isv_alpa alpa;
+    double usable;            /* fraction of GPU memory (as the runner) */
+    char (*chosen)[64];       /* [n_models] label of the deployed config */
+    double profile_s;         /* simulated GPU-seconds of profiling */
+} hs_isv_ctl;
+
+/* Profiles (fp_dir: read <fp_dir>/<model>.csv when it exists) and estimates
+ * every model, and finds each one's base configuration. */
+int hs_isv_ctl_init(hs_isv_ctl *k, const hs_cluster *c, const hs_model *models, int n_models,
+                    const hs_isv_opts *o, const char *fp_dir, double usable, hs_err *err);
+void hs_isv_ctl_free(hs_isv_ctl *k);
+/* Even layout of the model's base configuration on GPUs 0.. (for SLOs). */
+void hs_isv_ctl_base_layout(const hs_isv_ctl *k, int model, hs_layout *l);
+/* AlpaServe: given each model's request rate (req/s) and the trace's mean
+ * output, chooses a group size, a (TP, PP) per model and replicas greedily
+ * minimising the rate-weighted M/G/1-processor-sharing latency; star: every
+ * model gets a replica first (never drops one). */
+int hs_isv_alpa_plan(hs_isv_ctl *k, const double *rate, int mean_output, int star, hs_err *err);
+/* The runner's deploy hook (ctx: hs_isv_ctl). */
+int hs_isv_deploy(void *ctx, hs_multi *mm, int model, hs_err *err);
+
 #endif
