@@ -21,6 +21,8 @@
 
 #include "plan/iserve.h"
 
+#define HS_ISV_ACCEL_FACTOR 1.5
+
 const char *const hs_isv_sys_names[HS_ISV_NSYS] = {"iserve", "max-tp", "max-pp",
                                                    "accelerate", "alpaserve", "alpaserve-star"};
 
@@ -217,7 +219,8 @@ static int deploy_accelerate(hs_isv_ctl *k, hs_multi *mm, int model, hs_err *err
     snprintf(label, sizeof label, "accelerate pp%d offload %d/%d layers", ns, left, L);
     {
         double pcie = hs_cluster_gpu(c, l.stage[ns - 1].gpus[0])->pcie_bw * k->opts.perf.link_eff;
-        int rc = hs_multi_add(mm, model, &l, 1.0, left * wlayer / pcie * 1e9, ch, tb, label, err);
+        int rc = hs_multi_add(mm, model, &l, HS_ISV_ACCEL_FACTOR, left * wlayer / pcie * 1e9, ch, tb,
+                              label, err);
         if (!rc) snprintf(k->chosen[model], sizeof k->chosen[model], "%s", label);
         return rc;
     }

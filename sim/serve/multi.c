@@ -544,7 +544,7 @@ int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *
             res->mean_s += l;
             met += (double)(r->finish - r->arrival) <= r->slo_ns;
             res->cost += mm->in[r->inst].bytes / 1073741824.0 * l;
-            res->gpu_hours += mm->in[r->inst].n_gpus * hs_ns_to_s(r->finish - r->start) / 3600.0;
+            res->gpu_hours += mm->in[r->inst].n_gpus * r->solo_ns / 1e9 / 3600.0;
         }
         if (mm->n_rq) {
             res->mean_s /= (double)mm->n_rq;

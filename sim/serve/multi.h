@@ -125,7 +125,7 @@ typedef struct hs_multi_result {
     double slo_attainment;  /* served within SLO / kept (unserved count as misses) */
     double mem_gib;         /* true bytes of deployed instances at the end */
     double cost;            /* mean per served request of instance GiB x latency s */
-    double gpu_hours;       /* sum of GPUs x (finish - start) */
+    double gpu_hours;       /* sum over served requests of GPUs x solo service time */
     int gpus_used;
     double gpu_throughput;  /* served / (duration x GPUs used), req/s/GPU */
     double duration_s;      /* first arrival to last finish */
