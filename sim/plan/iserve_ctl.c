@@ -8,7 +8,8 @@
  *                streamed over PCIe on every forward pass
  *   alpaserve    AlpaServe-like: knows the whole trace (rates), FP16, one
  *                group size and (TP, PP) per model, DP replicas placed
- *                greedily; may drop models; alpaserve-star never drops one.
+ *                greedily; may drop models; alpaserve-star first gives every
+ *                model a replica (dropping only one that fits no group).
  * Baselines place in GPU-id order and, like iServe, charge memory with the
  * fingerprint estimate; the runner refuses any instance whose true bytes
  * would not fit (OOM at load), and the controller then tries the next
@@ -176,16 +177,18 @@ static int deploy_accelerate(hs_isv_ctl *k, hs_multi *mm, int model, hs_err *err
     const hs_model *m = &k->models[model];
     const hs_cluster *c = k->c;
     const double *free_b = hs_multi_free_b(mm);
-    double fixed = hs_isv_stage_bytes(m, 0, 0, 1, 1, 1, &k->opts);
-    double layer_b = hs_isv_stage_bytes(m, 0, 1, 0, 0, 1, &k->opts) -
-                     hs_isv_stage_bytes(m, 0, 0, 0, 0, 1, &k->opts);
-    double wlayer = hs_model_layer_params(m) * 2.0, tb[64], ch[64];
-    int L = m->layers, target = (L + c->n_gpus - 1) / c->n_gpus, left = L, ns = 0;
+    /* The first GPU holds the embedding and the LM head (device_map order). */
+    double fixed_first = hs_isv_stage_bytes(m, 0, 0, 1, 1, 1, &k->opts);
+    double fixed_mid = hs_isv_stage_bytes(m, 0, 0, 0, 0, 1, &k->opts);
+    double layer_b = hs_isv_stage_bytes(m, 0, 1, 0, 0, 1, &k->opts) - fixed_mid;
+    double wlayer = hs_model_layer_params(m) * 2.0, tb[64], offload_b, pcie;
+    int L = m->layers, target = (L + c->n_gpus - 1) / c->n_gpus, left = L, ns = 0, rc;
     hs_layout l;
     char label[64];
     memset(&l, 0, sizeof l);
     l.kv_bits = 16;
     for (int g = 0; g < c->n_gpus && left > 0 && ns < 8; g++) {
+        double fixed = ns ? fixed_mid : fixed_first;
         int cnt;
         if (free_b[g] < fixed + layer_b) continue;
         cnt = (int)((free_b[g] - fixed) / layer_b);
@@ -199,31 +202,30 @@ static int deploy_accelerate(hs_isv_ctl *k, hs_multi *mm, int model, hs_err *err
         ns++;
         left -= cnt;
     }
+    offload_b = left * wlayer;
     if (ns == 0) {
-        /* No GPU holds a layer: every layer streams from the CPU through the
-         * GPU with the most free memory, if it holds the fixed part. */
+        /* No GPU holds a layer: everything, embeddings and head included,
+         * streams from CPU DRAM through the GPU with the most free memory,
+         * which keeps only the runtime overhead and the activations. */
         int best = 0;
         for (int g = 1; g < c->n_gpus; g++)
             if (free_b[g] > free_b[best]) best = g;
-        if (free_b[best] < fixed) return hs_errf(err, HS_ENOFIT, "accelerate: no GPU memory left");
+        tb[0] = fixed_mid;
+        if (free_b[best] < tb[0]) return hs_errf(err, HS_ENOFIT, "accelerate: no GPU memory left");
         l.stage[0].tp = 1;
         l.stage[0].bits = 16;
         l.stage[0].gpus[0] = best;
-        tb[0] = fixed;
+        offload_b += fixed_first - fixed_mid;
         ns = 1;
     }
     l.pp = ns;
     /* Offloaded layers compute on the last GPU, streamed in every pass. */
     l.stage[ns - 1].layers += left;
-    for (int s = 0; s < ns; s++) ch[s] = tb[s];
+    pcie = hs_cluster_gpu(c, l.stage[ns - 1].gpus[0])->pcie_bw * k->opts.perf.link_eff;
     snprintf(label, sizeof label, "accelerate pp%d offload %d/%d layers", ns, left, L);
-    {
-        double pcie = hs_cluster_gpu(c, l.stage[ns - 1].gpus[0])->pcie_bw * k->opts.perf.link_eff;
-        int rc = hs_multi_add(mm, model, &l, HS_ISV_ACCEL_FACTOR, left * wlayer / pcie * 1e9, ch, tb,
-                              label, err);
-        if (!rc) snprintf(k->chosen[model], sizeof k->chosen[model], "%s", label);
-        return rc;
-    }
+    rc = hs_multi_add(mm, model, &l, HS_ISV_ACCEL_FACTOR, offload_b / pcie * 1e9, tb, tb, label, err);
+    if (!rc) snprintf(k->chosen[model], sizeof k->chosen[model], "%s", label);
+    return rc;
 }
 
 static int deploy_alpa(hs_isv_ctl *k, hs_multi *mm, int model, hs_err *err)
@@ -315,11 +317,11 @@ int hs_isv_alpa_plan(hs_isv_ctl *k, const double *lam, int mean_output, int star
     double gpu_b = hs_cluster_gpu(k->c, 0)->mem_bytes * k->usable;
     memset(&k->alpa, 0, sizeof k->alpa);
     for (int g = 1; g <= 8 && g <= n; g *= 2) {
-        int ng = n / g, nrep[64] = {0}, rep[64][8], tp[64], pp[64], ok = 1;
+        int ng = n / g, nrep[64] = {0}, rep[64][8], tp[64], pp[64];
         double left[64], need[64], S[64], J;
         if (n % g || ng > 64) continue;
         for (int i = 0; i < ng; i++) left[i] = gpu_b;
-        for (int m = 0; m < nm && ok; m++) {
+        for (int m = 0; m < nm; m++) {
             hs_isv_cfg cfg;
             tp[m] = max_tp(&k->models[m], g);
             pp[m] = g / tp[m];
@@ -343,18 +345,14 @@ int hs_isv_alpa_plan(hs_isv_ctl *k, const double *lam, int mean_output, int star
                         order[i] = order[j];
                         order[j] = t;
                     }
-            for (int i = 0; i < nm && ok; i++) {
+            for (int i = 0; i < nm; i++) {
                 int m = order[i], bg = -1;
                 for (int q = 0; q < ng; q++)
                     if (left[q] >= need[m] && (bg < 0 || left[q] > left[bg])) bg = q;
-                if (bg < 0) {
-                    ok = 0;
-                    break;
-                }
+                if (bg < 0) continue; /* fits no group: dropped after all */
                 rep[m][nrep[m]++] = bg;
                 left[bg] -= need[m];
             }
-            if (!ok) continue;
         }
         for (;;) {
             double J0 = alpa_obj(nm, ng, lam, S, nrep, rep), best = J0;
@@ -389,6 +387,6 @@ int hs_isv_alpa_plan(hs_isv_ctl *k, const double *lam, int mean_output, int star
             }
         }
     }
-    if (!found) return hs_errf(err, HS_ENOFIT, "alpaserve: no group size holds every model once");
+    if (!found) return hs_errf(err, HS_ENOFIT, "alpaserve: no group size fits the cluster");
     return 0;
 }
