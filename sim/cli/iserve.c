@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "plan/iserve.h"
+#include "policy/policy.h"
 #include "serve/multi.h"
 #include "workload/workload.h"
 
@@ -20,8 +21,8 @@ typedef struct isv_args {
     const char *mode;
     char models[1024];
     const char *cluster, *fp_dir, *emit_fp, *trace, *preset;
-    const char *perf_model;
-    int intent, system, place, top, output, verbose, deploy_batch, seed;
+    const char *perf_model, *serving;
+    int intent, system, place, top, output, verbose, deploy_batch, seed, passes;
     double target, rate, tau, deploy_every, deploy_start, slo_factor, alpha, duration, usable;
 } isv_args;
 
@@ -58,6 +59,9 @@ static void usage(FILE *fp)
             "  --usable F           fraction of GPU memory models may use (0.95)\n"
             "  --perf-model M       latency model behind the measurements (roofline)\n"
             "  --seed N             thinning and model assignment (1)\n"
+            "  --serving S          fcfs (batch 1, the paper's; default) or a batching policy\n"
+            "                       (vllm, sarathi, static): each instance re-served by an engine\n"
+            "  --passes N           batching: mean-field interference rounds (3)\n"
             "  --verbose            per-configuration / per-instance lines\n");
 }
 
@@ -66,6 +70,8 @@ static int parse(isv_args *a, int argc, char **argv, hs_err *err)
     memset(a, 0, sizeof *a);
     a->cluster = "iserve-a6000x8";
     a->perf_model = "roofline";
+    a->serving = "fcfs";
+    a->passes = 3;
     a->intent = HS_ISV_MIN_COST;
     a->target = NAN;
     a->top = 10;
@@ -99,6 +105,11 @@ static int parse(isv_args *a, int argc, char **argv, hs_err *err)
         else if (!strcmp(o, "--trace")) a->trace = v;
         else if (!strcmp(o, "--preset")) a->preset = v;
         else if (!strcmp(o, "--perf-model")) a->perf_model = v;
+        else if (!strcmp(o, "--serving")) {
+            if (strcmp(v, "fcfs") && !hs_policy_find(v))
+                return hs_errf(err, HS_EINVAL, "iserve: --serving: \"%s\" is neither fcfs nor a policy", v);
+            a->serving = v;
+        }
         else if (!strcmp(o, "--intent")) {
             if ((a->intent = hs_isv_intent_parse(v)) < 0)
                 return hs_errf(err, HS_EINVAL, "iserve: --intent: unknown \"%s\"", v);
@@ -125,6 +136,7 @@ static int parse(isv_args *a, int argc, char **argv, hs_err *err)
             else if (!strcmp(o, "--alpha")) a->alpha = x;
             else if (!strcmp(o, "--usable")) a->usable = x;
             else if (!strcmp(o, "--seed")) a->seed = (int)x;
+            else if (!strcmp(o, "--passes")) a->passes = (int)x;
             else return hs_errf(err, HS_EINVAL, "iserve: unknown option %s", o);
         }
     }
@@ -340,11 +352,17 @@ static int do_run(const isv_args *a, hs_model *ms, int nm, const hs_cluster *c, 
     }
     if ((rc = open_source(a, &src, err))) goto out;
     if ((rc = hs_multi_run(mm, src, hs_isv_deploy, &k, &r, err))) goto out;
-    printf("result system=%s intent=%s place=%s rate=%.2f models=%d deployed=%d instances=%d "
+    if (strcmp(a->serving, "fcfs")) {
+        hs_engine_cfg ec;
+        hs_engine_cfg_defaults(&ec);
+        if ((rc = hs_multi_run_batched(mm, hs_policy_find(a->serving), &ec, a->passes, &r, err)))
+            goto out;
+    }
+    printf("result serving=%s system=%s intent=%s place=%s rate=%.2f models=%d deployed=%d instances=%d "
            "gpus_used=%d kept=%lld served=%lld unserved=%lld p50_s=%.3f p95_s=%.3f p99_s=%.3f "
            "mean_s=%.3f ttft_p50_s=%.3f slo_attainment=%.4f mem_gib=%.1f cost=%.2f gpu_hours=%.3f "
            "gpu_throughput=%.5f duration_s=%.0f profile_gpu_s=%.1f\n",
-           hs_isv_sys_names[a->system], a->system == HS_ISV_SYS_ISERVE ? hs_isv_intent_names[a->intent] : "-",
+           a->serving, hs_isv_sys_names[a->system], a->system == HS_ISV_SYS_ISERVE ? hs_isv_intent_names[a->intent] : "-",
            a->system == HS_ISV_SYS_ISERVE ? hs_isv_place_names[a->place] : "first", a->rate, nm,
            r.deployed, r.instances, r.gpus_used, (long long)r.kept, (long long)r.served,
            (long long)r.unserved, r.p50_s, r.p95_s, r.p99_s, r.mean_s, r.ttft_p50_s,

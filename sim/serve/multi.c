@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "serve/multi.h"
+#include "serve/multi_int.h"
 
 /* ---- solo latency ---- */
 
@@ -100,47 +101,6 @@ double hs_loadmon_load(const hs_loadmon *mo, int g)
 }
 
 /* ---- runner ---- */
-
-typedef struct mreq {
-    hs_ns arrival, start, finish;
-    int32_t prompt, output, model, inst, next;
-    double solo_ns, ttft_ns, slo_ns;
-} mreq;
-
-typedef struct inst {
-    int model, n_gpus, gpus[64];
-    double true_b[64], charge_b[64], bytes;
-    hs_solo solo;
-    char label[64];
-    int32_t qhead, qtail, qlen;   /* FCFS queue of mreq indices */
-    int32_t cur;                  /* request in service, -1 idle */
-    double remaining, rate;       /* ns of solo work left; progress per ns */
-    int64_t served;
-} inst;
-
-typedef struct sched_dep {
-    hs_ns t;
-    int model, seq;
-} sched_dep;
-
-struct hs_multi {
-    hs_multi_cfg cfg;
-    const hs_cluster *c;
-    const hs_model *models;
-    int n_models, n_gpus;
-    hs_solo *base;               /* [n_models] */
-    int *has_base, *deployed;
-    sched_dep *deps;
-    int n_deps, cap_deps;
-    inst *in;
-    int n_in, cap_in;
-    mreq *rq;
-    int64_t n_rq, cap_rq;
-    double *cap_b, *charge_b, *free_b, *true_b, *loadv, *busy_ns;
-    int *busy_k;
-    hs_loadmon mon;
-    hs_ns now;
-};
 
 void hs_multi_cfg_defaults(hs_multi_cfg *c)
 {
@@ -237,12 +197,12 @@ int hs_multi_schedule(hs_multi *mm, int model, double t_s, hs_err *err)
         return hs_errf(err, HS_ERANGE, "iserve: deployment of model %d at %g s", model, t_s);
     if (mm->n_deps == mm->cap_deps) {
         int cap = mm->cap_deps ? 2 * mm->cap_deps : 16;
-        sched_dep *d = realloc(mm->deps, sizeof *d * (size_t)cap);
+        hs__dep *d = realloc(mm->deps, sizeof *d * (size_t)cap);
         if (!d) return hs_errf(err, HS_ENOMEM, "out of memory");
         mm->deps = d;
         mm->cap_deps = cap;
     }
-    mm->deps[mm->n_deps] = (sched_dep){hs_ns_from_s(t_s), model, mm->n_deps};
+    mm->deps[mm->n_deps] = (hs__dep){hs_ns_from_s(t_s), model, mm->n_deps};
     mm->n_deps++;
     return 0;
 }
@@ -251,7 +211,7 @@ int hs_multi_add(hs_multi *mm, int model, const hs_layout *l, double lat_factor,
                  double pass_extra_ns, const double *charge_b, const double *true_b,
                  const char *label, hs_err *err)
 {
-    inst *in;
+    hs__inst *in;
     int k = 0, rc;
     double need[256] = {0};
     if (mm->n_gpus > 256) return hs_errf(err, HS_ERANGE, "iserve: at most 256 GPUs");
@@ -268,7 +228,7 @@ int hs_multi_add(hs_multi *mm, int model, const hs_layout *l, double lat_factor,
                            g, (mm->true_b[g] + need[g]) / 1073741824.0, mm->cap_b[g] / 1073741824.0);
     if (mm->n_in == mm->cap_in) {
         int cap = mm->cap_in ? 2 * mm->cap_in : 16;
-        inst *ni = realloc(mm->in, sizeof *ni * (size_t)cap);
+        hs__inst *ni = realloc(mm->in, sizeof *ni * (size_t)cap);
         if (!ni) return hs_errf(err, HS_ENOMEM, "out of memory");
         mm->in = ni;
         mm->cap_in = cap;
@@ -279,6 +239,9 @@ int hs_multi_add(hs_multi *mm, int model, const hs_layout *l, double lat_factor,
                             mm->cfg.max_prompt, lat_factor, pass_extra_ns, err)))
         return rc;
     in->model = model;
+    in->layout = *l;
+    in->lat_factor = lat_factor;
+    in->pass_extra_ns = pass_extra_ns;
     in->cur = -1;
     in->qhead = in->qtail = -1;
     snprintf(in->label, sizeof in->label, "%s", label ? label : "");
@@ -355,7 +318,7 @@ static void rerate(hs_multi *mm)
         if (mm->in[i].cur >= 0)
             for (int j = 0; j < mm->in[i].n_gpus; j++) mm->busy_k[mm->in[i].gpus[j]]++;
     for (int i = 0; i < mm->n_in; i++) {
-        inst *in = &mm->in[i];
+        hs__inst *in = &mm->in[i];
         int k = 1;
         if (in->cur < 0) continue;
         for (int j = 0; j < in->n_gpus; j++)
@@ -366,8 +329,8 @@ static void rerate(hs_multi *mm)
 
 static void start_next(hs_multi *mm, int i)
 {
-    inst *in = &mm->in[i];
-    mreq *r;
+    hs__inst *in = &mm->in[i];
+    hs__mreq *r;
     if (in->cur >= 0 || in->qhead < 0) return;
     in->cur = in->qhead;
     r = &mm->rq[in->cur];
@@ -385,7 +348,7 @@ static int cmp_dbl(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double pct(const double *v, int64_t n, double q)
+double hs__pct(const double *v, int64_t n, double q)
 {
     double pos;
     int64_t i;
@@ -396,9 +359,14 @@ static double pct(const double *v, int64_t n, double q)
     return v[i] + (v[i + 1] - v[i]) * (pos - (double)i);
 }
 
+void hs__sort_doubles(double *v, int64_t n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+}
+
 static int cmp_dep(const void *a, const void *b)
 {
-    const sched_dep *x = a, *y = b;
+    const hs__dep *x = a, *y = b;
     if (x->t != y->t) return x->t < y->t ? -1 : 1;
     return x->seq - y->seq;
 }
@@ -433,7 +401,7 @@ int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *
         if (have) t_arr = a.arrival;
         if (di < mm->n_deps) t_dep = mm->deps[di].t;
         for (int i = 0; i < mm->n_in; i++) {
-            inst *in = &mm->in[i];
+            hs__inst *in = &mm->in[i];
             hs_ns f;
             if (in->cur < 0) continue;
             busy = 1;
@@ -458,8 +426,8 @@ int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *
         }
         advance(mm, t);
         if (t == t_fin) {
-            inst *in = &mm->in[fin_i];
-            mreq *r = &mm->rq[in->cur];
+            hs__inst *in = &mm->in[fin_i];
+            hs__mreq *r = &mm->rq[in->cur];
             r->finish = t;
             if (t > last_fin) last_fin = t;
             in->served++;
@@ -478,7 +446,7 @@ int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *
         } else {
             int model = (int)(rng_next(&rng) % (uint64_t)mm->n_models), best = -1;
             const hs_model *md = &mm->models[model];
-            mreq *r;
+            hs__mreq *r;
             have = 0;
             res->kept++;
             if (first_arr < 0) first_arr = t;
@@ -496,7 +464,7 @@ int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *
             }
             if (mm->n_rq == mm->cap_rq) {
                 int64_t cap = mm->cap_rq ? 2 * mm->cap_rq : 4096;
-                mreq *nr = realloc(mm->rq, sizeof *nr * (size_t)cap);
+                hs__mreq *nr = realloc(mm->rq, sizeof *nr * (size_t)cap);
                 if (!nr) return hs_errf(err, HS_ENOMEM, "out of memory");
                 mm->rq = nr;
                 mm->cap_rq = cap;
@@ -513,7 +481,7 @@ int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *
             r->next = -1;
             r->slo_ns = mm->cfg.slo_factor * hs_solo_req_ns(&mm->base[model], r->prompt, r->output, NULL);
             {
-                inst *in = &mm->in[best];
+                hs__inst *in = &mm->in[best];
                 int32_t id = (int32_t)mm->n_rq;
                 if (in->qtail >= 0) mm->rq[in->qtail].next = id;
                 else in->qhead = id;
@@ -537,7 +505,7 @@ int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *
             return hs_errf(err, HS_ENOMEM, "out of memory");
         }
         for (int64_t i = 0; i < mm->n_rq; i++) {
-            const mreq *r = &mm->rq[i];
+            const hs__mreq *r = &mm->rq[i];
             double l = hs_ns_to_s(r->finish - r->arrival);
             lat[i] = l;
             tt[i] = hs_ns_to_s(r->start - r->arrival) + r->ttft_ns / 1e9 * 1.0;
@@ -552,10 +520,10 @@ int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *
         }
         qsort(lat, (size_t)mm->n_rq, sizeof *lat, cmp_dbl);
         qsort(tt, (size_t)mm->n_rq, sizeof *tt, cmp_dbl);
-        res->p50_s = pct(lat, mm->n_rq, 0.50);
-        res->p95_s = pct(lat, mm->n_rq, 0.95);
-        res->p99_s = pct(lat, mm->n_rq, 0.99);
-        res->ttft_p50_s = pct(tt, mm->n_rq, 0.50);
+        res->p50_s = hs__pct(lat, mm->n_rq, 0.50);
+        res->p95_s = hs__pct(lat, mm->n_rq, 0.95);
+        res->p99_s = hs__pct(lat, mm->n_rq, 0.99);
+        res->ttft_p50_s = hs__pct(tt, mm->n_rq, 0.50);
         res->slo_attainment = res->kept ? (double)met / (double)res->kept : 0;
         free(lat);
         free(tt);

@@ -40,6 +40,7 @@
 #include "hw/hw.h"
 #include "llm/model.h"
 #include "perf/perf.h"
+#include "serve/runtime.h"
 #include "workload/workload.h"
 
 /* Solo latency of one request on one layout. */
@@ -136,6 +137,14 @@ typedef struct hs_multi_result {
  * scheduled times. */
 int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *ctx,
                  hs_multi_result *res, hs_err *err);
+
+/* The continuous-batching option (multi_cb.c): after hs_multi_run, re-serves
+ * every instance's requests with `policy` through one hs_engine each,
+ * interference by mean field over `passes` rounds; overwrites the latency,
+ * SLO, cost, GPU-hours and throughput figures of res (requests the engine
+ * drops count as unserved). */
+int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_engine_cfg *ec,
+                         int passes, hs_multi_result *res, hs_err *err);
 
 /* After a run: instance i's description (NULL past the end). */
 const char *hs_multi_inst_label(const hs_multi *mm, int i, int *model, int *n_gpus,
