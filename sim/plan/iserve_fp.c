@@ -208,7 +208,7 @@ int hs_isv_fp_write(const hs_isv_fp *f, FILE *fp)
     for (int i = 0; i < f->n; i++) {
         const hs_isv_meas *m = &f->m[i];
         const hs_isv_variant *v = &vars[m->var];
-        fprintf(fp, "%s,%d,%d,%d,%s,%d,%s,%d,%d,%.6f,%.6f\n", f->model, m->layers, m->tp,
+        fprintf(fp, "%s,%d,%d,%d,%s,%d,%s,%d,%d,%.17g,%.17g\n", f->model, m->layers, m->tp,
                 m->pp, hs_isv_wq_names[v->wq], v->kv_bits, hs_isv_prune_names[v->prune],
                 m->prompt, m->output, m->latency_ms, m->mem_gib);
     }

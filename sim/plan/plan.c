@@ -4,9 +4,11 @@
 #include <string.h>
 
 extern const hs_planner_ops hs_planner_uniform;
+extern const hs_planner_ops hs_planner_iserve;
 
 const hs_planner_ops *const hs_planners[] = {
     &hs_planner_uniform,
+    &hs_planner_iserve,
     NULL,
 };
 
