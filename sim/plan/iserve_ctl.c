@@ -313,7 +313,7 @@ static double alpa_obj(int nm, int ng, const double *lam, const double *S,
 
 int hs_isv_alpa_plan(hs_isv_ctl *k, const double *lam, int mean_output, int star, hs_err *err)
 {
-    int n = k->c->n_gpus, nm = k->n_models, found = 0;
+    int n = k->c->n_gpus, nm = k->n_models, found = 0, placed, best_placed = 0;
     double gpu_b = hs_cluster_gpu(k->c, 0)->mem_bytes * k->usable;
     memset(&k->alpa, 0, sizeof k->alpa);
     for (int g = 1; g <= 8 && g <= n; g *= 2) {
@@ -327,8 +327,8 @@ int hs_isv_alpa_plan(hs_isv_ctl *k, const double *lam, int mean_output, int star
             pp[m] = g / tp[m];
             cfg = (hs_isv_cfg){tp[m], pp[m], 0};
             if (pp[m] > k->models[m].layers || !hs_isv_est_has(&k->est[m], &cfg)) {
-                need[m] = INFINITY;
-                S[m] = 1;
+                need[m] = INFINITY;   /* cannot use this group size: its drop costs its base work */
+                S[m] = hs_isv_est_latency_s(&k->est[m], &k->base[m], mean_output);
                 continue;
             }
             need[m] = hs_isv_est_mem_gib(&k->est[m], &cfg) * 1073741824.0 / g;
@@ -375,8 +375,13 @@ int hs_isv_alpa_plan(hs_isv_ctl *k, const double *lam, int mean_output, int star
             left[bq] -= need[bm];
         }
         J = alpa_obj(nm, ng, lam, S, nrep, rep);
-        if (!found || J < k->alpa.objective) {
+        placed = 0;
+        for (int m = 0; m < nm; m++) placed += nrep[m] > 0;
+        /* AlpaServe* prefers the group size that drops the fewest models. */
+        if (!found || (star && placed > best_placed) ||
+            ((!star || placed == best_placed) && J < k->alpa.objective)) {
             found = 1;
+            best_placed = placed;
             k->alpa.group = g;
             k->alpa.objective = J;
             for (int m = 0; m < nm; m++) {

@@ -119,19 +119,37 @@ static int place_on(const hs_model *m, const hs_isv_cfg *c, double block,
                     const hs_isv_gpus *g, const int *ids, int n, hs_isv_placement *out)
 {
     const hs_isv_variant *v = hs_isv_var(c->var);
-    int t = c->tp, p = c->pp, L = m->layers, take[64], nt = 0, cap[8], lay[8];
-    int total = 0, x;
-    for (int i = 0; i < n && nt < t * p; i++)
-        if (g->free_b[ids[i]] >= block) take[nt++] = ids[i];
-    if (nt < t * p) return HS_ENOFIT;
-    for (int j = 0; j < p; j++) {
-        double mf = g->free_b[take[j * t]];
+    int t = c->tp, p = c->pp, L = m->layers, take[64], cap[8], lay[8];
+    int elig[256], ne = 0, ng, gcap[256], sel[8], total = 0, x;
+    for (int i = 0; i < n; i++)
+        if (g->free_b[ids[i]] >= block) elig[ne++] = ids[i];
+    ng = ne / t;
+    if (ng < p) return HS_ENOFIT;
+    /* Candidate TP groups: t consecutive eligible GPUs in policy order; a
+     * group holds as many layer blocks as its fullest member allows. */
+    for (int q = 0; q < ng; q++) {
+        double mf = g->free_b[elig[q * t]];
         for (int i = 1; i < t; i++)
-            if (g->free_b[take[j * t + i]] < mf) mf = g->free_b[take[j * t + i]];
-        cap[j] = mf / block >= L ? L : (int)(mf / block);
-        total += cap[j];
+            if (g->free_b[elig[q * t + i]] < mf) mf = g->free_b[elig[q * t + i]];
+        gcap[q] = mf / block >= L ? L : (int)(mf / block);
+    }
+    /* The first p groups in policy order; while they cannot hold L layers,
+     * the smallest chosen group gives way to the next bigger candidate. */
+    for (int j = 0; j < p; j++) sel[j] = j, total += gcap[j];
+    for (int q = p; q < ng && total < L; q++) {
+        int w = 0;
+        for (int j = 1; j < p; j++)
+            if (gcap[sel[j]] < gcap[sel[w]]) w = j;
+        if (gcap[q] <= gcap[sel[w]]) continue;
+        total += gcap[q] - gcap[sel[w]];
+        for (int j = w; j + 1 < p; j++) sel[j] = sel[j + 1]; /* keep policy order */
+        sel[p - 1] = q;
     }
     if (total < L) return HS_ENOFIT;
+    for (int j = 0; j < p; j++) {
+        cap[j] = gcap[sel[j]];
+        for (int i = 0; i < t; i++) take[j * t + i] = elig[sel[j] * t + i];
+    }
     /* Water-fill: the smallest level x with sum min(cap, x) >= L. */
     for (x = 1; x <= L; x++) {
         int s = 0;
