@@ -359,12 +359,12 @@ static int do_run(const isv_args *a, hs_model *ms, int nm, const hs_cluster *c, 
             goto out;
     }
     printf("result serving=%s system=%s intent=%s place=%s rate=%.2f models=%d deployed=%d instances=%d "
-           "gpus_used=%d kept=%lld served=%lld unserved=%lld p50_s=%.3f p95_s=%.3f p99_s=%.3f "
+           "gpus_used=%d early=%lld kept=%lld served=%lld unserved=%lld p50_s=%.3f p95_s=%.3f p99_s=%.3f "
            "mean_s=%.3f ttft_p50_s=%.3f slo_attainment=%.4f mem_gib=%.1f cost=%.2f gpu_hours=%.3f "
            "gpu_throughput=%.5f duration_s=%.0f profile_gpu_s=%.1f\n",
            a->serving, hs_isv_sys_names[a->system], a->system == HS_ISV_SYS_ISERVE ? hs_isv_intent_names[a->intent] : "-",
            a->system == HS_ISV_SYS_ISERVE ? hs_isv_place_names[a->place] : "first", a->rate, nm,
-           r.deployed, r.instances, r.gpus_used, (long long)r.kept, (long long)r.served,
+           r.deployed, r.instances, r.gpus_used, (long long)r.early, (long long)r.kept, (long long)r.served,
            (long long)r.unserved, r.p50_s, r.p95_s, r.p99_s, r.mean_s, r.ttft_p50_s,
            r.slo_attainment, r.mem_gib, r.cost, r.gpu_hours, r.gpu_throughput, r.duration_s,
            k.profile_s);

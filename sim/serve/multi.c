@@ -139,6 +139,7 @@ int hs_multi_create(hs_multi **out, const hs_multi_cfg *cfg, const hs_cluster *c
     mm->base = calloc((size_t)n_models, sizeof *mm->base);
     mm->has_base = calloc((size_t)n_models, sizeof *mm->has_base);
     mm->deployed = calloc((size_t)n_models, sizeof *mm->deployed);
+    mm->due = calloc((size_t)n_models, sizeof *mm->due);
     mm->cap_b = calloc((size_t)n, sizeof(double));
     mm->charge_b = calloc((size_t)n, sizeof(double));
     mm->free_b = calloc((size_t)n, sizeof(double));
@@ -146,7 +147,7 @@ int hs_multi_create(hs_multi **out, const hs_multi_cfg *cfg, const hs_cluster *c
     mm->loadv = calloc((size_t)n, sizeof(double));
     mm->busy_ns = calloc((size_t)n, sizeof(double));
     mm->busy_k = calloc((size_t)n, sizeof(int));
-    if (!mm->base || !mm->has_base || !mm->deployed || !mm->cap_b || !mm->charge_b ||
+    if (!mm->base || !mm->has_base || !mm->deployed || !mm->due || !mm->cap_b || !mm->charge_b ||
         !mm->free_b || !mm->true_b || !mm->loadv || !mm->busy_ns || !mm->busy_k ||
         hs_loadmon_init(&mm->mon, n, err)) {
         hs_multi_destroy(mm);
@@ -165,6 +166,7 @@ void hs_multi_destroy(hs_multi *mm)
     free(mm->base);
     free(mm->has_base);
     free(mm->deployed);
+    free(mm->due);
     free(mm->deps);
     free(mm->in);
     free(mm->rq);
@@ -258,6 +260,7 @@ int hs_multi_add(hs_multi *mm, int model, const hs_layout *l, double lat_factor,
         }
     mm->n_in++;
     mm->deployed[model] = 1;
+    mm->due[model] = 1;
     assert(hs_multi_mem_sane(mm)); /* MULTI-MEM */
     return 0;
 }
@@ -380,6 +383,8 @@ int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *
     hs_ns next_sample = HS_NS_PER_S;
     hs_ns first_arr = -1, last_fin = 0;
     memset(res, 0, sizeof *res);
+    if (mm->n_deps && !deploy)
+        return hs_errf(err, HS_EINVAL, "iserve: deployments scheduled but no deploy hook");
     qsort(mm->deps, (size_t)mm->n_deps, sizeof *mm->deps, cmp_dep);
     for (int m = 0; m < mm->n_models; m++)
         if (!mm->has_base[m])
@@ -437,6 +442,7 @@ int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *
             start_next(mm, fin_i);
         } else if (t == t_dep) {
             int m = mm->deps[di++].model;
+            mm->due[m] = 1;
             rc = deploy(ctx, mm, m, err);
             if (rc == HS_ENOFIT) {
                 if (err) err->code = 0;
@@ -448,6 +454,11 @@ int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *
             const hs_model *md = &mm->models[model];
             hs__mreq *r;
             have = 0;
+            if (!mm->due[model]) {
+                /* Its deployment is still to come: not part of the workload yet. */
+                res->early++;
+                continue;
+            }
             res->kept++;
             if (first_arr < 0) first_arr = t;
             for (int i = 0; i < mm->n_in; i++) {

@@ -19,9 +19,11 @@
  * Rates change only at starts and completions, so the run is an exact fluid
  * processor-sharing simulation driven by those events.
  *
- * Routing: each kept arrival is assigned a model uniformly at random (the
- * paper's random query-to-LLM assignment); requests for a model not (yet)
- * deployed are counted as unserved.  Among a model's instances the one with
+ * Routing: each arrival kept by thinning is assigned a model uniformly at
+ * random (the paper's random query-to-LLM assignment), so every model sees
+ * the same rate; arrivals for a model whose deployment time has not come
+ * are not part of the workload (counted as `early`), those for a model that
+ * could not be deployed are unserved (SLO misses).  Among a model's instances the one with
  * the fewest outstanding requests is chosen (ties: lowest id).
  *
  * Load monitor: every second each GPU's busy fraction over that second is
@@ -119,8 +121,9 @@ double hs_multi_now_s(const hs_multi *mm);
 
 typedef struct hs_multi_result {
     int64_t arrivals;       /* trace arrivals read */
-    int64_t kept;           /* after rate thinning */
-    int64_t served, unserved;
+    int64_t kept;           /* after rate thinning, for models whose deployment time has come */
+    int64_t early;          /* thinned-in arrivals for models not yet due (not in kept) */
+    int64_t served, unserved; /* unserved: its model could not be deployed (or an engine dropped it) */
     double p50_s, p95_s, p99_s, mean_s;   /* end-to-end latency of served requests */
     double ttft_p50_s;
     double slo_attainment;  /* served within SLO / kept (unserved count as misses) */

@@ -37,6 +37,7 @@ struct hs_multi {
     int n_models, n_gpus;
     hs_solo *base;               /* [n_models] */
     int *has_base, *deployed;
+    int *due;                    /* its deployment time has come (tried or done) */
     hs__dep *deps;
     int n_deps, cap_deps;
     hs__inst *in;
