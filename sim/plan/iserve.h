@@ -173,7 +173,12 @@ void hs_isv_score_of(const hs_isv_est *e, const hs_isv_cfg *c, int output, hs_is
 int hs_isv_rank(const hs_isv_est *e, const hs_isv_intent *in, hs_isv_cfg *cfgs, int n,
                 int *meet);
 
-/* Placement policies. */
+/* Placement policies: candidate GPU order.  pack: highest load first (then
+ * most memory in use), so new models join busy GPUs; least-loaded: lowest
+ * load first (then least memory in use); hybrid (the paper's default): pack
+ * onto the GPUs whose load is below tau, and when they cannot hold the
+ * configuration, least-loaded over all GPUs; first: GPU id order (the
+ * baselines).  Ties end on the GPU id. */
 enum { HS_ISV_PLACE_HYBRID, HS_ISV_PLACE_PACK, HS_ISV_PLACE_LEAST, HS_ISV_PLACE_FIRST,
        HS_ISV_NPLACE };
 extern const char *const hs_isv_place_names[HS_ISV_NPLACE];
