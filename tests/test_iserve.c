@@ -247,6 +247,65 @@ static void test_place(const hs_cluster *c)
     CHECK(nofit > 10);
 }
 
+/* Uneven splits: a tight GPU takes fewer layers, the others more, adjacent
+ * layers together (the paper's "2 on one GPU, 4 on all others"). */
+static void test_uneven(const hs_cluster *c)
+{
+    hs_model m;
+    hs_isv_ctl k;
+    hs_isv_opts o;
+    hs_err err = {0, ""};
+    hs_isv_cfg cf = {1, 4, 0};
+    hs_isv_placement pl;
+    double fr[8], used[8] = {0}, load[8] = {0}, block;
+    hs_isv_gpus g = {8, fr, used, load};
+    memset(&k, 0, sizeof k);
+    hs_isv_opts_defaults(&o);
+    CHECK_OK(hs_model_find(&m, "falcon-7b", &err), &err);
+    CHECK_OK(hs_isv_ctl_init(&k, c, &m, 1, &o, NULL, 0.95, &err), &err);
+    block = hs_isv_est_mem_gib(&k.est[0], &cf) * 1073741824.0 / m.layers;
+    for (int i = 0; i < 8; i++) fr[i] = 20 * block;
+    fr[1] = 2.5 * block;   /* holds two layers */
+    CHECK_OK(hs_isv_place(&m, &k.est[0], &cf, &g, HS_ISV_PLACE_FIRST, 0, &pl, &err), &err);
+    CHECK_INT(pl.layout.stage[0].gpus[0], 0);
+    CHECK_INT(pl.layout.stage[1].gpus[0], 1);
+    CHECK_INT(pl.layout.stage[1].layers, 2);
+    CHECK_INT(pl.layout.stage[0].layers + pl.layout.stage[2].layers + pl.layout.stage[3].layers, 30);
+    CHECK(abs(pl.layout.stage[0].layers - pl.layout.stage[3].layers) <= 1);
+    /* GPU 1 too small for any block: skipped, the next GPU takes its place. */
+    fr[1] = 0.5 * block;
+    CHECK_OK(hs_isv_place(&m, &k.est[0], &cf, &g, HS_ISV_PLACE_FIRST, 0, &pl, &err), &err);
+    CHECK_INT(pl.layout.stage[1].gpus[0], 2);
+    CHECK_INT(pl.layout.stage[1].layers, 8);
+    hs_isv_ctl_free(&k);
+}
+
+/* Load monitor: the mean of the last 120 one-second samples. */
+static void test_loadmon(void)
+{
+    hs_loadmon mo;
+    hs_err err = {0, ""};
+    double s[2];
+    CHECK_OK(hs_loadmon_init(&mo, 2, &err), &err);
+    CHECK_NEAR(hs_loadmon_load(&mo, 0), 0, 0);
+    for (int i = 0; i < 60; i++) {
+        s[0] = 1;
+        s[1] = i % 2 ? 1 : 0;
+        hs_loadmon_push(&mo, s);
+    }
+    CHECK_NEAR(hs_loadmon_load(&mo, 0), 1, 1e-12);
+    CHECK_NEAR(hs_loadmon_load(&mo, 1), 0.5, 1e-12);
+    for (int i = 0; i < 120; i++) {
+        s[0] = 0.25;
+        s[1] = 0;
+        hs_loadmon_push(&mo, s);
+    }
+    /* The window forgot the first 60 samples entirely. */
+    CHECK_NEAR(hs_loadmon_load(&mo, 0), 0.25, 1e-12);
+    CHECK_NEAR(hs_loadmon_load(&mo, 1), 0, 1e-12);
+    hs_loadmon_free(&mo);
+}
+
 /* Runs two Llama-2-7B models; returns the result. */
 static void run_multi2(const hs_cluster *c, int system, double alpha, int intent,
                        const char *batched, hs_multi_result *r)
@@ -394,6 +453,8 @@ int main(void)
     test_space();
     test_rank(c);
     test_place(c);
+    test_uneven(c);
+    test_loadmon();
     test_fcfs_exact(c);
     test_multi(c);
     hs_cluster_destroy(c);
