@@ -385,7 +385,7 @@ int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *
     memset(res, 0, sizeof *res);
     if (mm->n_deps && !deploy)
         return hs_errf(err, HS_EINVAL, "iserve: deployments scheduled but no deploy hook");
-    qsort(mm->deps, (size_t)mm->n_deps, sizeof *mm->deps, cmp_dep);
+    if (mm->n_deps) qsort(mm->deps, (size_t)mm->n_deps, sizeof *mm->deps, cmp_dep);
     for (int m = 0; m < mm->n_models; m++)
         if (!mm->has_base[m])
             return hs_errf(err, HS_EINVAL, "iserve: model %s has no base layout for its SLO",
