@@ -127,6 +127,7 @@ int hs_multi_create(hs_multi **out, const hs_multi_cfg *cfg, const hs_cluster *c
         return hs_errf(err, HS_ERANGE, "iserve: alpha %g must be in [0, 1]", cfg->alpha);
     if (!(cfg->usable > 0 && cfg->usable <= 1))
         return hs_errf(err, HS_ERANGE, "iserve: usable %g must be in (0, 1]", cfg->usable);
+    if (n < 1 || n > 256) return hs_errf(err, HS_ERANGE, "iserve: cluster %s has %d GPUs (1..256)", c->name, n);
     if (!(cfg->slo_factor > 0) || cfg->max_prompt < 1 || n_models < 1)
         return hs_errf(err, HS_ERANGE, "iserve: slo_factor > 0, max_prompt >= 1 and a model are needed");
     mm = calloc(1, sizeof *mm);
