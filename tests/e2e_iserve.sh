@@ -43,6 +43,15 @@ for sv in fcfs vllm; do
     fi
 done
 
+if hs_run 0 "run stored in a database" iserve run --models llama-2-7b,gpt-j-6b --preset azure-code --duration 300 --db "$T/i.db"; then
+    if command -v sqlite3 >/dev/null; then
+        check_eq "one runs row" "$(sqlite3 "$T/i.db" 'select count(*) from runs')" 1
+        check_eq "one replicas row per instance" "$(sqlite3 "$T/i.db" 'select count(*) from replicas')" 2
+        check_num "summary has the p50" "$(sqlite3 "$T/i.db" "select value from summary where metric='e2el_p50_ms'")" 'x > 0'
+    fi
+fi
+hs_run 1 "unwritable database" iserve run --models llama-2-7b --preset azure-code --duration 60 --db /nonexistent/dir/x.db
+
 if hs_run 0 "iserve planner" plan --planner iserve --model llama-2-13b --cluster iserve-a6000x8 --emit-deployment "$T/d.json"; then
     check_grep "planner recorded" "$T/d.json" '"planner":"iserve"'
     hs_run 0 "run the iserve deployment" run --deployment "$T/d.json" --requests 100 --db "$T/r.db" --quiet

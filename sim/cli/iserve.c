@@ -10,18 +10,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
+#include "out/db.h"
 #include "plan/iserve.h"
 #include "policy/policy.h"
+#include "serve/deploy.h"
 #include "serve/multi.h"
 #include "workload/workload.h"
+
+#ifndef HS_GIT_REV
+#define HS_GIT_REV ""
+#endif
 
 typedef struct isv_args {
     const char *mode;
     char models[1024];
     const char *cluster, *fp_dir, *emit_fp, *trace, *preset;
-    const char *perf_model, *serving;
+    const char *perf_model, *serving, *db;
     int intent, system, place, top, output, verbose, deploy_batch, seed, passes;
     double target, rate, tau, deploy_every, deploy_start, slo_factor, alpha, duration, usable;
 } isv_args;
@@ -62,6 +69,7 @@ static void usage(FILE *fp)
             "  --serving S          fcfs (batch 1, the paper's; default) or a batching policy\n"
             "                       (vllm, sarathi, static): each instance re-served by an engine\n"
             "  --passes N           batching: mean-field interference rounds (3)\n"
+            "  --db PATH            also store the run (runs, replicas = instances, summary)\n"
             "  --verbose            per-configuration / per-instance lines\n");
 }
 
@@ -105,6 +113,7 @@ static int parse(isv_args *a, int argc, char **argv, hs_err *err)
         else if (!strcmp(o, "--trace")) a->trace = v;
         else if (!strcmp(o, "--preset")) a->preset = v;
         else if (!strcmp(o, "--perf-model")) a->perf_model = v;
+        else if (!strcmp(o, "--db")) a->db = v;
         else if (!strcmp(o, "--serving")) {
             if (strcmp(v, "fcfs") && !hs_policy_find(v))
                 return hs_errf(err, HS_EINVAL, "iserve: --serving: \"%s\" is neither fcfs nor a policy", v);
@@ -301,6 +310,68 @@ static int open_source(const isv_args *a, hs_source **src, hs_err *err)
     return hs_source_open(src, &w, err);
 }
 
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Stores one run whole or not at all: runs row (the options as config),
+ * one replicas row per instance, the summary (iserve_* names). */
+static int store_run(const isv_args *a, hs_multi *mm, const hs_model *ms, const hs_cluster *c,
+                     const hs_multi_result *r, double profile_s, double wall_s, hs_err *err)
+{
+    hs_db *db = NULL;
+    int64_t run = 0;
+    char cfg[2048];
+    int rc;
+    hs_metric_value v[] = {
+        {"iserve_kept", (double)r->kept}, {"iserve_served", (double)r->served},
+        {"iserve_unserved", (double)r->unserved}, {"iserve_early", (double)r->early},
+        {"e2el_p50_ms", r->p50_s * 1e3}, {"e2el_p95_ms", r->p95_s * 1e3},
+        {"e2el_p99_ms", r->p99_s * 1e3}, {"e2el_mean_ms", r->mean_s * 1e3},
+        {"ttft_p50_ms", r->ttft_p50_s * 1e3}, {"slo_attainment", r->slo_attainment},
+        {"iserve_mem_gib", r->mem_gib}, {"iserve_cost_gib_s", r->cost},
+        {"iserve_gpu_hours", r->gpu_hours}, {"iserve_gpus_used", r->gpus_used},
+        {"iserve_gpu_throughput", r->gpu_throughput}, {"duration_s", r->duration_s},
+        {"iserve_deployed", r->deployed}, {"iserve_instances", r->instances},
+        {"iserve_profile_gpu_s", profile_s},
+    };
+    snprintf(cfg, sizeof cfg,
+             "{\"command\":\"iserve run\",\"models\":\"%s\",\"cluster\":\"%s\",\"trace\":\"%s\","
+             "\"preset\":\"%s\",\"rate\":%g,\"duration\":%g,\"system\":\"%s\",\"intent\":\"%s\","
+             "\"target\":%g,\"place\":\"%s\",\"tau\":%g,\"deploy_every\":%g,\"deploy_batch\":%d,"
+             "\"slo_factor\":%g,\"alpha\":%g,\"usable\":%g,\"serving\":\"%s\",\"passes\":%d,"
+             "\"perf_model\":\"%s\",\"seed\":%d}",
+             a->models, c->name, a->trace ? a->trace : "", a->trace ? "" : (a->preset ? a->preset : "azure-code"),
+             a->rate, a->duration, hs_isv_sys_names[a->system], hs_isv_intent_names[a->intent], a->target,
+             hs_isv_place_names[a->place], a->tau, a->deploy_every, a->deploy_batch, a->slo_factor,
+             a->alpha, a->usable, a->serving, a->passes, a->perf_model, a->seed);
+    if ((rc = hs_db_open(&db, a->db, err))) return rc;
+    {
+        hs_run_info ri = {cfg, HS_GIT_REV, "iserve", (uint64_t)a->seed};
+        rc = hs_db_run_begin(db, &ri, &run, err);
+    }
+    for (int i = 0; !rc; i++) {
+        const hs_layout *l = hs_multi_inst_layout(mm, i);
+        char gpus[512], role[96];
+        int model;
+        const char *lab = hs_multi_inst_label(mm, i, &model, NULL, NULL, NULL, NULL);
+        hs_replica_row row;
+        if (!l) break;
+        hs_layout_gpus_str(l, c, gpus, sizeof gpus);
+        snprintf(role, sizeof role, "%s %s", ms[model].name, lab);
+        row = (hs_replica_row){i, role, gpus, l->stage[0].tp, l->pp, l->stage[0].bits, 0, a->perf_model};
+        rc = hs_db_replica(db, run, &row, err);
+    }
+    if (!rc) rc = hs_db_summary(db, run, v, (int)(sizeof v / sizeof v[0]), err);
+    if (!rc) rc = hs_db_run_commit(db, run, wall_s, r->kept, err);
+    if (rc) hs_db_run_abort(db);
+    hs_db_close(db);
+    return rc;
+}
+
 static int do_run(const isv_args *a, hs_model *ms, int nm, const hs_cluster *c, hs_err *err)
 {
     hs_isv_opts o;
@@ -309,6 +380,7 @@ static int do_run(const isv_args *a, hs_model *ms, int nm, const hs_cluster *c, 
     hs_multi *mm = NULL;
     hs_source *src = NULL;
     hs_multi_result r;
+    double t_start = wall_now();
     int rc;
     opts_of(a, &o);
     memset(&k, 0, sizeof k);
@@ -368,6 +440,9 @@ static int do_run(const isv_args *a, hs_model *ms, int nm, const hs_cluster *c, 
            (long long)r.unserved, r.p50_s, r.p95_s, r.p99_s, r.mean_s, r.ttft_p50_s,
            r.slo_attainment, r.mem_gib, r.cost, r.gpu_hours, r.gpu_throughput, r.duration_s,
            k.profile_s);
+    if (a->db && (rc = store_run(a, mm, ms, c, &r, k.profile_s,
+                                 wall_now() - t_start, err)))
+        goto out;
     if (a->verbose)
         for (int i = 0;; i++) {
             int model, ng;

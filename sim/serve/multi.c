@@ -562,3 +562,8 @@ const char *hs_multi_inst_label(const hs_multi *mm, int i, int *model, int *n_gp
     if (p50_s) *p50_s = 0;
     return mm->in[i].label;
 }
+
+const hs_layout *hs_multi_inst_layout(const hs_multi *mm, int i)
+{
+    return i >= 0 && i < mm->n_in ? &mm->in[i].layout : NULL;
+}

@@ -153,6 +153,9 @@ int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_eng
 const char *hs_multi_inst_label(const hs_multi *mm, int i, int *model, int *n_gpus,
                                 double *gib, int64_t *served, double *p50_s);
 
+/* Instance i's layout (NULL past the end). */
+const hs_layout *hs_multi_inst_layout(const hs_multi *mm, int i);
+
 /* 1 when every GPU's true bytes are within usable x capacity (MULTI-MEM). */
 int hs_multi_mem_sane(const hs_multi *mm);
 
