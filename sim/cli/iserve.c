@@ -247,12 +247,20 @@ static int do_estimate(const isv_args *a, const hs_model *m, const hs_cluster *c
                    100 * (el - tl) / tl, em, tm, em - tm);
         }
     }
-    if (!rc)
+    if (!rc) {
+        /* Size of the 2-layer fingerprint against the model, FP16 on one GPU
+         * (paper: Llama-2-70B's fingerprint is 2.40% of the model). */
+        double fp_b = 0, full_b = 0;
+        for (int i = 0; i < fp.n; i++)
+            if (fp.m[i].layers == 2 && fp.m[i].tp == 1 && fp.m[i].pp == 1 && fp.m[i].var == 0)
+                fp_b = fp.m[i].mem_gib;
+        full_b = hs_isv_stage_bytes(m, 0, m->layers, 1, 1, 1, &o) / 1073741824.0;
         printf("estimate model=%s configs=%d mem_err_mean_gib=%.3f mem_err_max_gib=%.3f "
                "lat_err_mean_pct=%.2f lat_err_max_pct=%.2f fingerprint_rows=%d "
-               "profile_gpu_s=%.1f full_profile_gpu_s=%.1f\n",
+               "profile_gpu_s=%.1f full_profile_gpu_s=%.1f fingerprint_mem_pct=%.2f\n",
                m->name, cnt, cnt ? mem_abs / cnt : 0, mem_max, cnt ? 100 * lat_rel / cnt : 0,
-               100 * lat_max, fp.n, fp.profile_s, full_s);
+               100 * lat_max, fp.n, fp.profile_s, full_s, full_b > 0 ? 100 * fp_b / full_b : 0);
+    }
     free(sp);
     hs_isv_fp_free(&fp);
     return rc;
