@@ -21,6 +21,7 @@ static void usage(FILE *fp)
             "  search       capacity search, cheapest deployment, cost-latency Pareto front\n"
             "  report       plots and an HTML page from a results database\n"
             "  llmpq        LLM-PQ planner, offline pipeline simulation, omega tool\n"
+            "  iserve       iServe: fingerprint estimator, intents, multi-model cluster runs\n"
             "\n"
             "`hetsim <command> --help` describes each command.\n");
 }
@@ -49,6 +50,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "search")) return hs_cli_search(argc - 1, argv + 1);
     if (!strcmp(argv[1], "report")) return hs_cli_report(argc - 1, argv + 1);
     if (!strcmp(argv[1], "llmpq")) return hs_cli_llmpq(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "iserve")) return hs_cli_iserve(argc - 1, argv + 1);
     fprintf(stderr, "hetsim: unknown command \"%s\" (see hetsim --help)\n", argv[1]);
     return 2;
 }

@@ -15,6 +15,7 @@ extern const hs_planner_ops hs_planner_uniform_pp;
 extern const hs_planner_ops hs_planner_hetis;
 extern const hs_planner_ops hs_planner_hetis_splitwise;
 extern const hs_planner_ops hs_planner_hetis_hexgen;
+extern const hs_planner_ops hs_planner_iserve;
 
 const hs_planner_ops *const hs_planners[] = {
     &hs_planner_uniform,
@@ -29,6 +30,7 @@ const hs_planner_ops *const hs_planners[] = {
     &hs_planner_hetis,
     &hs_planner_hetis_splitwise,
     &hs_planner_hetis_hexgen,
+    &hs_planner_iserve,
     NULL,
 };
 

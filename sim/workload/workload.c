@@ -201,7 +201,7 @@ int hs_workload_set(hs_workload_cfg *cfg, const char *key, const char *value,
 
 /* ---- sources ----------------------------------------------------------- */
 
-typedef enum srckind { SRC_AZURE, SRC_SHAREGPT_CSV, SRC_SHAREGPT_JSON, SRC_SYNTHETIC } srckind;
+typedef enum srckind { SRC_AZURE, SRC_SHAREGPT_CSV, SRC_SHAREGPT_JSON, SRC_SYNTHETIC, SRC_ARRAY } srckind;
 
 struct hs_source {
     srckind kind;
@@ -220,6 +220,8 @@ struct hs_source {
     int have_first;
     hs_ns win_start, win_end;/* azure: offsets from the first row, ns (win_end 0: none) */
     int done, failed;
+    const hs_arrival *list;  /* SRC_ARRAY: caller's arrivals, not owned */
+    int64_t n_list;
 };
 
 static int kind_of(const char *k, srckind *out)
@@ -340,6 +342,8 @@ int hs_source_open(hs_source **out, const hs_workload_cfg *cfg, hs_err *err)
         }
         if (cfg->max_requests == 0 && cfg->duration == 0) s->limit = HS__PRESET_REQUESTS;
         break;
+    case SRC_ARRAY: /* only hs_source_open_array makes these */
+        break;
     }
     *out = s;
     return 0;
@@ -404,6 +408,7 @@ static int next_generated(hs_source *s, hs_arrival *a, hs_err *err)
         }
         return 1;
     case SRC_AZURE:
+    case SRC_ARRAY:
         break;
     }
     return hs_errf(err, HS_ESTATE, "workload: bad source kind");
@@ -419,7 +424,12 @@ int hs_source_next(hs_source *s, hs_arrival *a, hs_err *err)
         s->done = 1;
         return 0;
     }
-    rc = s->kind == SRC_AZURE ? next_azure(s, a, err) : next_generated(s, a, err);
+    if (s->kind == SRC_ARRAY) {
+        rc = s->emitted < s->n_list;
+        if (rc) *a = s->list[s->emitted];
+    } else {
+        rc = s->kind == SRC_AZURE ? next_azure(s, a, err) : next_generated(s, a, err);
+    }
     if (rc < 0) {
         s->failed = 1;
         return rc;
@@ -430,6 +440,25 @@ int hs_source_next(hs_source *s, hs_arrival *a, hs_err *err)
     }
     a->id = s->emitted++;
     return 1;
+}
+
+int hs_source_open_array(hs_source **out, const hs_arrival *list, int64_t n, hs_err *err)
+{
+    hs_source *s;
+    *out = NULL;
+    for (int64_t i = 0; i < n; i++)
+        if (list[i].prompt < 1 || list[i].output < 1 || list[i].arrival < 0 ||
+            (i && list[i].arrival < list[i - 1].arrival))
+            return hs_errf(err, HS_EINVAL, "workload: arrival list entry %lld: lengths >= 1 and times non-decreasing",
+                           (long long)i);
+    s = calloc(1, sizeof *s);
+    if (!s) return hs_errf(err, HS_ENOMEM, "out of memory");
+    s->kind = SRC_ARRAY;
+    s->list = list;
+    s->n_list = n;
+    s->limit = INT64_MAX;
+    *out = s;
+    return 0;
 }
 
 void hs_source_close(hs_source *s)

@@ -71,6 +71,10 @@ int hs_workload_set(hs_workload_cfg *cfg, const char *key, const char *value,
 /* Opens a source.  Validates the configuration (errors name the field). */
 int hs_source_open(hs_source **out, const hs_workload_cfg *cfg, hs_err *err);
 
+/* A source replaying the caller's arrivals (kept, not copied; they must
+ * outlive the source); ids are reassigned 0, 1, 2 ... */
+int hs_source_open_array(hs_source **out, const hs_arrival *list, int64_t n, hs_err *err);
+
 /* Next arrival: returns 1 and fills *a, 0 at the end, or a negative HS_E*
  * code with err naming "file:line: problem" for malformed input (bad CSV
  * line, negative or absurd token counts, timestamps going backwards). */

@@ -1,0 +1,162 @@
+/* multi.h - a multi-model cluster: LLMs deployed over time onto shared GPUs,
+ * requests routed per model, FCFS batch-1 serving as in iServe.
+ *
+ * Each deployed model has one or more instances (DP replicas), each on a set
+ * of GPUs with a parallel layout.  An instance serves one request at a time,
+ * FCFS from its own queue (iServe Sec. 5: no batching, no preemption).  A
+ * request's solo service time comes from the latency model of the instance's
+ * layout (hs_solo: prefill pass + one decode pass per further token, context
+ * growing; closed form because decode time is linear in the context).
+ *
+ * Interference model (co-located models; the paper gives none): GPUs are
+ * time-sliced between the busy instances placed on them (CUDA time slicing,
+ * no MPS).  With k busy instances on a GPU, each progresses at
+ *     rate = 1 / (1 + alpha (k - 1))
+ * of its solo speed; an instance spanning several GPUs advances at the rate
+ * of its most contended GPU.  alpha = 1 is pure time slicing (two busy
+ * models each run at half speed); alpha < 1 credits overlap of kernels that
+ * leave the GPU idle (batch-1 decode is memory bound and launch bound).
+ * Rates change only at starts and completions, so the run is an exact fluid
+ * processor-sharing simulation driven by those events.
+ *
+ * Routing: each arrival kept by thinning is assigned a model uniformly at
+ * random (the paper's random query-to-LLM assignment), so every model sees
+ * the same rate; arrivals for a model whose deployment time has not come
+ * are not part of the workload (counted as `early`), those for a model that
+ * could not be deployed are unserved (SLO misses).  Among a model's instances the one with
+ * the fewest outstanding requests is chosen (ties: lowest id).
+ *
+ * Load monitor: every second each GPU's busy fraction over that second is
+ * pushed; the load seen by placement is the mean over the last 120 samples.
+ *
+ * Invariants: MULTI-CONS kept arrivals == served + unserved at the end;
+ * MULTI-MEM the true bytes placed on a GPU never exceed usable x capacity
+ * (hs_multi_add refuses, asserted after each deployment). */
+#ifndef HS_MULTI_H
+#define HS_MULTI_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+#include "core/time.h"
+#include "hw/hw.h"
+#include "llm/model.h"
+#include "perf/perf.h"
+#include "serve/runtime.h"
+#include "workload/workload.h"
+
+/* Solo latency of one request on one layout. */
+typedef struct hs_solo {
+    hs_perf perf;
+    double lat_factor;      /* multiplies the modelled time (format kernels) */
+    double pass_extra_ns;   /* added to every forward pass (CPU offload) */
+} hs_solo;
+
+/* max_prompt sizes the tables. */
+int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
+                  const hs_cluster *c, const hs_layout *l, int max_prompt,
+                  double lat_factor, double pass_extra_ns, hs_err *err);
+void hs_solo_free(hs_solo *s);
+/* ns; *ttft (may be NULL) gets the first-token part. */
+double hs_solo_req_ns(const hs_solo *s, int prompt, int output, double *ttft);
+
+/* Load monitor. */
+#define HS_LOAD_WINDOW 120
+typedef struct hs_loadmon {
+    int n;
+    double *samples;   /* [n * HS_LOAD_WINDOW] ring */
+    double *sum;       /* [n] */
+    int head, filled;
+} hs_loadmon;
+int hs_loadmon_init(hs_loadmon *mo, int n, hs_err *err);
+void hs_loadmon_free(hs_loadmon *mo);
+void hs_loadmon_push(hs_loadmon *mo, const double *busy_frac);
+double hs_loadmon_load(const hs_loadmon *mo, int gpu);
+
+typedef struct hs_multi_cfg {
+    double alpha;       /* interference, see above (1) */
+    double usable;      /* fraction of each GPU's memory models may use (0.95) */
+    double slo_factor;  /* request SLO = factor x its solo latency on the model's base layout (5) */
+    double rate;        /* fraction of trace arrivals kept, (0, 1] */
+    int max_prompt;     /* prompts longer are clamped (1024: ShareGPT inputs <= 1K) */
+    uint64_t seed;
+    hs_perf_cfg perf;
+} hs_multi_cfg;
+
+void hs_multi_cfg_defaults(hs_multi_cfg *c);
+
+typedef struct hs_multi hs_multi;
+
+/* Called at each scheduled deployment of `model`; adds instances with
+ * hs_multi_add.  Returns 0, HS_ENOFIT (the model stays undeployed) or
+ * another negative code (the run fails). */
+typedef int (*hs_multi_deploy_fn)(void *ctx, hs_multi *mm, int model, hs_err *err);
+
+/* models: n_models entries, owned by the caller, outliving the runner. */
+int hs_multi_create(hs_multi **out, const hs_multi_cfg *cfg, const hs_cluster *c,
+                    const hs_model *models, int n_models, hs_err *err);
+void hs_multi_destroy(hs_multi *mm);
+
+/* The layout whose solo latency defines the model's SLO (minimum
+ * parallelism, no quantisation). */
+int hs_multi_set_base(hs_multi *mm, int model, const hs_layout *l, hs_err *err);
+/* Deploys `model` at t seconds (several per model are allowed). */
+int hs_multi_schedule(hs_multi *mm, int model, double t_s, hs_err *err);
+
+/* Adds an instance.  charge_b: bytes per GPU the controller charges (its
+ * estimate, NULL: the true bytes); true bytes per GPU come from true_b
+ * (indexed like l's GPUs, stage-major).  Returns HS_ENOFIT, changing
+ * nothing, when the true bytes would exceed a GPU's usable memory. */
+int hs_multi_add(hs_multi *mm, int model, const hs_layout *l, double lat_factor,
+                 double pass_extra_ns, const double *charge_b, const double *true_b,
+                 const char *label, hs_err *err);
+
+/* Views for the deployment controller (arrays of n GPUs, valid until the
+ * next hs_multi call). */
+int hs_multi_n_gpus(const hs_multi *mm);
+const double *hs_multi_free_b(hs_multi *mm);   /* usable - charged */
+const double *hs_multi_used_b(hs_multi *mm);   /* charged */
+const double *hs_multi_load(hs_multi *mm);     /* monitor window means */
+double hs_multi_now_s(const hs_multi *mm);
+
+typedef struct hs_multi_result {
+    int64_t arrivals;       /* trace arrivals read */
+    int64_t kept;           /* after rate thinning, for models whose deployment time has come */
+    int64_t early;          /* thinned-in arrivals for models not yet due (not in kept) */
+    int64_t served, unserved; /* unserved: its model could not be deployed (or an engine dropped it) */
+    double p50_s, p95_s, p99_s, mean_s;   /* end-to-end latency of served requests */
+    double ttft_p50_s;
+    double slo_attainment;  /* served within SLO / kept (unserved count as misses) */
+    double mem_gib;         /* true bytes of deployed instances at the end */
+    double cost;            /* mean per served request of instance GiB x latency s */
+    double gpu_hours;       /* sum over served requests of GPUs x solo service time */
+    int gpus_used;
+    double gpu_throughput;  /* served / (duration x GPUs used), req/s/GPU */
+    double duration_s;      /* first arrival to last finish */
+    int deployed, instances;
+} hs_multi_result;
+
+/* Runs the arrivals of src through the cluster, calling deploy at the
+ * scheduled times. */
+int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *ctx,
+                 hs_multi_result *res, hs_err *err);
+
+/* The continuous-batching option (multi_cb.c): after hs_multi_run, re-serves
+ * every instance's requests with `policy` through one hs_engine each,
+ * interference by mean field over `passes` rounds; overwrites the latency,
+ * SLO, cost, GPU-hours and throughput figures of res (requests the engine
+ * drops count as unserved). */
+int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_engine_cfg *ec,
+                         int passes, hs_multi_result *res, hs_err *err);
+
+/* After a run: instance i's description (NULL past the end). */
+const char *hs_multi_inst_label(const hs_multi *mm, int i, int *model, int *n_gpus,
+                                double *gib, int64_t *served, double *p50_s);
+
+/* Instance i's layout (NULL past the end). */
+const hs_layout *hs_multi_inst_layout(const hs_multi *mm, int i);
+
+/* 1 when every GPU's true bytes are within usable x capacity (MULTI-MEM). */
+int hs_multi_mem_sane(const hs_multi *mm);
+
+#endif

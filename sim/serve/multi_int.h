@@ -1,0 +1,57 @@
+/* multi_int.h - the multi-model runner's private state, shared by multi.c
+ * (FCFS) and multi_cb.c (the continuous-batching option).  Not public. */
+#ifndef HS_MULTI_INT_H
+#define HS_MULTI_INT_H
+
+#include "serve/multi.h"
+
+typedef struct hs__mreq {
+    hs_ns arrival, start, finish;
+    int32_t prompt, output, model, inst, next;
+    int32_t dropped;              /* batched option: the engine dropped it */
+    double solo_ns, ttft_ns, slo_ns;
+} hs__mreq;
+
+typedef struct hs__inst {
+    int model, n_gpus, gpus[64];
+    hs_layout layout;
+    double lat_factor, pass_extra_ns;
+    double true_b[64], charge_b[64], bytes;
+    hs_solo solo;
+    char label[64];
+    int32_t qhead, qtail, qlen;   /* FCFS queue of hs__mreq indices */
+    int32_t cur;                  /* request in service, -1 idle */
+    double remaining, rate;       /* ns of solo work left; progress per ns */
+    int64_t served;
+} hs__inst;
+
+typedef struct hs__dep {
+    hs_ns t;
+    int model, seq;
+} hs__dep;
+
+struct hs_multi {
+    hs_multi_cfg cfg;
+    const hs_cluster *c;
+    const hs_model *models;
+    int n_models, n_gpus;
+    hs_solo *base;               /* [n_models] */
+    int *has_base, *deployed;
+    int *due;                    /* its deployment time has come (tried or done) */
+    hs__dep *deps;
+    int n_deps, cap_deps;
+    hs__inst *in;
+    int n_in, cap_in;
+    hs__mreq *rq;
+    int64_t n_rq, cap_rq;
+    double *cap_b, *charge_b, *free_b, *true_b, *loadv, *busy_ns;
+    int *busy_k;
+    hs_loadmon mon;
+    hs_ns now;
+};
+
+/* Sorts ascending; percentile q of a sorted array (linear interpolation). */
+void hs__sort_doubles(double *v, int64_t n);
+double hs__pct(const double *v, int64_t n, double q);
+
+#endif

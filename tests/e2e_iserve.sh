@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# e2e_iserve.sh - `hetsim iserve`: the estimate covers the paper's 180
+# configurations; fingerprints written by --emit-fingerprints (the format
+# hetsim-exec would fill on a GPU) read back to the same estimate; bad
+# fingerprint files and options are one-line errors with exit 2; a small
+# multi-model run deploys every model and conserves requests, in FCFS and
+# batched serving; the iserve planner's deployment runs.
+set -u
+. "$(dirname "$0")/fixtures/lib.sh"
+
+if hs_run 0 "estimate llama-2-70b" iserve estimate --model llama-2-70b --emit-fingerprints "$T/llama-2-70b.csv"; then
+    check_grep "180 configurations" "$T/out" "configs=180 "
+    cp "$T/out" "$T/est1"
+    check_grep "fingerprint file header" "$T/llama-2-70b.csv" "^model,layers,tp,pp,wq,kv_bits,prune,prompt,output,latency_ms,mem_gib$"
+fi
+if hs_run 0 "estimate from the fingerprint file" iserve estimate --model llama-2-70b --fingerprints "$T"; then
+    check_eq "same estimate from the file" "$(sed 's/ profile_gpu_s.*//' "$T/out")" "$(sed 's/ profile_gpu_s.*//' "$T/est1")"
+fi
+mkdir -p "$T/bad"; sed "3s/,fp16,/,fp12,/" "$T/llama-2-70b.csv" >"$T/bad/llama-2-70b.csv"
+if hs_run 2 "bad fingerprint row" iserve estimate --model llama-2-70b --fingerprints "$T/bad"; then
+    check_grep "error names file and line" "$T/err" "llama-2-70b.csv:3: unknown variant"
+    check_eq "one error line" "$(wc -l <"$T/err")" 1
+fi
+hs_run 2 "unknown intent" iserve rank --model llama-2-7b --intent fastest
+hs_run 2 "unknown model" iserve run --models llama-2-7b,no-such-model
+hs_run 2 "rate out of range" iserve run --models llama-2-7b --rate 1.5
+
+if hs_run 0 "rank min-memory" iserve rank --model llama-2-7b --intent min-memory --top 1; then
+    check_grep "lowest memory is (1,1) at 4 bits" "$T/out" "^  1 tp1-pp1-(int4|gptq4)"
+fi
+
+for sv in fcfs vllm; do
+    if hs_run 0 "run 3 models ($sv)" iserve run --models llama-2-7b,gpt-j-6b,llama-2-13b --preset azure-code \
+        --duration 600 --rate 0.5 --deploy-every 60 --serving $sv --verbose; then
+        line=$(grep '^result' "$T/out")
+        check_grep "all deployed ($sv)" "$T/out" " deployed=3 "
+        kept=$(sed -n 's/.* kept=\([0-9]*\).*/\1/p' <<<"$line")
+        served=$(sed -n 's/.* served=\([0-9]*\).*/\1/p' <<<"$line")
+        uns=$(sed -n 's/.* unserved=\([0-9]*\).*/\1/p' <<<"$line")
+        check_eq "kept == served + unserved ($sv)" "$kept" "$((served + uns))"
+        check_num "served some ($sv)" "$served" 'x > 50'
+        check_eq "one line per instance ($sv)" "$(grep -c '^  instance' "$T/out")" 3
+    fi
+done
+
+if hs_run 0 "run stored in a database" iserve run --models llama-2-7b,gpt-j-6b --preset azure-code --duration 300 --db "$T/i.db"; then
+    if command -v sqlite3 >/dev/null; then
+        check_eq "one runs row" "$(sqlite3 "$T/i.db" 'select count(*) from runs')" 1
+        check_eq "one replicas row per instance" "$(sqlite3 "$T/i.db" 'select count(*) from replicas')" 2
+        check_num "summary has the p50" "$(sqlite3 "$T/i.db" "select value from summary where metric='e2el_p50_ms'")" 'x > 0'
+    fi
+fi
+hs_run 1 "unwritable database" iserve run --models llama-2-7b --preset azure-code --duration 60 --db /nonexistent/dir/x.db
+
+if hs_run 0 "iserve planner" plan --planner iserve --model llama-2-13b --cluster iserve-a6000x8 --emit-deployment "$T/d.json"; then
+    check_grep "planner recorded" "$T/d.json" '"planner":"iserve"'
+    hs_run 0 "run the iserve deployment" run --deployment "$T/d.json" --requests 100 --db "$T/r.db" --quiet
+fi
+e2e_finish

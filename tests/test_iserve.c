@@ -1,0 +1,462 @@
+/* test_iserve.c - iServe: the fingerprint estimator is exact on synthetic
+ * linear fingerprints and round-trips its file format; the configuration
+ * space has the paper's size; intents rank correctly; placement never
+ * charges a GPU more than its free memory (ISV-MEM); the multi-model runner
+ * conserves requests (MULTI-CONS), keeps true memory within the GPUs
+ * (MULTI-MEM), queues exactly and slows down under interference. */
+#include "check.h"
+
+#include "plan/iserve.h"
+#include "policy/policy.h"
+#include "serve/multi.h"
+
+static double gib(double b) { return b / 1073741824.0; }
+
+/* Synthetic linear truth: per (tp, var) TTFT(n) = n h + o, TPOT(n) = n g + q;
+ * memory(n, t, p) = n (w + t a + (p-1) b) + (w0 + t a0 + (p-1) b0). */
+static double lin_ttft(int n, int tp, int v) { return n * (3.0 + tp * 0.25 + v) + 7.0 / tp; }
+static double lin_tpot(int n, int tp, int v) { return n * (0.5 / tp + 0.01 * v) + 0.3; }
+static double lin_mem(int n, int tp, int pp, int v)
+{
+    return n * (0.8 / (1 + v) + tp * 0.05 + (pp - 1) * 0.02) + (2.0 + tp * 0.4 + (pp - 1) * 0.3);
+}
+
+static void test_estimator_linear(void)
+{
+    hs_isv_fp fp, back;
+    hs_isv_est e;
+    hs_err err = {0, ""};
+    const int L = 40, tps[4] = {1, 2, 4, 8};
+    char path[256];
+    FILE *f;
+    memset(&fp, 0, sizeof fp);
+    snprintf(fp.model, sizeof fp.model, "synthetic");
+    for (int v = 0; v < HS_ISV_NVAR; v++)
+        for (int n = 1; n <= 2; n++) {
+            for (int i = 0; i < 4; i++)
+                for (int k = 0; k < 2; k++) {
+                    int out = k ? 128 : 16;
+                    hs_isv_meas m = {n, tps[i], 1, v, 512, out,
+                                     lin_ttft(n, tps[i], v) + lin_tpot(n, tps[i], v) * out,
+                                     lin_mem(n, tps[i], 1, v)};
+                    CHECK_OK(hs_isv_fp_add(&fp, &m, &err), &err);
+                }
+            {
+                hs_isv_meas m = {n, 1, 2, v, 512, 16, 1.0, lin_mem(n, 1, 2, v)};
+                CHECK_OK(hs_isv_fp_add(&fp, &m, &err), &err);
+            }
+        }
+    CHECK_OK(hs_isv_estimate(&e, &fp, L, &err), &err);
+    for (int v = 0; v < HS_ISV_NVAR; v++)
+        for (int i = 0; i < 4; i++)
+            for (int pp = 1; pp <= 8; pp++) {
+                hs_isv_cfg c = {tps[i], pp, v};
+                CHECK(hs_isv_est_has(&e, &c));
+                CHECK_REL(hs_isv_est_ttft_ms(&e, &c), lin_ttft(L, tps[i], v), 1e-12);
+                CHECK_REL(hs_isv_est_tpot_ms(&e, &c), lin_tpot(L, tps[i], v), 1e-12);
+                CHECK_REL(hs_isv_est_latency_s(&e, &c, 100),
+                          (lin_ttft(L, tps[i], v) + 100 * lin_tpot(L, tps[i], v)) / 1e3, 1e-12);
+                CHECK_REL(hs_isv_est_mem_gib(&e, &c), lin_mem(L, tps[i], pp, v), 1e-12);
+            }
+    /* The file format round-trips (what hetsim-exec would write). */
+    snprintf(path, sizeof path, "%s", hs_test_tmpfile("fp.csv", ""));
+    f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK_OK(hs_isv_fp_write(&fp, f), &err);
+        fclose(f);
+        CHECK_OK(hs_isv_fp_read(&back, path, "synthetic", &err), &err);
+        CHECK_INT(back.n, fp.n);
+        for (int i = 0; i < fp.n && i < back.n; i++) {
+            CHECK_INT(back.m[i].var, fp.m[i].var);
+            CHECK_REL(back.m[i].latency_ms, fp.m[i].latency_ms, 1e-6);
+        }
+        hs_isv_fp_free(&back);
+        /* Bad rows are errors naming file and line. */
+        CHECK(hs_isv_fp_read(&back, path, "other-model", &err) == HS_EPARSE);
+        CHECK(strstr(err.msg, ":3:") != NULL);
+    }
+    {
+        const char *bad = hs_test_tmpfile("bad.csv",
+            "model,layers,tp,pp,wq,kv_bits,prune,prompt,output,latency_ms,mem_gib\n"
+            "synthetic,1,3,1,fp16,16,none,512,16,1.0,1.0\n");
+        CHECK(hs_isv_fp_read(&back, bad, "synthetic", &err) == HS_EPARSE);
+        CHECK(strstr(err.msg, ":2:") != NULL);
+    }
+    hs_isv_fp_free(&fp);
+}
+
+static void test_space(void)
+{
+    hs_model m;
+    hs_err err = {0, ""};
+    hs_isv_cfg *sp;
+    int n;
+    CHECK_OK(hs_model_find(&m, "llama-2-70b", &err), &err);
+    CHECK_OK(hs_isv_space(&m, 8, &sp, &n, &err), &err);
+    CHECK_INT(n, 180); /* the paper's count: 15 x (4 x 2 + 4) */
+    free(sp);
+    CHECK_OK(hs_model_find(&m, "falcon-7b", &err), &err);
+    CHECK_OK(hs_isv_space(&m, 8, &sp, &n, &err), &err);
+    CHECK_INT(n, 8 * HS_ISV_NVAR); /* 71 heads: pipeline only (Table 1) */
+    for (int i = 0; i < n; i++) CHECK_INT(sp[i].tp, 1);
+    free(sp);
+}
+
+static double metric(const hs_isv_score *s, int kind)
+{
+    switch (kind) {
+    case HS_ISV_MIN_LATENCY: return s->latency_s;
+    case HS_ISV_MIN_COST: return s->cost;
+    case HS_ISV_MIN_MEMORY: return s->mem_gib;
+    default: return s->gpu_hours;
+    }
+}
+
+static void test_rank(const hs_cluster *c)
+{
+    hs_model m;
+    hs_isv_ctl k;
+    hs_isv_opts o;
+    hs_err err = {0, ""};
+    hs_isv_cfg *sp;
+    int n;
+    memset(&k, 0, sizeof k);
+    hs_isv_opts_defaults(&o);
+    CHECK_OK(hs_model_find(&m, "llama-2-7b", &err), &err);
+    CHECK_OK(hs_isv_ctl_init(&k, c, &m, 1, &o, NULL, 0.95, &err), &err);
+    CHECK_OK(hs_isv_space(&m, 8, &sp, &n, &err), &err);
+    for (int kind = 0; kind < HS_ISV_NINTENT; kind++) {
+        hs_isv_score s0, s;
+        hs_isv_intent in = {kind, 0, 128};
+        int meet, nr;
+        hs_isv_score_of(&k.est[0], &k.base[0], 128, &s0);
+        if (kind == HS_ISV_LATENCY_SLO) in.target = 0.99 * s0.latency_s;
+        if (kind == HS_ISV_COST_BUDGET) in.target = 0.5 * s0.cost;
+        nr = hs_isv_rank(&k.est[0], &in, sp, n, &meet);
+        CHECK_INT(nr, n);
+        for (int i = 0; i < nr; i++) {
+            hs_isv_score_of(&k.est[0], &sp[i], 128, &s);
+            if (kind <= HS_ISV_MIN_GPUHOURS) {
+                /* Sorted, and the first is the brute-force minimum. */
+                if (i) {
+                    hs_isv_score p;
+                    hs_isv_score_of(&k.est[0], &sp[i - 1], 128, &p);
+                    CHECK(metric(&p, kind) <= metric(&s, kind));
+                }
+                CHECK(metric(&s, kind) >= 0);
+            } else if (kind == HS_ISV_LATENCY_SLO) {
+                CHECK((i < meet) == (s.latency_s <= in.target));
+                if (i && i < meet) {
+                    hs_isv_score p;
+                    hs_isv_score_of(&k.est[0], &sp[i - 1], 128, &p);
+                    CHECK(p.cost <= s.cost);
+                }
+            } else {
+                CHECK((i < meet) == (s.cost <= in.target));
+                if (i && i < meet) {
+                    hs_isv_score p;
+                    hs_isv_score_of(&k.est[0], &sp[i - 1], 128, &p);
+                    CHECK(p.latency_s <= s.latency_s);
+                }
+            }
+        }
+        if (kind == HS_ISV_LATENCY_SLO || kind == HS_ISV_COST_BUDGET) CHECK(meet > 0 && meet < n);
+        if (kind == HS_ISV_MIN_MEMORY) {
+            /* Paper Sec. 3: Llama-2-7B's lowest memory is (1,1), 4-bit. */
+            CHECK_INT(sp[0].tp, 1);
+            CHECK_INT(sp[0].pp, 1);
+            CHECK_INT(hs_isv_var(sp[0].var)->bits, 4);
+        }
+        if (kind == HS_ISV_MIN_GPUHOURS) CHECK_INT(sp[0].tp * sp[0].pp, 1);
+    }
+    free(sp);
+    hs_isv_ctl_free(&k);
+}
+
+static uint64_t rs = 88172645463325252ULL;
+static double urand(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (rs >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static void test_place(const hs_cluster *c)
+{
+    const char *names[2] = {"llama-2-70b", "llama-2-7b"};
+    hs_err err = {0, ""};
+    int ok = 0, nofit = 0;
+    for (int mi = 0; mi < 2; mi++) {
+        hs_model m;
+        hs_isv_ctl k;
+        hs_isv_opts o;
+        hs_isv_cfg *sp;
+        int n;
+        memset(&k, 0, sizeof k);
+        hs_isv_opts_defaults(&o);
+        CHECK_OK(hs_model_find(&m, names[mi], &err), &err);
+        CHECK_OK(hs_isv_ctl_init(&k, c, &m, 1, &o, NULL, 0.95, &err), &err);
+        CHECK_OK(hs_isv_space(&m, 8, &sp, &n, &err), &err);
+        for (int it = 0; it < 400; it++) {
+            double fr[8], used[8], load[8], sum = 0;
+            hs_isv_cfg *cf = &sp[(int)(urand() * n)];
+            hs_isv_gpus g = {8, fr, used, load};
+            hs_isv_placement pl;
+            int policy = (int)(urand() * HS_ISV_NPLACE), layers = 0, rc;
+            for (int i = 0; i < 8; i++) {
+                fr[i] = urand() * 45.6 * 1073741824.0;
+                used[i] = 45.6 * 1073741824.0 - fr[i];
+                load[i] = urand();
+                sum += fr[i];
+            }
+            rc = hs_isv_place(&m, &k.est[0], cf, &g, policy, 0.5, &pl, &err);
+            if (rc) {
+                CHECK_INT(rc, HS_ENOFIT);
+                nofit++;
+                continue;
+            }
+            ok++;
+            CHECK_INT(pl.n_gpus, cf->tp * cf->pp);
+            CHECK(gib(sum) + 1e-9 >= hs_isv_est_mem_gib(&k.est[0], cf) - 1e-6);
+            for (int j = 0; j < pl.n_gpus; j++) {
+                CHECK(pl.charge_b[j] <= fr[pl.gpus[j]]); /* ISV-MEM */
+                for (int q = 0; q < j; q++) CHECK(pl.gpus[q] != pl.gpus[j]);
+            }
+            for (int s = 0; s < pl.layout.pp; s++) {
+                CHECK(pl.layout.stage[s].layers >= 1);
+                layers += pl.layout.stage[s].layers;
+            }
+            CHECK_INT(layers, m.layers);
+        }
+        /* An empty cluster holds the FP16 model at TP 8 with even layers. */
+        {
+            double fr[8], used[8] = {0}, load[8] = {0};
+            hs_isv_gpus g = {8, fr, used, load};
+            hs_isv_cfg cf = {1, 8, 0};
+            hs_isv_placement pl;
+            for (int i = 0; i < 8; i++) fr[i] = 45.6 * 1073741824.0;
+            CHECK_OK(hs_isv_place(&m, &k.est[0], &cf, &g, HS_ISV_PLACE_FIRST, 0.5, &pl, &err), &err);
+            for (int s = 0; s < 8; s++) CHECK_INT(pl.layout.stage[s].layers, m.layers / 8);
+        }
+        free(sp);
+        hs_isv_ctl_free(&k);
+    }
+    CHECK(ok > 100);
+    CHECK(nofit > 10);
+}
+
+/* Uneven splits: a tight GPU takes fewer layers, the others more, adjacent
+ * layers together (the paper's "2 on one GPU, 4 on all others"). */
+static void test_uneven(const hs_cluster *c)
+{
+    hs_model m;
+    hs_isv_ctl k;
+    hs_isv_opts o;
+    hs_err err = {0, ""};
+    hs_isv_cfg cf = {1, 4, 0};
+    hs_isv_placement pl;
+    double fr[8], used[8] = {0}, load[8] = {0}, block;
+    hs_isv_gpus g = {8, fr, used, load};
+    memset(&k, 0, sizeof k);
+    hs_isv_opts_defaults(&o);
+    CHECK_OK(hs_model_find(&m, "falcon-7b", &err), &err);
+    CHECK_OK(hs_isv_ctl_init(&k, c, &m, 1, &o, NULL, 0.95, &err), &err);
+    block = hs_isv_est_mem_gib(&k.est[0], &cf) * 1073741824.0 / m.layers;
+    for (int i = 0; i < 8; i++) fr[i] = 20 * block;
+    fr[1] = 2.5 * block;   /* holds two layers */
+    CHECK_OK(hs_isv_place(&m, &k.est[0], &cf, &g, HS_ISV_PLACE_FIRST, 0, &pl, &err), &err);
+    CHECK_INT(pl.layout.stage[0].gpus[0], 0);
+    CHECK_INT(pl.layout.stage[1].gpus[0], 1);
+    CHECK_INT(pl.layout.stage[1].layers, 2);
+    CHECK_INT(pl.layout.stage[0].layers + pl.layout.stage[2].layers + pl.layout.stage[3].layers, 30);
+    CHECK(abs(pl.layout.stage[0].layers - pl.layout.stage[3].layers) <= 1);
+    /* GPU 1 too small for any block: skipped, the next GPU takes its place. */
+    fr[1] = 0.5 * block;
+    CHECK_OK(hs_isv_place(&m, &k.est[0], &cf, &g, HS_ISV_PLACE_FIRST, 0, &pl, &err), &err);
+    CHECK_INT(pl.layout.stage[1].gpus[0], 2);
+    CHECK_INT(pl.layout.stage[1].layers, 8);
+    hs_isv_ctl_free(&k);
+}
+
+/* Load monitor: the mean of the last 120 one-second samples. */
+static void test_loadmon(void)
+{
+    hs_loadmon mo;
+    hs_err err = {0, ""};
+    double s[2];
+    CHECK_OK(hs_loadmon_init(&mo, 2, &err), &err);
+    CHECK_NEAR(hs_loadmon_load(&mo, 0), 0, 0);
+    for (int i = 0; i < 60; i++) {
+        s[0] = 1;
+        s[1] = i % 2 ? 1 : 0;
+        hs_loadmon_push(&mo, s);
+    }
+    CHECK_NEAR(hs_loadmon_load(&mo, 0), 1, 1e-12);
+    CHECK_NEAR(hs_loadmon_load(&mo, 1), 0.5, 1e-12);
+    for (int i = 0; i < 120; i++) {
+        s[0] = 0.25;
+        s[1] = 0;
+        hs_loadmon_push(&mo, s);
+    }
+    /* The window forgot the first 60 samples entirely. */
+    CHECK_NEAR(hs_loadmon_load(&mo, 0), 0.25, 1e-12);
+    CHECK_NEAR(hs_loadmon_load(&mo, 1), 0, 1e-12);
+    hs_loadmon_free(&mo);
+}
+
+/* Runs two Llama-2-7B models; returns the result. */
+static void run_multi2(const hs_cluster *c, int system, double alpha, int intent,
+                       const char *batched, hs_multi_result *r)
+{
+    hs_model ms[3];
+    hs_isv_ctl k;
+    hs_isv_opts o;
+    hs_multi_cfg mc;
+    hs_multi *mm = NULL;
+    hs_workload_cfg w;
+    hs_source *src = NULL;
+    hs_err err = {0, ""};
+    memset(&k, 0, sizeof k);
+    hs_isv_opts_defaults(&o);
+    CHECK_OK(hs_model_find(&ms[0], "llama-2-7b", &err), &err);
+    CHECK_OK(hs_model_find(&ms[1], "llama-2-13b", &err), &err);
+    CHECK_OK(hs_model_find(&ms[2], "falcon-40b", &err), &err);
+    CHECK_OK(hs_isv_ctl_init(&k, c, ms, 3, &o, NULL, 0.95, &err), &err);
+    k.system = system;
+    k.intent = (hs_isv_intent){intent, 2.5, 128};
+    k.place = HS_ISV_PLACE_HYBRID;
+    k.tau = 0.5;
+    hs_multi_cfg_defaults(&mc);
+    mc.alpha = alpha;
+    mc.rate = 0.5;
+    CHECK_OK(hs_multi_create(&mm, &mc, c, ms, 3, &err), &err);
+    for (int i = 0; i < 3; i++) {
+        hs_layout l;
+        hs_isv_ctl_base_layout(&k, i, &l);
+        CHECK_OK(hs_multi_set_base(mm, i, &l, &err), &err);
+        CHECK_OK(hs_multi_schedule(mm, i, 20.0 * i, &err), &err);
+    }
+    hs_workload_defaults(&w);
+    CHECK_OK(hs_workload_set(&w, "preset", "azure-code", &err), &err);
+    w.duration = 600;
+    w.seed = 3;
+    CHECK_OK(hs_source_open(&src, &w, &err), &err);
+    CHECK_OK(hs_multi_run(mm, src, hs_isv_deploy, &k, r, &err), &err);
+    if (batched) {
+        hs_engine_cfg ec;
+        int64_t fcfs_served = r->served;
+        hs_engine_cfg_defaults(&ec);
+        ec.audit = 1;
+        CHECK_OK(hs_multi_run_batched(mm, hs_policy_find(batched), &ec, 2, r, &err), &err);
+        CHECK_INT(r->served, fcfs_served);           /* nothing dropped by the engines */
+    }
+    CHECK_INT(r->kept, r->served + r->unserved);   /* MULTI-CONS */
+    CHECK(hs_multi_mem_sane(mm));                   /* MULTI-MEM */
+    CHECK(r->served > 100);
+    CHECK(r->p50_s <= r->p95_s && r->p95_s <= r->p99_s);
+    CHECK(r->slo_attainment >= 0 && r->slo_attainment <= 1);
+    hs_source_close(src);
+    hs_multi_destroy(mm);
+    hs_isv_ctl_free(&k);
+}
+
+static void run_multi(const hs_cluster *c, int system, double alpha, int intent,
+                      hs_multi_result *r)
+{
+    run_multi2(c, system, alpha, intent, NULL, r);
+}
+
+static void test_multi(const hs_cluster *c)
+{
+    hs_multi_result a, b, d;
+    run_multi(c, HS_ISV_SYS_ISERVE, 1.0, HS_ISV_MIN_LATENCY, &a);
+    run_multi(c, HS_ISV_SYS_ISERVE, 1.0, HS_ISV_MIN_LATENCY, &b);
+    CHECK(a.mean_s == b.mean_s && a.served == b.served);   /* deterministic */
+    CHECK_INT(a.deployed, 3);
+    run_multi(c, HS_ISV_SYS_ISERVE, 0.0, HS_ISV_MIN_LATENCY, &d);
+    CHECK(d.mean_s <= a.mean_s);                            /* no interference is never slower */
+    for (int s = 1; s < HS_ISV_NSYS; s++) {
+        if (s == HS_ISV_SYS_ALPA || s == HS_ISV_SYS_ALPA_STAR) continue;
+        run_multi(c, s, 1.0, HS_ISV_MIN_COST, &d);
+        CHECK_INT(d.deployed, 3);
+    }
+    run_multi(c, HS_ISV_SYS_ISERVE, 1.0, HS_ISV_MIN_MEMORY, &d);
+    CHECK(d.mem_gib < a.mem_gib);
+    /* Continuous batching: same requests, far less queueing than batch-1
+     * FCFS; interference never makes it faster. */
+    run_multi2(c, HS_ISV_SYS_ISERVE, 1.0, HS_ISV_MIN_LATENCY, "vllm", &b);
+    CHECK(b.mean_s < a.mean_s);
+    run_multi2(c, HS_ISV_SYS_ISERVE, 0.0, HS_ISV_MIN_LATENCY, "vllm", &d);
+    CHECK(d.mean_s <= b.mean_s * (1 + 1e-9));
+    run_multi2(c, HS_ISV_SYS_ISERVE, 1.0, HS_ISV_MIN_LATENCY, "sarathi", &d);
+    CHECK(d.served == b.served);
+}
+
+/* One instance, fixed lengths, arrivals spaced wider than the service:
+ * every latency equals the solo service time exactly. */
+static void test_fcfs_exact(const hs_cluster *c)
+{
+    hs_model m;
+    hs_multi_cfg mc;
+    hs_multi *mm = NULL;
+    hs_workload_cfg w;
+    hs_source *src = NULL;
+    hs_multi_result r;
+    hs_err err = {0, ""};
+    hs_layout l;
+    hs_isv_cfg cf = {2, 1, 0};
+    hs_solo s;
+    int gpus[2] = {0, 1};
+    double tb[2], svc;
+    CHECK_OK(hs_model_find(&m, "llama-2-7b", &err), &err);
+    hs_multi_cfg_defaults(&mc);
+    CHECK_OK(hs_multi_create(&mm, &mc, c, &m, 1, &err), &err);
+    hs_isv_layout_even(&l, &m, &cf, gpus);
+    CHECK_OK(hs_multi_set_base(mm, 0, &l, &err), &err);
+    tb[0] = tb[1] = 10e9;
+    CHECK_OK(hs_multi_add(mm, 0, &l, 1.0, 0, NULL, tb, "t", &err), &err);
+    tb[0] = tb[1] = 40e9; /* a second copy on the same GPUs no longer fits */
+    CHECK(hs_multi_add(mm, 0, &l, 1.0, 0, NULL, tb, "t", &err) == HS_ENOFIT);
+    CHECK_OK(hs_solo_build(&s, &mc.perf, &m, c, &l, 1024, 1.0, 0, &err), &err);
+    svc = hs_solo_req_ns(&s, 200, 50, NULL) / 1e9;
+    hs_solo_free(&s);
+    hs_workload_defaults(&w);
+    CHECK_OK(hs_workload_set(&w, "preset", "", &err), &err);
+    CHECK_OK(hs_workload_set(&w, "arrival", "constant", &err), &err);
+    CHECK_OK(hs_workload_set(&w, "rate", "0.2", &err), &err);
+    CHECK_OK(hs_workload_set(&w, "prompt.kind", "fixed", &err), &err);
+    CHECK_OK(hs_workload_set(&w, "prompt.mean", "200", &err), &err);
+    CHECK_OK(hs_workload_set(&w, "output.kind", "fixed", &err), &err);
+    CHECK_OK(hs_workload_set(&w, "output.mean", "50", &err), &err);
+    CHECK_OK(hs_workload_set(&w, "max_requests", "20", &err), &err);
+    CHECK(svc < 5);
+    CHECK_OK(hs_source_open(&src, &w, &err), &err);
+    CHECK_OK(hs_multi_run(mm, src, NULL, NULL, &r, &err), &err);
+    CHECK_INT(r.served, 20);
+    CHECK_NEAR(r.p50_s, svc, 2e-9);
+    CHECK_NEAR(r.p99_s, svc, 2e-9);
+    CHECK_NEAR(r.slo_attainment, 1.0, 0);   /* SLO is 5x the solo latency */
+    hs_source_close(src);
+    hs_multi_destroy(mm);
+}
+
+int main(void)
+{
+    hs_cluster *c = NULL;
+    hs_err err = {0, ""};
+    hs_test_root();
+    CHECK_OK(hs_cluster_find(&c, "iserve-a6000x8", &err), &err);
+    if (!c) return hs_check_result();
+    test_estimator_linear();
+    test_space();
+    test_rank(c);
+    test_place(c);
+    test_uneven(c);
+    test_loadmon();
+    test_fcfs_exact(c);
+    test_multi(c);
+    hs_cluster_destroy(c);
+    return hs_check_result();
+}
