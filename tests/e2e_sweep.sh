@@ -92,6 +92,14 @@ hs_run 3 "--retry-failed runs it again" sweep --set workload.max_requests=100 --
     --db "$T/f.db" --retry-failed --quiet
 check_eq "retry: still one record" "$(q "$T/f.db" "select count(*) from sweep_cases")" 2
 
+# A version-1 database (before sweep_cases and samples) is migrated and
+# keeps its runs.
+hs_run 0 "a plain run" run --requests 50 --db "$T/v1.db" --quiet
+sqlite3 "$T/v1.db" "drop table sweep_cases; drop table samples; update meta set value = '1' where key = 'schema_version'"
+hs_run 0 "sweep into a version-1 database" sweep --set workload.max_requests=50 --grid seed=5,6 --db "$T/v1.db" --quiet
+check_eq "migrated: version 2, old run kept, 2 cases added" \
+    "$(q "$T/v1.db" "select (select value from meta where key = 'schema_version') || ' ' || (select count(*) from runs) || ' ' || (select count(*) from sweep_cases)")" "2 3 2"
+
 # Bad input: one line naming the key; no database file.
 hs_run 2 "unknown key" sweep --grid engine.nosuch=1,2 --db "$T/bad.db"
 check_grep "unknown key: named" "$T/err" "nosuch"

@@ -949,6 +949,9 @@ static void sweep_usage(FILE *fp)
     hs_sweep_options_help(fp);
     fprintf(fp,
             "\n"
+            "Exit code: 0 every case stored, 3 some case failed (recorded in sweep_cases.error),\n"
+            "2 bad input (nothing run), 1 a database or system error.\n"
+            "\n"
             "example:\n"
             "  hetsim sweep --set workload.max_requests=300 --grid policy=vllm,sarathi \\\n"
             "               --grid workload.rate=1:8:1 --db results/sweep.db -j 2\n");
