@@ -5,8 +5,9 @@
 # a sweep killed with SIGKILL mid-way keeps a prefix of committed cases,
 # leaves no worker behind, and resumes to exactly the uninterrupted database
 # with no duplicate (INV-SWEEP-1/2); the --spec form equals the --grid form;
-# failed cases are recorded, skipped, and retried on request; bad input
-# fails before any database exists.
+# failed cases are recorded, skipped, and retried on request; two sweeps
+# writing one file at once store each case once; a version-1 database is
+# migrated; bad input fails before any database exists.
 set -u
 . "$(dirname "$0")/fixtures/lib.sh"
 . "$(dirname "$0")/fixtures/sweep.sh"
@@ -91,6 +92,20 @@ check_grep "rerun: both stored" "$T/err" "all 2 cases are stored"
 hs_run 3 "--retry-failed runs it again" sweep --set workload.max_requests=100 --grid policy=vllm,nosuch \
     --db "$T/f.db" --retry-failed --quiet
 check_eq "retry: still one record" "$(q "$T/f.db" "select count(*) from sweep_cases")" 2
+
+# Two sweeps of the same cases into one file at once: each case stored once.
+cc=(sweep --set workload.max_requests=300 --grid seed=1:30:1 --db "$T/cc.db" --quiet)
+"$HS" "${cc[@]}" -j 1 2>"$T/cc1.err" &
+p1=$!
+"$HS" "${cc[@]}" -j 2 2>"$T/cc2.err"
+r2=$?
+wait $p1
+r1=$?
+check_eq "concurrent sweeps: both succeed" "$r1 $r2" "0 0"
+check_eq "concurrent sweeps: 30 cases, 30 runs, no duplicate, no orphan run" \
+    "$(q "$T/cc.db" "select count(*) || ' ' || count(distinct case_key) || ' ' || (select count(*) from runs) || ' ' ||
+        (select count(*) from runs r where not exists (select 1 from sweep_cases c where c.run = r.id)) from sweep_cases")" \
+    "30 30 30 0"
 
 # A version-1 database (before sweep_cases and samples) is migrated and
 # keeps its runs.
