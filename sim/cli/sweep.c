@@ -91,6 +91,12 @@ void hs_sweep_destroy(hs_sweep *s)
 
 int hs_sweep_count(const hs_sweep *s) { return s->n_cases; }
 const char *hs_sweep_case_text(const hs_sweep *s, int pos) { return s->cases[pos].text; }
+
+const char *const *hs_sweep_case_sets(const hs_sweep *s, int pos, int *n)
+{
+    *n = s->cases[pos].n_sets;
+    return (const char *const *)s->cases[pos].sets;
+}
 const char *hs_sweep_db_path(const hs_sweep *s) { return s->db; }
 int hs_sweep_quiet(const hs_sweep *s) { return s->quiet; }
 
