@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# e2e_report.sh - hetsim report draws every figure from a sweep database
+# e2e_report.sh - a 200-case sweep completes, and hetsim report draws every
+# figure from its database
 # (non-empty PNG files, real images by their signature, linked from
 # index.html), SVG on request, the predicted-vs-measured figure when the
 # database has validations, and skips cleanly without matplotlib.  Skips
@@ -13,8 +14,11 @@ if ! "$PY" -c 'import matplotlib' 2>/dev/null; then
     exit 77
 fi
 
-hs_run 0 "sweep for the report" sweep --set workload.max_requests=300 --grid max_replicas=1,2 \
-    --grid policy=vllm,sarathi --grid workload.rate=1:7:2 --db "$T/r.db" -j 2 --quiet --name demo
+# A 200-case sweep in CI size (100 requests per case).
+hs_run 0 "200-case sweep for the report" sweep --set workload.max_requests=100 --grid max_replicas=1,2 \
+    --grid policy=vllm,sarathi --grid workload.rate=1:10:1 --grid seed=1:5:1 --db "$T/r.db" -j 2 --name demo
+check_eq "sweep: 200 cases stored" "$(q "$T/r.db" "select count(*) from sweep_cases where sweep = 'demo' and run is not null")" 200
+check_grep "sweep: throughput reported" "$T/err" "200 cases run \(0 failed\).*cases/min"
 # A validations row set, as `hetsim validate` writes them, for run 1.
 q "$T/r.db" "select 1" >/dev/null
 sqlite3 "$T/r.db" "insert into validations (run, device, iteration, predicted_ns, measured_ns)
@@ -26,7 +30,7 @@ if hs_run 0 "report" report --db "$T/r.db" --out "$T/rep" --sweep demo; then
         check_eq "report: $f.png is a PNG" "$(head -c 8 "$T/rep/$f.png" | od -An -tx1 | tr -d ' \n')" 89504e470d0a1a0a
         check_grep "report: index.html links $f.png" "$T/rep/index.html" "src='$f.png'"
     done
-    check_eq "report: run table lists the 16 runs" "$(grep -c '^<tr><td>' "$T/rep/index.html")" 16
+    check_eq "report: run table lists the 200 runs" "$(grep -c '^<tr><td>' "$T/rep/index.html")" 200
 fi
 hs_run 0 "report as SVG" report --db "$T/r.db" --out "$T/svg" --format svg
 check_grep "svg: an SVG file" "$T/svg/rate_goodput.svg" "<svg"

@@ -5,23 +5,24 @@
 # a sweep killed with SIGKILL mid-way keeps a prefix of committed cases,
 # leaves no worker behind, and resumes to exactly the uninterrupted database
 # with no duplicate (INV-SWEEP-1/2); the --spec form equals the --grid form;
-# failed cases are recorded, skipped, and retried on request; bad input
-# fails before any database exists.
+# failed cases are recorded, skipped, and retried on request; two sweeps
+# writing one file at once store each case once; a version-1 database is
+# migrated; bad input fails before any database exists.
 set -u
 . "$(dirname "$0")/fixtures/lib.sh"
 . "$(dirname "$0")/fixtures/sweep.sh"
 
-# 48 cases of 2000 requests: long enough to kill mid-way on a busy machine.
-args=(--set workload.max_requests=2000 --grid workload.rate=2:9:1 --grid policy=vllm,sarathi
-      --grid seed=1,2,3)
-N=48
+# 32 cases of 1000 requests: long enough to kill mid-way.
+args=(--set workload.max_requests=1000 --grid workload.rate=2:9:1 --grid policy=vllm,sarathi
+      --grid seed=1,2)
+N=32
 
 hs_run 0 "serial reference sweep" sweep "${args[@]}" --db "$T/ref.db" -j 1 --quiet
 check_eq "serial: $N runs" "$(q "$T/ref.db" "select count(*) from runs")" $N
 check_eq "serial: run ids follow case order" \
     "$(q "$T/ref.db" "select count(*) from sweep_cases where run = idx + 1")" $N
-check_eq "serial: case 10 is rate 3, sarathi, seed 1 (first axis slowest)" \
-    "$(q "$T/ref.db" "select json_extract(config, '$.workload.rate') || ' ' || json_extract(config, '$.policy') || ' ' || seed from runs where id = 10")" \
+check_eq "serial: case 7 is rate 3, sarathi, seed 1 (first axis slowest)" \
+    "$(q "$T/ref.db" "select json_extract(config, '$.workload.rate') || ' ' || json_extract(config, '$.policy') || ' ' || seed from runs where id = 7")" \
     "3 sarathi 1"
 check_num "serial: samples stored" "$(q "$T/ref.db" "select count(*) from samples")" 'x > 100'
 
@@ -68,8 +69,8 @@ check_eq "resume: no case finished before the kill was lost" "$missing" 0
 
 # The same sweep as a --spec file: the same cases in the same order.
 cat >"$T/spec.json" <<'EOF'
-{"set": {"workload.max_requests": 2000},
- "grid": {"workload.rate": [2, 3, 4, 5, 6, 7, 8, 9], "policy": ["vllm", "sarathi"], "seed": [1, 2, 3]}}
+{"set": {"workload.max_requests": 1000},
+ "grid": {"workload.rate": [2, 3, 4, 5, 6, 7, 8, 9], "policy": ["vllm", "sarathi"], "seed": [1, 2]}}
 EOF
 hs_run 0 "--spec sweep" sweep --spec "$T/spec.json" --db "$T/spec.db" -j 2 --quiet
 same_db "--spec database identical to --grid" "$T/ref.db" "$T/spec.db"
@@ -91,6 +92,28 @@ check_grep "rerun: both stored" "$T/err" "all 2 cases are stored"
 hs_run 3 "--retry-failed runs it again" sweep --set workload.max_requests=100 --grid policy=vllm,nosuch \
     --db "$T/f.db" --retry-failed --quiet
 check_eq "retry: still one record" "$(q "$T/f.db" "select count(*) from sweep_cases")" 2
+
+# Two sweeps of the same cases into one file at once: each case stored once.
+cc=(sweep --set workload.max_requests=300 --grid seed=1:30:1 --db "$T/cc.db" --quiet)
+"$HS" "${cc[@]}" -j 1 2>"$T/cc1.err" &
+p1=$!
+"$HS" "${cc[@]}" -j 2 2>"$T/cc2.err"
+r2=$?
+wait $p1
+r1=$?
+check_eq "concurrent sweeps: both succeed" "$r1 $r2" "0 0"
+check_eq "concurrent sweeps: 30 cases, 30 runs, no duplicate, no orphan run" \
+    "$(q "$T/cc.db" "select count(*) || ' ' || count(distinct case_key) || ' ' || (select count(*) from runs) || ' ' ||
+        (select count(*) from runs r where not exists (select 1 from sweep_cases c where c.run = r.id)) from sweep_cases")" \
+    "30 30 30 0"
+
+# A version-1 database (before sweep_cases and samples) is migrated and
+# keeps its runs.
+hs_run 0 "a plain run" run --requests 50 --db "$T/v1.db" --quiet
+sqlite3 "$T/v1.db" "drop table sweep_cases; drop table samples; update meta set value = '1' where key = 'schema_version'"
+hs_run 0 "sweep into a version-1 database" sweep --set workload.max_requests=50 --grid seed=5,6 --db "$T/v1.db" --quiet
+check_eq "migrated: version 2, old run kept, 2 cases added" \
+    "$(q "$T/v1.db" "select (select value from meta where key = 'schema_version') || ' ' || (select count(*) from runs) || ' ' || (select count(*) from sweep_cases)")" "2 3 2"
 
 # Bad input: one line naming the key; no database file.
 hs_run 2 "unknown key" sweep --grid engine.nosuch=1,2 --db "$T/bad.db"

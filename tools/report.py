@@ -370,8 +370,9 @@ def fig_validation(con, runs, out, fmt, figs, notes):
         axes[1].hist(rel, bins=60, alpha=0.6, color=cmap(i % 10), label=d)
     lo = max(lo, 1e-3)
     axes[0].plot([lo, hi], [lo, hi], "k--", lw=1, label="predicted = measured")
-    axes[0].set_xscale("log")
-    axes[0].set_yscale("log")
+    if hi / lo > 20:   # log axes only when the times span decades
+        axes[0].set_xscale("log")
+        axes[0].set_yscale("log")
     axes[0].set_xlabel("measured iteration time (ms)")
     axes[0].set_ylabel("predicted iteration time (ms)")
     axes[0].set_title("Predicted versus measured")

@@ -145,14 +145,6 @@ static int cap_probe(void *vctx, double x, int *pass, hs_err *err)
     return 0;
 }
 
-/* Splits a case text "k=v k=v" into settings (in place). */
-static int split_sets(char *text, const char **sets, int cap)
-{
-    int n = 0;
-    for (char *p = strtok(text, " "); p && n < cap; p = strtok(NULL, " ")) sets[n++] = p;
-    return n;
-}
-
 static void search_usage(FILE *fp)
 {
     fprintf(fp,
@@ -270,26 +262,15 @@ int hs_cli_search(int argc, char **argv)
         }
         printf("%-40s %12s %12s %7s  %s\n", "case", "capacity", "fails at", "probes", "status");
         for (int g = 0; g < hs_sweep_count(groups); g++) {
-            char *text = strdup(hs_sweep_case_text(groups, g));
-            const char *sets[78];
             hs_bisect_result res;
-            cap_ctx cc;
-            if (!text) {
-                rc = hs_errf(&err, HS_ENOMEM, "out of memory");
-                goto fail;
-            }
-            cc = (cap_ctx){probes, key, sets, split_sets(text, sets, 78), needs, n_needs};
-            rc = hs_search_bisect(&bc, cap_probe, &cc, &res, &err);
-            if (rc) {
-                free(text);
-                goto fail;
-            }
+            cap_ctx cc = {probes, key, NULL, 0, needs, n_needs};
+            cc.group = hs_sweep_case_sets(groups, g, &cc.n_group);
+            if ((rc = hs_search_bisect(&bc, cap_probe, &cc, &res, &err))) goto fail;
             printf("%-40s %12.6g %12.6g %7d  %s\n", hs_sweep_case_text(groups, g)[0] ? hs_sweep_case_text(groups, g) : "(base)",
                    res.best, res.fail, res.probes,
                    res.status == HS_BISECT_FOUND      ? "found"
                    : res.status == HS_BISECT_ALL_PASS ? "meets the target at --hi (raise it)"
                                                       : "misses the target at --lo");
-            free(text);
         }
         printf("capacity: highest %s meeting", key);
         for (int i = 0; i < n_needs; i++)

@@ -48,6 +48,8 @@ int hs_sweep_expand(hs_sweep *s, hs_err *err);
 int hs_sweep_add_case(hs_sweep *s, const char *const *sets, int n, int *pos, hs_err *err);
 
 int hs_sweep_count(const hs_sweep *s);
+/* The case's key=value settings (*n of them), owned by the sweep. */
+const char *const *hs_sweep_case_sets(const hs_sweep *s, int pos, int *n);
 /* The case's key=value settings joined by spaces (for messages). */
 const char *hs_sweep_case_text(const hs_sweep *s, int pos);
 

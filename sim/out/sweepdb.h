@@ -54,7 +54,8 @@ int hs_sweepdb_fail(hs_db *db, const hs_case_row *c, hs_err *err);
  * only to a power failure, and resuming re-runs it); on 0: back to the
  * rollback journal, checkpointing and removing the -wal file.  A sweep
  * killed in between leaves the file in WAL mode, which SQLite recovers on
- * the next open. */
+ * the next open.  Best effort: while another connection uses the file the
+ * mode stays as it is, and 0 is returned. */
 int hs_sweepdb_wal(hs_db *db, int on, hs_err *err);
 
 /* Reads metric `name` of run_id's summary; *found 0 when absent or NULL. */
