@@ -69,13 +69,14 @@ int hs_hg2_opts_parse(hs_hg2_opts *o, const char *s, hs_err *err)
         else if (!strcmp(k, "iters") && d <= 1e9) o->max_iters = (int)d;
         else if (!strcmp(k, "pop") && d >= 4 && d <= 512) o->pop = (int)d;
         else if (!strcmp(k, "width") && d >= 1 && d <= 1e6) o->width = (int)d;
+        else if (!strcmp(k, "first")) o->first = d != 0;
         else if (!strcmp(k, "maxtp") && d >= 1 && d <= HS_MAX_TP) o->max_tp = (int)d;
         else if (!strcmp(k, "ttft")) o->ttft_s = d / 1e3;
         else if (!strcmp(k, "tpot")) o->tpot_s = d / 1e3;
         else if (!strcmp(k, "verbose")) o->quiet = d == 0;
         else
             return hs_errf(err, HS_EINVAL, "plan_opts: unknown key or value out of range: %s=%s "
-                           "(keys: search, prefill, in, out, period, conc, tol, time, iters, pop, width, maxtp, ttft, tpot, trace, verbose)", k, v);
+                           "(keys: search, prefill, in, out, period, conc, tol, time, iters, pop, width, first, maxtp, ttft, tpot, trace, verbose)", k, v);
     }
     return 0;
 }
@@ -1058,7 +1059,7 @@ static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
                 double v;
                 p->role[a] ^= 1;
                 if ((v = score(x, p, &tv, err)) < 0) { rc = HS_ENOMEM; goto out; }
-                if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); }
+                if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); if (x->o.first) goto apply; }
                 p->role[a] ^= 1;
             }
             /* split the donor in two halves (GPU order), new half of either role */
@@ -1071,7 +1072,7 @@ static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
                         double v;
                         p->role[e] = colocated ? HS_HG2_COLOC : r;
                         if ((v = score(x, p, &tv, err)) < 0) { rc = HS_ENOMEM; goto out; }
-                        if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); }
+                        if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); if (x->o.first) goto apply; }
                     }
                     for (int i = 0; i < n; i++)
                         if (p->group[i] == e) p->group[i] = a;
@@ -1091,7 +1092,7 @@ static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
                             p->group[i] = b;
                         }
                     if ((v = score(x, p, &tv, err)) < 0) { rc = HS_ENOMEM; goto out; }
-                    if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); }
+                    if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); if (x->o.first) goto apply; }
                     for (int i = 0; i < m; i++) p->group[amem[i]] = a;
                 }
                 for (int i = 0; i < na; i++) {
@@ -1100,20 +1101,21 @@ static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
                     /* move g: a -> b */
                     p->group[g] = b;
                     if ((v = score(x, p, &tv, err)) < 0) { rc = HS_ENOMEM; goto out; }
-                    if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); }
+                    if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); if (x->o.first) goto apply; }
                     /* swap g with one of b's other classes */
                     for (int j = 0; j < nb; j++) {
                         int h = rb[j];
                         if (same_class(x->c, g, h)) continue;
                         p->group[h] = a;
                         if ((v = score(x, p, &tv, err)) < 0) { rc = HS_ENOMEM; goto out; }
-                        if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); }
+                        if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); if (x->o.first) goto apply; }
                         p->group[h] = b;
                     }
                     p->group[g] = a;
                 }
             }
         }
+    apply:
         if (!found) break;
         place_copy(p, &best);
         if ((cur = score(x, p, &ev, err)) < 0) { rc = HS_ENOMEM; goto out; }

@@ -80,6 +80,9 @@ typedef struct hs_hg2_opts {
     int pop;                /* GA population (pop=, 24) */
     int max_tp;             /* largest TP tried (maxtp=, 16) */
     int width;              /* guided: donors and receivers tried per step (width=, 8) */
+    int first;              /* guided: take the first improving move in the
+                             * flow's order (most slack donor -> tightest
+                             * receiver) instead of the best (first=1) */
     int prefill_tput;       /* prefill=throughput: prefill groups take their
                              * highest-rate layout, not the paper's
                              * latency-optimal one (prefill=latency) */
