@@ -27,6 +27,7 @@ int hs_hg2_opts_parse(hs_hg2_opts *o, const char *s, hs_err *err)
     o->pop = 24;
     o->max_tp = HS_MAX_TP;
     o->width = 8;
+    o->kv_reserve = 1;
     o->quiet = 1;
     if (!s || !*s) return 0;
     if (strlen(s) >= sizeof buf) return hs_errf(err, HS_ERANGE, "plan_opts: longer than %zu characters", sizeof buf - 1);
@@ -70,13 +71,14 @@ int hs_hg2_opts_parse(hs_hg2_opts *o, const char *s, hs_err *err)
         else if (!strcmp(k, "pop") && d >= 4 && d <= 512) o->pop = (int)d;
         else if (!strcmp(k, "width") && d >= 1 && d <= 1e6) o->width = (int)d;
         else if (!strcmp(k, "first")) o->first = d != 0;
+        else if (!strcmp(k, "reserve") && d <= 1) o->kv_reserve = d;
         else if (!strcmp(k, "maxtp") && d >= 1 && d <= HS_MAX_TP) o->max_tp = (int)d;
         else if (!strcmp(k, "ttft")) o->ttft_s = d / 1e3;
         else if (!strcmp(k, "tpot")) o->tpot_s = d / 1e3;
         else if (!strcmp(k, "verbose")) o->quiet = d == 0;
         else
             return hs_errf(err, HS_EINVAL, "plan_opts: unknown key or value out of range: %s=%s "
-                           "(keys: search, prefill, in, out, period, conc, tol, time, iters, pop, width, first, maxtp, ttft, tpot, trace, verbose)", k, v);
+                           "(keys: search, prefill, in, out, period, conc, tol, time, iters, pop, width, first, reserve, maxtp, ttft, tpot, trace, verbose)", k, v);
     }
     return 0;
 }
@@ -420,7 +422,7 @@ static void time_layout(const hs_hg2_ctx *x, const int *g, int pp, const int *tp
     }
     {
         double ctx = si + so / 2, tokens = (double)blocks * x->ec.block_size;
-        double B = fmin((double)pp * x->ec.max_num_seqs, floor(tokens / ctx)), bl, round, tok_s;
+        double B = fmin((double)pp * x->ec.max_num_seqs, floor(tokens / (si + so * x->o.kv_reserve))), bl, round, tok_s;
         bl = floor(B / pp);
         if (bl < 1) bl = 1;
         memset(&b, 0, sizeof b);
