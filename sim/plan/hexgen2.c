@@ -27,6 +27,7 @@ int hs_hg2_opts_parse(hs_hg2_opts *o, const char *s, hs_err *err)
     o->pop = 24;
     o->max_tp = HS_MAX_TP;
     o->width = 8;
+    o->kv_reserve = 1;
     o->quiet = 1;
     if (!s || !*s) return 0;
     if (strlen(s) >= sizeof buf) return hs_errf(err, HS_ERANGE, "plan_opts: longer than %zu characters", sizeof buf - 1);
@@ -69,13 +70,15 @@ int hs_hg2_opts_parse(hs_hg2_opts *o, const char *s, hs_err *err)
         else if (!strcmp(k, "iters") && d <= 1e9) o->max_iters = (int)d;
         else if (!strcmp(k, "pop") && d >= 4 && d <= 512) o->pop = (int)d;
         else if (!strcmp(k, "width") && d >= 1 && d <= 1e6) o->width = (int)d;
+        else if (!strcmp(k, "first")) o->first = d != 0;
+        else if (!strcmp(k, "reserve") && d <= 1) o->kv_reserve = d;
         else if (!strcmp(k, "maxtp") && d >= 1 && d <= HS_MAX_TP) o->max_tp = (int)d;
         else if (!strcmp(k, "ttft")) o->ttft_s = d / 1e3;
         else if (!strcmp(k, "tpot")) o->tpot_s = d / 1e3;
         else if (!strcmp(k, "verbose")) o->quiet = d == 0;
         else
             return hs_errf(err, HS_EINVAL, "plan_opts: unknown key or value out of range: %s=%s "
-                           "(keys: search, prefill, in, out, period, conc, tol, time, iters, pop, width, maxtp, ttft, tpot, trace, verbose)", k, v);
+                           "(keys: search, prefill, in, out, period, conc, tol, time, iters, pop, width, first, reserve, maxtp, ttft, tpot, trace, verbose)", k, v);
     }
     return 0;
 }
@@ -419,7 +422,7 @@ static void time_layout(const hs_hg2_ctx *x, const int *g, int pp, const int *tp
     }
     {
         double ctx = si + so / 2, tokens = (double)blocks * x->ec.block_size;
-        double B = fmin((double)pp * x->ec.max_num_seqs, floor(tokens / ctx)), bl, round, tok_s;
+        double B = fmin((double)pp * x->ec.max_num_seqs, floor(tokens / (si + so * x->o.kv_reserve))), bl, round, tok_s;
         bl = floor(B / pp);
         if (bl < 1) bl = 1;
         memset(&b, 0, sizeof b);
@@ -1058,7 +1061,7 @@ static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
                 double v;
                 p->role[a] ^= 1;
                 if ((v = score(x, p, &tv, err)) < 0) { rc = HS_ENOMEM; goto out; }
-                if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); }
+                if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); if (x->o.first) goto apply; }
                 p->role[a] ^= 1;
             }
             /* split the donor in two halves (GPU order), new half of either role */
@@ -1071,7 +1074,7 @@ static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
                         double v;
                         p->role[e] = colocated ? HS_HG2_COLOC : r;
                         if ((v = score(x, p, &tv, err)) < 0) { rc = HS_ENOMEM; goto out; }
-                        if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); }
+                        if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); if (x->o.first) goto apply; }
                     }
                     for (int i = 0; i < n; i++)
                         if (p->group[i] == e) p->group[i] = a;
@@ -1091,7 +1094,7 @@ static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
                             p->group[i] = b;
                         }
                     if ((v = score(x, p, &tv, err)) < 0) { rc = HS_ENOMEM; goto out; }
-                    if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); }
+                    if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); if (x->o.first) goto apply; }
                     for (int i = 0; i < m; i++) p->group[amem[i]] = a;
                 }
                 for (int i = 0; i < na; i++) {
@@ -1100,20 +1103,21 @@ static int guided(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
                     /* move g: a -> b */
                     p->group[g] = b;
                     if ((v = score(x, p, &tv, err)) < 0) { rc = HS_ENOMEM; goto out; }
-                    if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); }
+                    if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); if (x->o.first) goto apply; }
                     /* swap g with one of b's other classes */
                     for (int j = 0; j < nb; j++) {
                         int h = rb[j];
                         if (same_class(x->c, g, h)) continue;
                         p->group[h] = a;
                         if ((v = score(x, p, &tv, err)) < 0) { rc = HS_ENOMEM; goto out; }
-                        if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); }
+                        if (v > bv * (1 + 1e-9)) { bv = v; found = 1; place_copy(&best, p); if (x->o.first) goto apply; }
                         p->group[h] = b;
                     }
                     p->group[g] = a;
                 }
             }
         }
+    apply:
         if (!found) break;
         place_copy(p, &best);
         if ((cur = score(x, p, &ev, err)) < 0) { rc = HS_ENOMEM; goto out; }

@@ -14,8 +14,9 @@
  *     times for one s_in-token prompt); its capacity per period T is
  *     T * min(pp / latency, 1 / slowest stage) requests (PP lanes overlap);
  *   - decode group: the throughput-optimal layout; the batch is what the KV
- *     memory holds at s_in + s_out/2 tokens a request (capped by
- *     engine.max_num_seqs per lane); capacity = T * tokens/s / s_out;
+ *     memory holds at s_in + s_out tokens a request (reserve=; capped by
+ *     engine.max_num_seqs per lane), attention over s_in + s_out/2 tokens;
+ *     capacity = T * tokens/s / s_out;
  *   - colocated (HexGen): requests/s = 1 / (1/prefill rate + s_out / decode
  *     tokens/s) at the same batch;
  *   - KV transfer prefill i -> decode j: the flows the engine starts (each
@@ -80,6 +81,14 @@ typedef struct hs_hg2_opts {
     int pop;                /* GA population (pop=, 24) */
     int max_tp;             /* largest TP tried (maxtp=, 16) */
     int width;              /* guided: donors and receivers tried per step (width=, 8) */
+    double kv_reserve;      /* decode batch = KV tokens / (s_in + reserve * s_out)
+                             * (reserve=, default 1: room for every request's
+                             * final context; 0.5, the mean context, planned
+                             * batches that vLLM then preempted hundreds of
+                             * times on settings 1-2 and lost ~40%) */
+    int first;              /* guided: take the first improving move in the
+                             * flow's order (most slack donor -> tightest
+                             * receiver) instead of the best (first=1) */
     int prefill_tput;       /* prefill=throughput: prefill groups take their
                              * highest-rate layout, not the paper's
                              * latency-optimal one (prefill=latency) */
