@@ -61,6 +61,9 @@ static int parse(int argc, char **argv, opts *o, hs_err *err)
         int rc = 0;
 #define STR(f, dst) if (!strcmp(a, f)) { if (!v) return hs_errf(err, HS_EINVAL, "%s: needs a value", f); dst = v; i++; continue; }
 #define NUM(f, lo, hi, dst) if (!strcmp(a, f)) { if ((rc = num(f, v, lo, hi, &x, err))) return rc; dst = x; i++; continue; }
+#define INT(f, lo, hi, dst) if (!strcmp(a, f)) { if ((rc = num(f, v, lo, hi, &x, err))) return rc; \
+        if (x != (int)x) { return hs_errf(err, HS_EINVAL, "%s: expected an integer, got \"%s\"", f, v); } \
+        dst = (int)x; i++; continue; }
         STR("--model", o->model)
         STR("--cluster", o->cluster)
         STR("--planner", o->planner)
@@ -70,16 +73,16 @@ static int parse(int argc, char **argv, opts *o, hs_err *err)
         STR("--weights", o->weights)
         STR("--calib", o->calib)
         STR("--bits", o->bits)
-        NUM("--B", 1, 1 << 16, o->cfg.B)
-        NUM("--s", 1, 1 << 20, o->cfg.s)
-        NUM("--n", 1, 1 << 20, o->cfg.n)
+        INT("--B", 1, 1 << 16, o->cfg.B)
+        INT("--s", 1, 1 << 20, o->cfg.s)
+        INT("--n", 1, 1 << 20, o->cfg.n)
         NUM("--theta", 0, 1e12, o->cfg.theta)
-        NUM("--group", 1, 64, o->cfg.group)
+        INT("--group", 1, 64, o->cfg.group)
         NUM("--ilp-limit", 0.001, 1e6, o->cfg.ilp_limit_s)
         NUM("--limit", 0.001, 1e6, o->cfg.total_limit_s)
-        NUM("--eta", 1, 1 << 16, o->cfg.eta)
+        INT("--eta", 1, 1 << 16, o->cfg.eta)
         NUM("--mip-gap", 0, 0.5, o->cfg.mip_gap)
-        NUM("--xi", 1, 1 << 16, o->cfg.xi)
+        INT("--xi", 1, 1 << 16, o->cfg.xi)
         if (!strcmp(a, "--heuristic")) { o->cfg.heuristic = 1; continue; }
         if (!strcmp(a, "--simulate")) { o->simulate = 1; continue; }
         if (!strcmp(a, "--stochastic")) { o->stochastic = 1; continue; }
@@ -88,6 +91,7 @@ static int parse(int argc, char **argv, opts *o, hs_err *err)
         return hs_errf(err, HS_EINVAL, "llmpq: unknown option \"%s\"", a);
 #undef STR
 #undef NUM
+#undef INT
     }
     if (o->bits) {
         char buf[64], *tok, *save;

@@ -6,11 +6,14 @@
  * themselves) and each micro-batch pair (xi = ceil(B/N), the paper's
  * pruning; eta in 1, 2, 4, ... up to xi, and xi itself), one instance is
  * built from the cost models (llm/quant.h, perf/qlat.h) and solved: the
- * bitwidth-transfer heuristic always runs (cheap) and gives the
- * incumbent; unless cfg.heuristic, the ILP is then solved with the best
- * objective so far as a cut-off, so it only spends time where it can
- * improve.  ILPs stop at cfg.ilp_limit_s; the search stops at
- * cfg.total_limit_s (instances left are counted as skipped).
+ * bitwidth-transfer heuristic runs on every instance (cheap) and gives
+ * the incumbent; unless cfg.heuristic, the ILPs then run on the instances
+ * in order of their heuristic objective, each with a cut-off at the best
+ * objective so far minus cfg.mip_gap (1%), so an ILP only spends time
+ * where it can improve by more than the gap (with the heuristic within 1%
+ * of the optimum, most prove that quickly).  ILPs stop at cfg.ilp_limit_s
+ * (GLPK's wall-clock limit); the search stops at cfg.total_limit_s of CPU
+ * time (instances left are counted in n_timeout).
  * Baselines: PipeEdge keeps one bit-width for all layers (the highest that
  * fits, lowered from FP16 as the paper's baselines do), one micro-batch
  * size B/N for both phases and its heterogeneous partition (DP minimising

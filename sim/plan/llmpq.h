@@ -38,7 +38,7 @@ enum hs_pq_kind { HS_PQ_LLMPQ = 0, HS_PQ_PIPEEDGE, HS_PQ_UNIFORM };
 typedef struct hs_pq_cfg {
     int B, s, n;             /* global batch, padded prompt, generated tokens */
     double theta;            /* quality weight (objective units: seconds) */
-    int group;               /* layers per decision unit; 0: 1 below 30B params, 2 above */
+    int group;               /* layers per decision unit (the paper's grouping), 0 or 1: none */
     int heuristic;           /* 1: bitwidth-transfer heuristic instead of the ILP */
     double ilp_limit_s;      /* GLPK time limit per ILP */
     double total_limit_s;    /* whole search; later instances are skipped */

@@ -86,6 +86,9 @@ int hs_pq_plan_read(hs_pq_plan *p, const char *path, const hs_model *m, const hs
     int rc, l = 0;
     long eta = 0, xi = 0;
     memset(p, 0, sizeof *p);
+    if (m->layers > (int)sizeof p->bits)
+        return hs_errf(err, HS_ERANGE, "%s: %s has %d layers, more than an LLM-PQ plan holds (%d)",
+                       path, m->name, m->layers, (int)sizeof p->bits);
     if ((rc = hs_deploy_read(&d, path, err))) return rc;
     if ((rc = hs_deploy_check(&d, m, c, path, err))) goto out;
     if (d.n != 1) {
