@@ -62,56 +62,47 @@ static double prompt_mean(const hs_engine *e, const hs_lane *l)
     return e->arrivals > 0 ? (double)e->prompt_tokens_seen / (double)e->arrivals : 0;
 }
 
-/* Admits up to `want` waiting queries as one encoding batch (prefill
- * chunks of whole prompts).  Returns the number admitted. */
-static int32_t encode_batch(hs_engine *e, hs_lane *l, int32_t want)
+/* The encoding batch's bounds: `want` queries, or with the adjustment on,
+ * a workload band around want x mean prompt (fill up to the lower edge
+ * even past the count, never past the upper edge; at least one query). */
+typedef struct enc_band {
+    int32_t want, n;
+    double thr, pm, tok;
+} enc_band;
+
+static int band_ok(void *ctx, hs_engine *e, hs_lane *l, int32_t r, const char **why)
 {
-    /* engine.max_batched_tokens caps an encoding batch (and sizes the
-     * activation memory); the exegpt planner sets it from B_E. */
-    int64_t max_tok = e->cfg.max_batched_tokens;
-    double thr = e->cfg.exegpt_adjust, pm = prompt_mean(e, l), tok = 0;
-    int32_t n = 0, seqs = l->n_dec;
-    while (l->waiting.head >= 0) {
-        int32_t r = l->waiting.head;
-        hs_req *q = hs_req_at(e, r);
-        int32_t need;
-        if (hs_lane_drop_if_never_fits(e, l, r, (int32_t)max_tok)) continue;
-        if (thr > 0 && pm > 0 && n > 0) {
-            /* Workload-bounded: fill up to the lower band even past the
-             * count, never past the upper band. */
-            double lo = (1 - thr) * want * pm, hi = (1 + thr) * want * pm;
-            if (tok + q->prefill_len > hi) break;
-            if (n >= want && tok >= lo) break;
-        } else if (n >= want) {
-            break;
-        }
-        need = hs_blocks_for(e, q->prefill_len);
-        if (seqs + 1 > e->cfg.max_num_seqs) break;
-        if (l->it.shape.tokens + q->prefill_len > max_tok) break;
-        if (l->blocks_free - need < l->watermark) break;
-        hs_lane_admit(e, l, r);
-        if (hs_iter_add_chunk(e, l, r, q->prefill_len)) {
-            e->fatal = HS_ENOMEM;
-            return 0;
-        }
-        tok += q->prefill_len;
-        seqs++;
-        n++;
+    enc_band *b = ctx;
+    const hs_req *q = hs_req_at(e, r);
+    (void)l;
+    (void)why;
+    if (b->thr > 0 && b->pm > 0 && b->n > 0) {
+        double lo = (1 - b->thr) * b->want * b->pm, hi = (1 + b->thr) * b->want * b->pm;
+        if (b->tok + q->prefill_len > hi) return HS_ADMIT_STOP;
+        if (b->n >= b->want && b->tok >= lo) return HS_ADMIT_STOP;
+    } else if (b->n >= b->want) {
+        return HS_ADMIT_STOP;
     }
-    return n;
+    b->tok += q->prefill_len;
+    b->n++;
+    return HS_ADMIT_OK;
 }
 
-/* One decoding iteration of the lane's decode set; 0 when it is empty. */
+/* Admits one encoding batch of whole prompts; returns the count.
+ * engine.max_batched_tokens caps it (and sizes the activation memory); the
+ * exegpt planner sets it from B_E. */
+static int32_t encode_batch(hs_engine *e, hs_lane *l, int32_t want)
+{
+    enc_band b = {want, 0, e->cfg.exegpt_adjust, prompt_mean(e, l), 0};
+    int32_t n = hs_lane_admit_fcfs(e, l, e->cfg.max_batched_tokens, 0, band_ok, &b);
+    return n < 0 ? 0 : n;
+}
+
+/* One decoding iteration of the lane's decode set; 0 when it is empty (or
+ * everything was preempted back to waiting). */
 static int decode_step(hs_engine *e, hs_lane *l)
 {
-    if (l->n_dec == 0) return 0;
-    if (hs_lane_reserve_decode(e, l) < 0) {
-        e->fatal = HS_ESTATE;
-        return 0;
-    }
-    if (l->n_dec == 0) return 0;   /* everything preempted: back to waiting */
-    hs_lane_decode_shape(l);
-    return 1;
+    return hs_lane_decode_setup(e, l) > 0;
 }
 
 static int32_t lane_index(const hs_engine *e, const hs_lane *l)

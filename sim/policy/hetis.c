@@ -11,52 +11,33 @@
 #include "serve/engine.h"
 #include "serve/hetis.h"
 
+/* Admission also needs room for the prompt's heads on the devices. */
+static int heads_fit(void *ctx, hs_engine *e, hs_lane *l, int32_t r, const char **why)
+{
+    (void)ctx;
+    if (hs_hetis_admit_ok(e, l, r)) return HS_ADMIT_OK;
+    /* Nothing holds cache on the replica's devices and still no room: the
+     * prompt can never be placed. */
+    if (l->n_dec == 0 && l->prefilling.len == 0 && l->it.n_chunks == 0 && hs_hetis_idle(e, l)) {
+        *why = "prompt exceeds the free cache of the replica's devices";
+        return HS_ADMIT_DROP;
+    }
+    return HS_ADMIT_STOP;
+}
+
 static int schedule(hs_engine *e, hs_lane *l)
 {
-    int32_t max_tok = e->cfg.max_batched_tokens;
     int rc;
     if ((rc = hs_hetis_prepare(e, l))) {
         e->fatal = rc;
         return 0;
     }
     for (int pass = 0; pass < 2; pass++) {
-        int32_t seqs = l->n_dec + l->prefilling.len;
-        while (l->waiting.head >= 0) {
-            int32_t r = l->waiting.head;
-            hs_req *q = hs_req_at(e, r);
-            int32_t need;
-            if (hs_lane_drop_if_never_fits(e, l, r, max_tok)) continue;
-            need = hs_blocks_for(e, q->prefill_len);
-            if (seqs + 1 > e->cfg.max_num_seqs) break;
-            if (l->it.shape.tokens + q->prefill_len > max_tok) break;
-            if (l->blocks_free - need < l->watermark) break;
-            if (!hs_hetis_admit_ok(e, l, r)) {
-                /* Nothing holds cache on the replica's devices and still
-                 * no room: the prompt can never be placed. */
-                if (l->n_dec == 0 && l->prefilling.len == 0 && l->it.n_chunks == 0 &&
-                    hs_hetis_idle(e, l)) {
-                    hs_lane_drop(e, l, r, "prompt exceeds the free cache of the replica's devices");
-                    continue;
-                }
-                break;
-            }
-            hs_lane_admit(e, l, r);
-            if (hs_iter_add_chunk(e, l, r, q->prefill_len)) {
-                e->fatal = HS_ENOMEM;
-                return 0;
-            }
-            seqs++;
-        }
+        if (hs_lane_admit_fcfs(e, l, e->cfg.max_batched_tokens, 0, heads_fit, NULL) < 0) return 0;
         if (l->it.n_chunks) break;
         if (l->n_dec == 0) return 0;
-        if (hs_lane_reserve_decode(e, l) < 0) {
-            e->fatal = HS_ESTATE;
-            return 0;
-        }
-        if (l->n_dec > 0) {
-            hs_lane_decode_shape(l);
-            break;
-        }
+        if ((rc = hs_lane_decode_setup(e, l)) < 0) return 0;
+        if (rc > 0) break;
     }
     hs_hetis_resync(e, l);
     return l->it.n_chunks > 0 || l->it.decode;

@@ -11,16 +11,8 @@
 static int schedule(hs_engine *e, hs_lane *l)
 {
     int32_t budget = e->cfg.chunk_size;
-    if (l->n_dec > 0) {
-        if (hs_lane_reserve_decode(e, l) < 0) {
-            e->fatal = HS_ESTATE;
-            return 0;
-        }
-        if (l->n_dec > 0) {
-            hs_lane_decode_shape(l);
-            budget -= l->n_dec;
-        }
-    }
+    if (hs_lane_decode_setup(e, l) < 0) return 0;
+    if (l->it.decode) budget -= l->n_dec;
     for (int32_t r = l->prefilling.head; r >= 0 && budget > 0;) {
         hs_req *q = hs_req_at(e, r);
         int32_t c = q->prefill_len - q->prefilled, nx = q->next;

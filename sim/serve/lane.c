@@ -331,6 +331,50 @@ void hs_lane_decode_shape(hs_lane *l)
     s->samples += l->n_dec;
 }
 
+int32_t hs_lane_admit_fcfs(hs_engine *e, hs_lane *l, int32_t max_tok, int32_t max_new,
+                           hs_admit_veto veto, void *ctx)
+{
+    int32_t seqs = l->n_dec + l->prefilling.len, n = 0;
+    while (l->waiting.head >= 0) {
+        int32_t r = l->waiting.head;
+        hs_req *q = hs_req_at(e, r);
+        const char *why = NULL;
+        if (hs_lane_drop_if_never_fits(e, l, r, max_tok)) continue;
+        if (max_new > 0 && n >= max_new) break;
+        if (seqs + 1 > e->cfg.max_num_seqs) break;
+        if (l->it.shape.tokens + q->prefill_len > max_tok) break;
+        if (l->blocks_free - hs_blocks_for(e, q->prefill_len) < l->watermark) break;
+        if (veto) {
+            int v = veto(ctx, e, l, r, &why);
+            if (v == HS_ADMIT_STOP) break;
+            if (v == HS_ADMIT_DROP) {
+                hs_lane_drop(e, l, r, why ? why : "refused by the policy");
+                continue;
+            }
+        }
+        hs_lane_admit(e, l, r);
+        if (hs_iter_add_chunk(e, l, r, q->prefill_len)) {
+            e->fatal = HS_ENOMEM;
+            return -1;
+        }
+        seqs++;
+        n++;
+    }
+    return n;
+}
+
+int hs_lane_decode_setup(hs_engine *e, hs_lane *l)
+{
+    if (l->n_dec == 0) return 0;
+    if (hs_lane_reserve_decode(e, l) < 0) {
+        e->fatal = HS_ESTATE;
+        return -1;
+    }
+    if (l->n_dec == 0) return 0;
+    hs_lane_decode_shape(l);
+    return 1;
+}
+
 void hs_lane_complete(hs_engine *e, hs_lane *l)
 {
     hs_ns t = l->it.end;

@@ -238,6 +238,24 @@ void hs_lane_preempt(struct hs_engine *e, hs_lane *l, int32_t r);
 int hs_lane_reserve_decode(struct hs_engine *e, hs_lane *l);
 /* Fills it.shape's decode fields from the aggregates. */
 void hs_lane_decode_shape(hs_lane *l);
+
+/* vLLM's admission, shared by the policies that batch whole prompts: moves
+ * waiting requests FCFS into this iteration as prefill chunks while the lane
+ * stays within max_num_seqs sequences, max_tok tokens in the pass, the
+ * watermark, and max_new prompts (0: no cap); a request that could never
+ * fit is dropped.  `veto` (may be NULL) is asked last about each candidate:
+ * HS_ADMIT_OK admits it (the veto may count it), HS_ADMIT_STOP ends the
+ * batch, HS_ADMIT_DROP drops it.  Returns the number admitted, or -1 with
+ * e->fatal set. */
+enum { HS_ADMIT_OK = 0, HS_ADMIT_STOP, HS_ADMIT_DROP };
+typedef int (*hs_admit_veto)(void *ctx, struct hs_engine *e, hs_lane *l, int32_t r, const char **why);
+int32_t hs_lane_admit_fcfs(struct hs_engine *e, hs_lane *l, int32_t max_tok, int32_t max_new,
+                           hs_admit_veto veto, void *ctx);
+/* vLLM's decode half: reserves the blocks of the next step (preempting the
+ * latest-admitted members while short) and sets the step up.  Returns 1
+ * when a step is set up, 0 when nothing decodes (all of it preempted, or
+ * nothing to begin with), -1 with e->fatal set. */
+int hs_lane_decode_setup(struct hs_engine *e, hs_lane *l);
 /* Default completion: decode step, chunk progress, joins, finishes. */
 void hs_lane_complete(struct hs_engine *e, hs_lane *l);
 /* Finishes a request (record to the sink, frees its slot). */
