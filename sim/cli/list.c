@@ -154,13 +154,13 @@ int hs_cli_list(int argc, char **argv)
         known = 1;
         if (all) printf("\n== policies ==\n");
         for (int i = 0; hs_policies[i]; i++)
-            printf("%-10s %s\n", hs_policies[i]->name, hs_policies[i]->help);
+            printf("%-15s %s\n", hs_policies[i]->name, hs_policies[i]->help);
     }
     if (all || !strcmp(what, "planners")) {
         known = 1;
         if (all) printf("\n== planners ==\n");
         for (int i = 0; hs_planners[i]; i++)
-            printf("%-10s %s\n", hs_planners[i]->name, hs_planners[i]->help);
+            printf("%-15s %s\n", hs_planners[i]->name, hs_planners[i]->help);
     }
     if (all || !strcmp(what, "routers")) {
         known = 1;
@@ -172,7 +172,7 @@ int hs_cli_list(int argc, char **argv)
         known = 1;
         if (all) printf("\n== latency models ==\n");
         for (int i = 0; hs_perf_builders[i]; i++)
-            printf("%-10s %s\n", hs_perf_builders[i]->name, hs_perf_builders[i]->help);
+            printf("%-15s %s\n", hs_perf_builders[i]->name, hs_perf_builders[i]->help);
     }
     if (!known) {
         fprintf(stderr, "hetsim: list: unknown category \"%s\" (see hetsim list --help)\n", what);
