@@ -226,7 +226,7 @@ static void bf_bits(bf *b, int u)
 static void bf_split(bf *b, int u)
 {
     if (u == b->in->U) {
-        if (b->dev[u - 1] == b->in->N - 1) bf_bits(b, 0);
+        if (u > 0 && b->dev[u - 1] == b->in->N - 1) bf_bits(b, 0);
         return;
     }
     for (int step = 0; step <= (u ? 1 : 0); step++) {
@@ -237,8 +237,12 @@ static void bf_split(bf *b, int u)
 
 int hs_pq_brute(const hs_pq_inst *in, int *dev, int *bi, double *obj)
 {
-    int *d = calloc((size_t)in->U, sizeof *d), *k = calloc((size_t)in->U, sizeof *k);
-    bf b = {in, d, k, dev, bi, INFINITY};
+    int *d, *k;
+    bf b;
+    if (in->U < 1 || in->N < 1) return HS_EINVAL;
+    d = calloc((size_t)in->U, sizeof *d);
+    k = calloc((size_t)in->U, sizeof *k);
+    b = (bf){in, d, k, dev, bi, INFINITY};
     if (!d || !k) {
         free(d);
         free(k);
