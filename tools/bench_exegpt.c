@@ -181,6 +181,18 @@ static int run_req(void *c, const hs_req_record *r)
 static int ft_sim(ctx *k, const char *policy, int b, const hs_workload_cfg *w0, int64_t n, double *thr,
                   double *lat);
 
+/* FT's layout: TP inside a node (dividing the heads), a stage per node. */
+static int ft_tp(const ctx *k)
+{
+    int node = 0, tp;
+    for (int g = 0; g < k->c->n_gpus; g++) node += k->c->gpu_node[g] == 0;
+    tp = node;
+    while (tp > 1 && (k->m.heads % tp)) tp /= 2;
+    return tp;
+}
+
+static int ft_stages(const ctx *k) { return k->c->n_gpus / ft_tp(k); }
+
 /* FT at batch b: throughput on the task's lengths, and the time of one
  * batch generating the longest output with prompts padded to the longest
  * prompt (FT does not terminate early, so that is its latency).  Returns
@@ -195,13 +207,16 @@ static int ft_run(ctx *k, int b, ft_point *out)
     snprintf(w.output.kind, sizeof w.output.kind, "fixed");
     w.prompt.mean = (double)k->din.max;
     w.output.mean = (double)k->dout.max;
-    if (!ft_sim(k, "static", b, &w, b, &dummy, &out->lat)) return 0;
+    /* (b + 1) per lane: a lane's first batch starts with the only query
+     * that has arrived when it wakes, its second is full; *lat is the
+     * longest batch.  b is per lane (a pipeline stage's micro-batch). */
+    if (!ft_sim(k, "static", b, &w, (int64_t)ft_stages(k) * (b + 1), &dummy, &out->lat)) return 0;
     return 1;
 }
 
 /* One run of a baseline on one TP x PP replica over all GPUs (TP inside a
  * node), n queries all queued.  static: batches of b, *thr over the whole
- * run, *lat the mean batch duration.  vllm: at most b sequences per lane,
+ * run, *lat the longest batch.  vllm: at most b sequences per lane,
  * *thr over the middle 60% of completions, *lat the p99-length query's
  * latency from admission (ExeGPT's measure). */
 static int ft_sim(ctx *k, const char *policy, int b, const hs_workload_cfg *w0, int64_t n, double *thr,
@@ -220,12 +235,9 @@ static int ft_sim(ctx *k, const char *policy, int b, const hs_workload_cfg *w0, 
     const hs_policy_ops *pol = hs_policy_find(policy);
     int is_static = !strcmp(policy, "static");
     int32_t mml = (int32_t)(k->din.max + k->dout.max);
-    int node = 0, tp, ok = 0, max_tokens;
-    double lat_sum = 0;
+    int tp = ft_tp(k), ok = 0, max_tokens;
+    double lat_sum = 0, lat_max = 0;
     int64_t nb = 0;
-    for (int g = 0; g < k->c->n_gpus; g++) node += k->c->gpu_node[g] == 0;
-    tp = node;
-    while (tp > 1 && (k->m.heads % tp)) tp /= 2;
     hs_engine_cfg_defaults(&ec);
     ec.static_batch = b;
     ec.max_num_seqs = b;
@@ -279,11 +291,13 @@ static int ft_sim(ctx *k, const char *policy, int b, const hs_workload_cfg *w0, 
             if (sk.rec[q].first_sched == sk.rec[i].first_sched && sk.rec[q].finish > end) end = sk.rec[q].finish;
         while (j < sk.n && sk.rec[j].first_sched == sk.rec[i].first_sched) j++;
         lat_sum += (end - sk.rec[i].first_sched) * 1e-9;
+        if ((end - sk.rec[i].first_sched) * 1e-9 > lat_max) lat_max = (end - sk.rec[i].first_sched) * 1e-9;
         nb++;
         i = j;
     }
     *thr = sk.n / (e->end_time * 1e-9);
-    *lat = nb ? lat_sum / nb : NAN;
+    *lat = nb ? lat_max : NAN;
+    (void)lat_sum;
     ok = 1;
 out:
     hs_engine_destroy(e);
@@ -308,6 +322,31 @@ static int cmp_dbl(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* DeepSpeed-Inference-style baseline (analytic, hs_exegpt_dsi): FT's layout
+ * (TP inside a node, a stage per node), batch sizes as FT's, prompt and
+ * decode micro-batch counts in powers of two up to twice the stages, the
+ * decode count at most the prompt one.  Best throughput with the batch's
+ * latency within the bound. */
+static double dsi_best(ctx *k, double bound, char *lab, size_t cap)
+{
+    hs_err err = {0};
+    int tp = ft_tp(k), stages = ft_stages(k);
+    double best = 0;
+    snprintf(lab, cap, "NS");
+    for (int b = 4; b <= 512; b += b < 64 ? 4 : 32)
+        for (int me = 1; me <= 2 * stages && me <= b; me *= 2)
+            for (int md = 1; md <= me; md *= 2) {
+                double thr, lat;
+                int fits;
+                if (hs_exegpt_dsi(k->x[1], tp, stages, b, me, md, &thr, &lat, &fits, &err)) die(&err);
+                if (fits && lat <= bound && thr > best) {
+                    best = thr;
+                    snprintf(lab, cap, "b%d m%d/%d", b, me, md);
+                }
+            }
+    return best;
+}
+
 /* One (model, cluster, task): FT over batch sizes (multiples of 4), the
  * bounds at FT's 10/30/70% latencies and infinity, and per bound the
  * best FT, RRA and WAA throughput (ExeGPT's by the planner, checked by a
@@ -325,11 +364,23 @@ static void paper_case(const char *model, const char *cluster, const char *task,
         lats[nft] = ft[nft].lat;
         nft++;
     }
-    printf("%s on %s, task %s: FT batches 4..%d (%d points)\n", model, cluster, task,
-           nft ? ft[nft - 1].batch : 0, nft);
-    if (!nft) {
-        ctx_close(&k);
-        return;
+    printf("%s on %s, task %s: FT batches 4..%d per stage x %d stages (%d points)\n", model, cluster, task,
+           nft ? ft[nft - 1].batch : 0, ft_stages(&k), nft);
+    {
+        /* The analytic DSI with one micro-batch per stage in both phases is
+         * FT's schedule: it must agree with FT's discrete-event runs. */
+        double ethr = 0, elat = 0;
+        int tp = ft_tp(&k), st = ft_stages(&k);
+        for (int j = 0; j < nft; j++) {
+            hs_err err = {0};
+            int fits;
+            double dthr, dlat;
+            if (hs_exegpt_dsi(k.x[1], tp, st, st * ft[j].batch, st, st, &dthr, &dlat, &fits, &err)) die(&err);
+            ethr = fmax(ethr, fabs(dthr - ft[j].thr) / ft[j].thr);
+            elat = fmax(elat, fabs(dlat - ft[j].lat) / ft[j].lat);
+        }
+        printf("  DSI analytic with FT's micro-batches vs FT's DES runs: batch latency within %.1f%%, throughput %.1f%% "
+               "(FT's stages run independent batches, DSI one global batch)\n", 100 * elat, 100 * ethr);
     }
     /* vLLM (ORCA-style iteration-level scheduling) at max_num_seqs 4, 8, ... */
     nv = 0;
@@ -343,8 +394,9 @@ static void paper_case(const char *model, const char *cluster, const char *task,
     bounds[1] = lats[(int)floor(0.3 * (nft - 1) + 0.5)];
     bounds[2] = lats[(int)floor(0.7 * (nft - 1) + 0.5)];
     bounds[3] = INFINITY;
-    printf("  %-7s | %-8s %-5s %-7s | %-40s %7s %7s | %-40s %7s %7s | %-6s %-6s\n", "L_B s", "FT q/s", "b",
-           "vLLM", "RRA schedule", "est", "DES", "WAA schedule", "est", "DES", "best", "x FT");
+    printf("  %-7s | %-8s %-5s %-7s %-7s %-13s | %-40s %7s %7s | %-40s %7s %7s | %-6s %-6s\n", "L_B s", "FT q/s",
+           "b", "vLLM", "DSI", "(b m_E/m_D)", "RRA schedule", "est", "DES", "WAA schedule", "est", "DES", "best",
+           "x FT");
     for (int i = 0; i < 4; i++) {
         double best_ft = 0, thr[2] = {0, 0};
         int bft = 0;
@@ -355,8 +407,11 @@ static void paper_case(const char *model, const char *cluster, const char *task,
                 best_ft = ft[j].thr;
                 bft = ft[j].batch;
             }
+        char dlab[32];
+        double best_dsi;
         for (int j = 0; j < nv; j++)
             if (vl[j].lat <= bounds[i] && vl[j].thr > best_vl) best_vl = vl[j].thr;
+        best_dsi = dsi_best(&k, bounds[i], dlab, sizeof dlab);
         for (int p = 0; p < 2; p++) {
             hs_exegpt_result r;
             snprintf(lab[p], sizeof lab[p], "NS");
@@ -378,8 +433,9 @@ static void paper_case(const char *model, const char *cluster, const char *task,
             double e0 = bar0 ? atof(bar0 + 1) : NAN, e1 = bar1 ? atof(bar1 + 1) : NAN;
             if (bar0) *bar0 = 0;
             if (bar1) *bar1 = 0;
-            printf("  %-7.2f | %-8.2f %-5d %-7.2f | %-40s %7.2f %7.2f | %-40s %7.2f %7.2f | %-6s %5.2fx\n", bounds[i],
-                   best_ft, bft, best_vl, lab[0], e0, thr[0], lab[1], e1, thr[1], best > 0 ? (w ? "WAA" : "RRA") : "-",
+            printf("  %-7.2f | %-8.2f %-5d %-7.2f %-7.2f %-13s | %-40s %7.2f %7.2f | %-40s %7.2f %7.2f | %-6s %5.2fx\n",
+                   bounds[i], best_ft, bft, best_vl, best_dsi, dlab, lab[0], e0, thr[0], lab[1], e1, thr[1],
+                   best > 0 ? (w ? "WAA" : "RRA") : "-",
                    best_ft > 0 ? best / best_ft : NAN);
             if (best_ft > 0 && best > 0) {
                 *ratio_sum += best / best_ft;
@@ -407,6 +463,7 @@ static void bench_paper(void)
            "   ExeGPT's bound holds for the p99-length query, FT's for a batch generating the longest output;\n"
            "   RRA/WAA: planner's best (steady-state estimator), estimated and measured by a DES run;\n"
            "   vLLM: continuous batching at the best max_num_seqs meeting the bound (p99-length query from admission);\n"
+           "   DSI: DeepSpeed-Inference-style static batch with m_E prompt / m_D decode micro-batches (analytic);\n"
            "   large models RRA only, as in the paper; NS: no schedule meets the bound) ==\n");
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
         for (int t = 0; t < 3; t++) {

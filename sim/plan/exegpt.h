@@ -190,6 +190,17 @@ typedef struct hs_exegpt_est {
  * count), or the latency model's error. */
 int hs_exegpt_estimate(hs_exegpt *x, const hs_exegpt_cfg *cfg, hs_exegpt_est *e, hs_err *err);
 
+/* DeepSpeed-Inference-style baseline (hybrid micro-batching, static batch
+ * of `batch` padded prompts run to the longest output, m_enc prompt and
+ * m_dec decode micro-batches on RRA's pipeline layout of TP degree tp with
+ * `groups` TP groups): *lat s for a batch of the longest prompt and
+ * output (the bound), *thr queries/s for batches that last to their
+ * expected longest, *fits memory.
+ * Analytic from the estimator's stage times (the runtime has no lane with
+ * several iterations in flight).  Returns 0 or HS_EINVAL / HS_ERANGE. */
+int hs_exegpt_dsi(hs_exegpt *x, int tp, int groups, int batch, int m_enc, int m_dec, double *thr,
+                  double *lat, int *fits, hs_err *err);
+
 /* WAA's encode GPU count N_E for B_E: ceil(N A / (A + B)) in [1, N - 1],
  * A, B = encode/decode compute (WAA-C) or memory (WAA-M) of one period.
  * Returns 0 or HS_EINVAL (one GPU, RRA) or the latency model's error. */

@@ -222,6 +222,7 @@ struct hs_exegpt {
     tptab tab[HS_MAX_TP + 1];
     stg *se, *sd;                       /* [n] stage scratch: RRA / encode, decode */
     double *sv;                         /* [d_max + 2] survival of D among decoding queries */
+    hs_exegpt_dist pin;                 /* the prompt distribution (DSI's padding) */
     double *s_b, *s_ctx, *s_cnt, *s_sumk, *s_td, *s_tl, *s_f;  /* [d_max + 2] scratch */
 };
 
@@ -251,6 +252,7 @@ void hs_exegpt_destroy(hs_exegpt *x)
     for (int t = 0; t <= HS_MAX_TP; t++)
         if (x->tab[t].built) hs_perf_free(&x->tab[t].perf);
     hs_exegpt_dist_free(&x->dec);
+    hs_exegpt_dist_free(&x->pin);
     free(x->se);
     free(x->sd);
     free(x->s_b);
@@ -297,6 +299,12 @@ int hs_exegpt_create(hs_exegpt **out, const hs_model *m, const hs_cluster *c,
         for (int g = 0; g < n; g++) cnt += c->gpu_node[g] == node;
         if (cnt > x->node_gpus) x->node_gpus = cnt;
     }
+    x->pin.max = prompt->max;
+    if (!(x->pin.p = malloc(((size_t)prompt->max + 1) * sizeof *x->pin.p))) {
+        rc = hs_errf(err, HS_ENOMEM, "out of memory (exegpt)");
+        goto fail;
+    }
+    memcpy(x->pin.p, prompt->p, ((size_t)prompt->max + 1) * sizeof *x->pin.p);
     for (int32_t s = 1; s <= prompt->max; s++) {
         x->pin_mean += s * prompt->p[s];
         x->pin_sq += (double)s * s * prompt->p[s];
@@ -929,6 +937,89 @@ static int est_waa(hs_exegpt *x, const hs_exegpt_cfg *cfg, hs_exegpt_est *e, hs_
     e->mem_peak = peak;
     if (e->fit == HS_EXEGPT_FITS && peak > x->cap) e->fit = HS_EXEGPT_OOM;
     if (ts != ts_stack) free(ts);
+    return 0;
+}
+
+/* DeepSpeed-Inference-style hybrid micro-batching (papers/exegpt.txt
+ * Sec. 2): a static batch of B queries, prompts padded to the longest, run
+ * for the longest output with no early termination; the prompt phase is cut
+ * into m_enc micro-batches and the decoding into m_dec (fewer: larger
+ * decode micro-batches, more weight reuse) on one pipeline over all GPUs,
+ * laid out as RRA's (partial TP included).  Analytic, from the same stage
+ * times as the estimator: fill and drain of the prompt micro-batches, then
+ * one ring period per decoding iteration.  Throughput is B per batch time;
+ * the latency bound applies to the batch (every query waits for the
+ * longest).  Returns 0 (*fits says whether weights, the batch's KV for
+ * its whole context and activations fit) or an error. */
+/* E[max of b draws] of distribution d, rounded to a length. */
+static int32_t emax(const hs_exegpt_dist *d, int b)
+{
+    double f = 0, prev = 0, e = 0;
+    for (int32_t s = 0; s <= d->max; s++) {
+        double fb;
+        f += d->p[s];
+        fb = pow(fmin(f, 1), b);
+        e += s * (fb - prev);
+        prev = fb;
+    }
+    return (int32_t)lround(e);
+}
+
+/* One DSI batch with prompts padded to pad tokens and dlen decoding
+ * iterations, s. */
+static double dsi_batch(hs_exegpt *x, stg *st, int p, double *ts, int batch, int m_enc, int m_dec,
+                        int32_t pad, int32_t dlen)
+{
+    double save[3] = {x->pin_mean, x->pin_sq, x->pin_tri}, total, b = (double)batch / m_enc;
+    x->pin_mean = pad;
+    x->pin_sq = (double)pad * pad;
+    x->pin_tri = (double)pad * (pad + 1) / 2;
+    for (int i = 0; i < p; i++) ts[i] = enc_stage_s(x, &st[i], b);
+    total = fill_drain(x, st, p, m_enc, ts, b * pad);
+    x->pin_mean = save[0];
+    x->pin_sq = save[1];
+    x->pin_tri = save[2];
+    b = (double)batch / m_dec;
+    for (int32_t u = 1; u <= dlen; u++) {
+        for (int i = 0; i < p; i++) ts[i] = dec_stage_s(x, &st[i], b, b * ((double)pad + u));
+        total += ring_period(x, st, p, m_dec, ts, b);
+    }
+    return total;
+}
+
+int hs_exegpt_dsi(hs_exegpt *x, int tp, int groups, int batch, int m_enc, int m_dec, double *thr,
+                  double *lat, int *fits, hs_err *err)
+{
+    stg *st = x->se;
+    double ts_stack[MAXP], *ts = ts_stack, peak = 0;
+    int k = tp > 1 ? groups : 0, formed, p;
+    *thr = *lat = 0;
+    *fits = 0;
+    if (batch < 1 || m_enc < 1 || m_dec < 1 || m_enc > batch || m_dec > batch || tp < 1)
+        return hs_errf(err, HS_EINVAL, "exegpt: DSI batch %d, micro-batches %d/%d, tp %d", batch, m_enc,
+                       m_dec, tp);
+    if (tp > x->node_gpus || tp > x->n || tp > HS_MAX_TP)
+        return hs_errf(err, HS_ERANGE, "exegpt: TP degree %d (at most %d: GPUs in one node)", tp,
+                       x->node_gpus < x->n ? x->node_gpus : x->n);
+    p = make_stages(x, st, 0, x->n, tp, k, x->m.encoder_layers, x->m.layers, 1, &formed, err);
+    if (p < 0) return p;
+    if (p > MAXP && !(ts = malloc((size_t)p * sizeof *ts)))
+        return hs_errf(err, HS_ENOMEM, "out of memory (exegpt)");
+    /* The latency bound holds for the longest prompt and output; a batch
+     * of real queries lasts until its own longest (expected maxima of
+     * `batch` draws), which sets the throughput. */
+    *lat = dsi_batch(x, st, p, ts, batch, m_enc, m_dec, x->pin_max, x->dec.max);
+    {
+        double t = dsi_batch(x, st, p, ts, batch, m_enc, m_dec, emax(&x->pin, batch), emax(&x->dec, batch));
+        *thr = t > 0 ? batch / t : 0;
+    }
+    for (int i = 0; i < p; i++) {
+        double act = fmax((double)batch / m_enc * x->pin_max, (double)batch / m_dec);
+        double mem = stage_mem(x, &st[i], act, batch, (double)batch * (x->pin_max + x->dec.max));
+        if (mem > peak) peak = mem;
+    }
+    if (ts != ts_stack) free(ts);
+    *fits = peak <= x->cap;
     return 0;
 }
 
