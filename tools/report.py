@@ -24,6 +24,7 @@ import math
 import os
 import sqlite3
 import sys
+import urllib.parse
 
 import matplotlib
 
@@ -35,7 +36,9 @@ AVERAGED = {RATE_KEY, "seed", "workload.seed"}
 
 
 def connect(path):
-    con = sqlite3.connect("file:" + path + "?mode=ro", uri=True)
+    # Quote the path: '#', '?' or '%' in it would otherwise end the URI's
+    # path and open (and create) another file.
+    con = sqlite3.connect("file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro", uri=True)
     con.row_factory = sqlite3.Row
     return con
 
@@ -112,7 +115,9 @@ def by_rate(runs, metric):
     out = []
     for rate in sorted(acc):
         vs = acc[rate]
-        out.append((rate, sum(vs) / len(vs), min(vs), max(vs)))
+        # The mean of equal values can round 1 ulp outside [min, max].
+        mean = min(max(sum(vs) / len(vs), min(vs)), max(vs))
+        out.append((rate, mean, min(vs), max(vs)))
     return out
 
 
@@ -124,7 +129,7 @@ def plot_vs_rate(ax, groups, metric, style="-", label_suffix="", colors=None):
             continue
         xs = [p[0] for p in pts]
         ys = [p[1] for p in pts]
-        err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
+        err = [[max(0.0, p[1] - p[2]) for p in pts], [max(0.0, p[3] - p[1]) for p in pts]]
         color = colors[key] if colors else None
         ax.errorbar(xs, ys, yerr=err if any(e > 0 for e in err[0] + err[1]) else None, fmt=style,
                     marker="o", ms=3, color=color, capsize=2,

@@ -210,8 +210,9 @@ static int do_estimate(const isv_args *a, const hs_model *m, const hs_cluster *c
         FILE *f = fopen(a->emit_fp, "w");
         if (!f) rc = hs_errf(err, HS_EIO, "%s: cannot write", a->emit_fp);
         else {
-            rc = hs_isv_fp_write(&fp, f);
+            if (hs_isv_fp_write(&fp, f)) rc = hs_errf(err, HS_EIO, "%s: write failed", a->emit_fp);
             if (fclose(f) && !rc) rc = hs_errf(err, HS_EIO, "%s: write failed", a->emit_fp);
+            if (rc) remove(a->emit_fp);   /* never leave half a fingerprint file */
         }
     }
     if (!rc) rc = hs_isv_estimate(&e, &fp, m->layers, err);

@@ -36,6 +36,7 @@ static void usage(FILE *fp)
 typedef struct opts {
     const char *model, *cluster, *planner, *omega, *out, *plan, *weights, *calib, *bits;
     int simulate, stochastic, dflt;
+    int set_B, set_s, set_n;   /* given on the command line (simulate keeps the plan's otherwise) */
     hs_pq_cfg cfg;
 } opts;
 
@@ -73,6 +74,9 @@ static int parse(int argc, char **argv, opts *o, hs_err *err)
         STR("--weights", o->weights)
         STR("--calib", o->calib)
         STR("--bits", o->bits)
+        if (!strcmp(a, "--B")) o->set_B = 1;
+        if (!strcmp(a, "--s")) o->set_s = 1;
+        if (!strcmp(a, "--n")) o->set_n = 1;
         INT("--B", 1, 1 << 16, o->cfg.B)
         INT("--s", 1, 1 << 20, o->cfg.s)
         INT("--n", 1, 1 << 20, o->cfg.n)
@@ -191,6 +195,11 @@ int hs_cli_llmpq(int argc, char **argv)
         if ((rc = hs_pq_plan_read(&p, o.plan, &m, c, &err))) goto fail;
         if (o.cfg.eta) p.eta = o.cfg.eta;
         if (o.cfg.xi) p.xi = o.cfg.xi;
+        /* The plan's workload unless the command line gives another. */
+        if (p.B && !o.set_B) o.cfg.B = p.B;
+        if (p.s && !o.set_s) o.cfg.s = p.s;
+        if (p.n && !o.set_n) o.cfg.n = p.n;
+        if (p.kv_bits) o.cfg.kv_bits = p.kv_bits;
         if (!p.eta || !p.xi) { rc = hs_errf(&err, HS_EINVAL, "%s: no llmpq.eta/xi; give --eta and --xi", o.plan); goto fail; }
         print_plan(&p, c, stdout);
         if ((rc = simulate(&m, c, &p, &o.cfg, &err))) goto fail;
@@ -225,8 +234,11 @@ int hs_cli_llmpq(int argc, char **argv)
         if (o.out) {
             char *txt = hs_pq_deploy_json(&p, &m, c, &o.cfg);
             FILE *f = txt ? fopen(o.out, "w") : NULL;
-            if (!f || fputs(txt, f) < 0 || fclose(f)) {
+            int bad = !f || fputs(txt, f) < 0;
+            if (f && fclose(f)) bad = 1;
+            if (bad) {
                 free(txt);
+                if (f) remove(o.out);   /* never leave half a deployment */
                 rc = hs_errf(&err, HS_EIO, "%s: cannot write the deployment", o.out);
                 goto fail;
             }

@@ -254,6 +254,9 @@ int hs_cli_search(int argc, char **argv)
     hs_sweep_default_name(probes, name);
     hs_sweep_no_progress(probes);
     if ((rc = hs_sweep_expand(groups, &err))) goto fail;
+    /* Expanding read the spec's "set" into the groups' base; the probes
+     * must run on it too. */
+    if ((rc = hs_sweep_copy_base(probes, groups, &err))) goto fail;
 
     if (!strcmp(mode, "capacity")) {
         if (!(bc.hi > bc.lo)) {

@@ -255,9 +255,14 @@ int hs__sweep_pending(hs_sweep *s, int **pend, int *n_pend, int *n_stored, hs_er
     int rc;
     *pend = NULL;
     *n_pend = *n_stored = 0;
-    if (!s->h && (rc = hs_db_open(&s->h, s->db, err))) return rc;
     *pend = malloc((size_t)(s->n_cases ? s->n_cases : 1) * sizeof **pend);
     if (!*pend) return hs_errf(err, HS_ENOMEM, "out of memory");
+    /* A dry run creates nothing: without a database every case is pending. */
+    if (s->dry_run && !s->h && access(s->db, F_OK) != 0) {
+        for (int i = 0; i < s->n_cases; i++) (*pend)[(*n_pend)++] = i;
+        return 0;
+    }
+    if (!s->h && (rc = hs_db_open(&s->h, s->db, err))) return rc;
     for (int i = 0; i < s->n_cases; i++) {
         int st;
         if ((rc = hs_sweepdb_state(s->h, s->cases[i].key, &st, NULL, err))) goto fail;

@@ -71,4 +71,8 @@ void hs_sweep_no_progress(hs_sweep *s);
 void hs_sweep_default_name(hs_sweep *s, const char *name);
 int hs_sweep_quiet(const hs_sweep *s);
 
+/* Replaces dst's base settings (--config / --set, a spec's "set" once
+ * expanded) with src's: search probes run on their group's base. */
+int hs_sweep_copy_base(hs_sweep *dst, const hs_sweep *src, hs_err *err);
+
 #endif

@@ -34,8 +34,10 @@ static int add_axis(hs_sweep *s, const char *kv, const char *where, hs_err *err)
     if (sscanf(eq + 1, "%lf:%lf:%lf%c", &a, &b, &st, &tail) == 3) {
         if (!isfinite(a) || !isfinite(b) || !isfinite(st) || st <= 0 || b < a)
             return hs_errf(err, HS_ERANGE, "%s %s: need A <= B and STEP > 0", where, kv);
-        long n = (long)floor((b - a) / st + 1e-9) + 1;
-        if (n > 100000) return hs_errf(err, HS_ERANGE, "%s %s: %ld values is too many", where, kv, n);
+        /* Count in double first: a huge or infinite count does not fit a long. */
+        double nd = floor((b - a) / st + 1e-9) + 1;
+        if (!(nd <= 100000)) return hs_errf(err, HS_ERANGE, "%s %s: %.3g values is too many", where, kv, nd);
+        long n = (long)nd;
         for (long k = 0; k < n; k++) {
             char buf[64];
             /* a + k*step, printed shortest so 0.1 steps do not read 0.30000000000000004 */
@@ -83,6 +85,18 @@ static int push_base(hs_sweep *s, const char *flag, const char *v, hs_err *err)
     if (!a || !b || hs__push_ptr(&s->base, &s->n_base, a) || hs__push_ptr(&s->base, &s->n_base, b)) {
         free(b);
         return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+int hs_sweep_copy_base(hs_sweep *dst, const hs_sweep *src, hs_err *err)
+{
+    hs__free_strs(dst->base, dst->n_base);
+    dst->base = NULL;
+    dst->n_base = 0;
+    for (int i = 0; i + 1 < src->n_base; i += 2) {
+        int rc = push_base(dst, src->base[i], src->base[i + 1], err);
+        if (rc) return rc;
     }
     return 0;
 }

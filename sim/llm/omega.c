@@ -2,6 +2,7 @@
 #include "llm/omega.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -92,9 +93,24 @@ out:
 int hs_omega_write(const char *path, const char *model, int layers, const double *om,
                    hs_err *err)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) return hs_errf(err, HS_EIO, "%s: cannot write", path);
-    fprintf(f, "{\"model\": \"%s\", \"bits\": [16, 8, 4, 3],\n \"omega\": [", model);
+    FILE *f;
+    cJSON *name;
+    char *q;
+    for (int i = 0; i < layers * HS_NBITS; i++)
+        if (!isfinite(om[i]))
+            return hs_errf(err, HS_EINVAL, "%s: omega of layer %d is not finite", path, i / HS_NBITS);
+    /* The model name may be a path: quote it as JSON. */
+    if (!(name = cJSON_CreateString(model)) || !(q = cJSON_PrintUnformatted(name))) {
+        cJSON_Delete(name);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    cJSON_Delete(name);
+    if (!(f = fopen(path, "w"))) {
+        free(q);
+        return hs_errf(err, HS_EIO, "%s: cannot write", path);
+    }
+    fprintf(f, "{\"model\": %s, \"bits\": [16, 8, 4, 3],\n \"omega\": [", q);
+    free(q);
     for (int i = 0; i < layers; i++) {
         fprintf(f, "%s\n  [", i ? "," : "");
         for (int k = 0; k < HS_NBITS; k++)
@@ -160,6 +176,7 @@ static int tensor_absmax(FILE *f, long long off, long long numel, int esize, con
                     v = y;
                 } else v = half_to_float(x);
             }
+            if (!isfinite(v)) return HS_EINVAL;   /* inf/NaN weights: no quantisation error */
             if (fabs(v) > mx) mx = fabs(v);
         }
         numel -= want;
@@ -179,6 +196,7 @@ int hs_omega_from_safetensors(const char *path, const char *calib, int stochasti
     cJSON *root = NULL, *cal = NULL;
     const cJSON *t;
     double *om = NULL;
+    unsigned char *seen = NULL;   /* [layers]: a 2-D weight was read */
     int rc = 0, layers = 0;
     *out = NULL;
     if (!f) return hs_errf(err, HS_EIO, "%s: cannot open", path);
@@ -212,7 +230,7 @@ int hs_omega_from_safetensors(const char *path, const char *calib, int stochasti
         rc = hs_errf(err, HS_EPARSE, "%s: no tensor names a layer (\"layers.<i>.\", \"h.<i>.\")", path);
         goto out;
     }
-    if (!(om = calloc((size_t)layers * HS_NBITS, sizeof *om))) {
+    if (!(om = calloc((size_t)layers * HS_NBITS, sizeof *om)) || !(seen = calloc((size_t)layers, 1))) {
         rc = hs_errf(err, HS_ENOMEM, "out of memory");
         goto out;
     }
@@ -237,6 +255,10 @@ int hs_omega_from_safetensors(const char *path, const char *calib, int stochasti
                 rc = hs_errf(err, HS_EPARSE, "%s: tensor %s: shape[%d] is not a size", path, t->string, k);
                 goto out;
             }
+            if (d->valuedouble > 0 && numel > LLONG_MAX / 8 / (long long)d->valuedouble) {
+                rc = hs_errf(err, HS_EPARSE, "%s: tensor %s: shape too large", path, t->string);
+                goto out;
+            }
             numel *= (long long)d->valuedouble;
         }
         b = (long long)cJSON_GetArrayItem(of, 0)->valuedouble;
@@ -255,10 +277,13 @@ int hs_omega_from_safetensors(const char *path, const char *calib, int stochasti
             rc = hs_errf(err, HS_EPARSE, "%s: tensor %s: %lld bytes for %lld elements of %s", path, t->string, e - b, numel, dt->valuestring);
             goto out;
         }
-        if (tensor_absmax(f, data0 + b, numel, esize, dt->valuestring, &mx)) {
-            rc = hs_errf(err, HS_EIO, "%s: tensor %s: cannot read its data", path, t->string);
+        if ((rc = tensor_absmax(f, data0 + b, numel, esize, dt->valuestring, &mx))) {
+            rc = rc == HS_EINVAL
+                     ? hs_errf(err, HS_EPARSE, "%s: tensor %s: holds inf or NaN weights", path, t->string)
+                     : hs_errf(err, HS_EIO, "%s: tensor %s: cannot read its data", path, t->string);
             goto out;
         }
+        seen[l] = 1;
         if (cal) {
             const cJSON *s = cJSON_GetObjectItemCaseSensitive(cal, t->string);
             char where[600];
@@ -276,10 +301,19 @@ int hs_omega_from_safetensors(const char *path, const char *calib, int stochasti
                 om[l * HS_NBITS + k] += cJSON_GetArrayItem(sh, 1)->valuedouble * step * step * g;
         }
     }
+    /* A layer without a quantisable weight would look free to quantise:
+     * most likely one shard of a multi-file checkpoint. */
+    for (int l = 0; l < layers; l++)
+        if (!seen[l]) {
+            rc = hs_errf(err, HS_EINVAL, "%s: layer %d: no 2-D weight tensor (one shard of a sharded checkpoint?)",
+                         path, l);
+            goto out;
+        }
     *out = om;
     *layers_out = layers;
     om = NULL;
 out:
+    free(seen);
     free(om);
     free(hdr);
     cJSON_Delete(root);

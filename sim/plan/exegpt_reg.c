@@ -91,6 +91,8 @@ static int plan(const hs_plan_req *req, hs_deploy *out, hs_err *err)
     po.sla = req->sla_all ? HS_EXEGPT_SLA_A : HS_EXEGPT_SLA_B;
     po.exhaustive = req->exhaustive;
     if (req->tp > 0) po.max_tp = req->tp;
+    /* engine.exegpt_be takes at most 65536 queries per batch. */
+    po.max_be = hs_exegpt_max_be(x) < 65536 ? hs_exegpt_max_be(x) : 65536;
     if (req->policy && !strcmp(req->policy, "rra")) po.policies = 1u << HS_EXEGPT_RRA;
     if (req->policy && !strcmp(req->policy, "waa"))
         po.policies = (1u << HS_EXEGPT_WAA_C) | (1u << HS_EXEGPT_WAA_M);

@@ -72,7 +72,10 @@ int hs_hetis_lp_solve(const hs_hetis_lp *p, double *x, double *z, hs_err *err)
         glp_set_col_bnds(lp, i + 1, GLP_DB, 0, p->req_groups ? p->req_groups[i / G] : H);
         if (p->integral) glp_set_col_kind(lp, i + 1, GLP_IV);
     }
-    ycol = malloc(sizeof *ycol * (size_t)G);
+    if (!(ycol = malloc(sizeof *ycol * (size_t)G))) {
+        glp_delete_prob(lp);
+        return hs_errf(err, HS_ENOMEM, "out of memory in the hetis dispatcher");
+    }
     for (int g = 0; g < G; g++) {
         ycol[g] = nx + g + 1;
         /* a device already paying its fixed cost is simply on */

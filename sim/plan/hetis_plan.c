@@ -87,7 +87,10 @@ static int slice_type(const hs_cluster *c, int t, int k, int n, int *out)
     int cnt = count_type(c, t), per = cnt / n, i = 0, m = 0;
     for (int g = 0; g < c->n_gpus; g++)
         if (c->gpu_type[g] == t) {
-            if (i >= k * per && i < (k + 1) * per && m < HS_MAX_TP) out[m++] = g;
+            if (i >= k * per && i < (k + 1) * per) {
+                if (m == HS_MAX_TP) return -1;   /* a slice holds at most one TP group */
+                out[m++] = g;
+            }
             i++;
         }
     return m;
@@ -180,7 +183,7 @@ static int best_layout(const hs_plan_req *q, const hp_grp *g, int ng, const int 
     int found = 0;
     for (int i = 0; i < ng; i++) {
         nopt[i] = 0;
-        for (int tp = 1; tp <= g[i].n; tp++)
+        for (int tp = 1; tp <= g[i].n && tp <= HS_MAX_TP; tp++)
             if (g[i].n % tp == 0 && q->model->heads % tp == 0 && layers[i] >= g[i].n / tp)
                 opts[i][nopt[i]++] = tp;
         if (!nopt[i]) return HS_ENOFIT;
@@ -264,6 +267,7 @@ static int instance_groups(const hs_cluster *c, const int *ord, int k, int n, hp
     for (int i = 0; i < c->n_types; i++) {
         g[ng].type = ord[i];
         g[ng].n = slice_type(c, ord[i], k, n, g[ng].gpus);
+        if (g[ng].n < 0) return -1;   /* more GPUs of a type than one TP group: more instances */
         if (g[ng].n > 0) ng++;
     }
     return ng;
@@ -285,7 +289,9 @@ static int plan_hetis(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     double best_score = 0;
     hp_grp best_g[HP_MAX_GRP];
     int best_ng = 0, rc;
-    if (c->n_types > 64) return hs_errf(err, HS_ERANGE, "cluster %s: too many GPU types", c->name);
+    if (c->n_types > HP_MAX_GRP)
+        return hs_errf(err, HS_ERANGE, "cluster %s: %d GPU types (the hetis planners take at most %d)", c->name,
+                       c->n_types, HP_MAX_GRP);
     type_order(c, ord);
     for (int n = 1; n <= dmax; n++) {
         hp_grp g[HP_MAX_GRP];
@@ -294,6 +300,7 @@ static int plan_hetis(const hs_plan_req *q, hs_deploy *out, hs_err *err)
         int ng;
         if (dmax % n) continue;
         ng = instance_groups(c, ord, 0, n, g);
+        if (ng < 0) continue;
         for (int i = 0; i < ng; i++) w[i] = g[i].n * c->types[g[i].type].flops16;
         if (instance_layout(q, g, ng, w, &l, &cost, err)) continue; /* step 1 filter */
         /* step 3: prune from the lowest-end type up, one GPU at a time */
@@ -375,7 +382,9 @@ static int plan_hexgen(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     const hs_cluster *c = q->cluster;
     int ord[64], dmax = types_gcd(c), best_n = 0, rc;
     double best_score = 0;
-    if (c->n_types > 64) return hs_errf(err, HS_ERANGE, "cluster %s: too many GPU types", c->name);
+    if (c->n_types > HP_MAX_GRP)
+        return hs_errf(err, HS_ERANGE, "cluster %s: %d GPU types (the hetis planners take at most %d)", c->name,
+                       c->n_types, HP_MAX_GRP);
     type_order(c, ord);
     for (int n = 1; n <= dmax; n++) {
         hp_grp g[HP_MAX_GRP];
@@ -384,6 +393,7 @@ static int plan_hexgen(const hs_plan_req *q, hs_deploy *out, hs_err *err)
         int ng;
         if (dmax % n) continue;
         ng = instance_groups(c, ord, 0, n, g);
+        if (ng < 0) continue;
         for (int i = 0; i < ng; i++) w[i] = g[i].n * c->types[g[i].type].mem_bw;
         if (instance_layout(q, g, ng, w, &l, &cost, err)) continue;
         if (!best_n || n / cost > best_score) best_score = n / cost, best_n = n;
@@ -413,7 +423,9 @@ static int plan_splitwise(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     const hs_cluster *c = q->cluster;
     int ord[64], top, n_top, tp_p = 0, rc;
     int top_gpus[HS_MAX_TP * 8];
-    if (c->n_types > 64) return hs_errf(err, HS_ERANGE, "cluster %s: too many GPU types", c->name);
+    if (c->n_types > HP_MAX_GRP)
+        return hs_errf(err, HS_ERANGE, "cluster %s: %d GPU types (the hetis planners take at most %d)", c->name,
+                       c->n_types, HP_MAX_GRP);
     if (c->n_types < 2) return hs_errf(err, HS_EINVAL, "hetis-splitwise: cluster %s has one GPU type", c->name);
     type_order(c, ord);
     top = ord[0];
@@ -452,17 +464,23 @@ static int plan_splitwise(const hs_plan_req *q, hs_deploy *out, hs_err *err)
             if (dmax % n || n > 16) continue;
             for (int k = 0; k < n && ok; k++) {
                 ng = 0;
+                if (borrow && borrow / n > HS_MAX_TP) {
+                    ok = 0;
+                    break;
+                }
                 if (borrow) {
                     g[ng].type = top;
                     g[ng].n = borrow / n;
                     for (int r = 0; r < g[ng].n; r++) g[ng].gpus[r] = top_gpus[n_top - borrow + k * (borrow / n) + r];
                     ng++;
                 }
-                for (int i = 0; i < nr; i++) {
+                for (int i = 0; i < nr && ok; i++) {
                     g[ng].type = rest[i];
                     g[ng].n = slice_type(c, rest[i], k, n, g[ng].gpus);
+                    if (g[ng].n < 0) ok = 0;
                     ng++;
                 }
+                if (!ok) break;
                 for (int i = 0; i < ng; i++) w[i] = g[i].n * c->types[g[i].type].mem_bytes;
                 ok = !instance_layout(q, g, ng, w, &dl[k], &cost, err);
             }

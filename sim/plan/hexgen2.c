@@ -153,6 +153,13 @@ int hs_hg2_ctx_create(hs_hg2_ctx **out, const hs_plan_req *req,
     x->max_tokens = req->max_tokens > 0 ? req->max_tokens : 8192;
     x->mml = req->max_model_len > 0 ? req->max_model_len : req->model->max_seq_len;
     x->o = *o;
+    /* The planned request must be one the engine would serve. */
+    if (!(o->s_in >= 1 && o->s_out >= 1 && o->s_in + o->s_out <= x->mml)) {
+        int mml = x->mml;
+        hs_hg2_ctx_destroy(x);
+        return hs_errf(err, HS_ERANGE, "plan_opts: in=%g + out=%g tokens must be at least 1 each and fit the %d-token context",
+                       o->s_in, o->s_out, mml);
+    }
     for (int t = 1; t <= HS_MAX_TP && t <= o->max_tp; t *= 2)
         if (req->model->heads % t == 0) x->tps[x->n_tps++] = t;
     x->kvbtl = hs_model_kv_bytes_token_layer(req->model, 1, x->ec.kv_bits);

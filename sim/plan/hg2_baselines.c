@@ -91,8 +91,10 @@ static int distserve(const hs_plan_req *q, hs_deploy *out, hs_err *err)
                                 rc = hs_errf(err, HS_ENOMEM, "out of memory");
                                 goto out;
                             }
-                            for (int j = 0; j < 2 && ok; j++) {
-                                int kk = j ? np : 0;
+                            /* Every group: on a mixed cluster later groups
+                             * sit on other GPUs than the first of their phase. */
+                            for (int kk = 0; kk < k && ok; kk++) {
+                                int j = kk >= np;
                                 const hs_hg2_group *gg;
                                 m = 0;
                                 for (int i = 0; i < n; i++)

@@ -317,6 +317,12 @@ int hs_isv_estimate(hs_isv_est *e, const hs_isv_fp *f, int layers, hs_err *err)
             e->o_ttft[v][i] = ttft[1] - e->h_ttft[v][i];
             e->h_tpot[v][i] = tpot[2] - tpot[1];
             e->o_tpot[v][i] = tpot[1] - e->h_tpot[v][i];
+            /* Fingerprints whose extrapolation is not a positive time (noisy
+             * or inconsistent rows) estimate nothing: a negative latency
+             * would rank first. */
+            if (!(layers * e->h_ttft[v][i] + e->o_ttft[v][i] > 0) ||
+                !(layers * e->h_tpot[v][i] + e->o_tpot[v][i] > 0))
+                continue;
             e->lat_ok[v][i] = 1;
             any = 1;
         }
@@ -334,7 +340,7 @@ int hs_isv_estimate(hs_isv_est *e, const hs_isv_fp *f, int layers, hs_err *err)
         e->App[v] = have[1] ? X[1] - X[0] : 0;
         e->A[v] = have[2] ? X[2] - X[0] : 0;
         e->W[v] = X[0] - e->A[v];
-        e->mem_ok[v] = 1;
+        e->mem_ok[v] = e->W[v] + e->A[v] > 0;
     }
     if (!any)
         return hs_errf(err, HS_EINVAL, "iserve: fingerprints of %s give no configuration (need PP=1 rows at two outputs for 1 and 2 layers)",

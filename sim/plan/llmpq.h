@@ -60,6 +60,7 @@ typedef struct hs_pq_plan {
     int first[HS_MAX_PP + 1];/* stage j holds layers [first[j], first[j+1]) */
     unsigned char bits[1024];/* per layer */
     int eta, xi;
+    int B, s, n, kv_bits;    /* the workload planned for (0: unknown; hs_pq_plan_read) */
     double obj;              /* objective (4), s */
     double est_s;            /* its latency part, s */
     double quality;          /* sum of omega over the layers' bits */

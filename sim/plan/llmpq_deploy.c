@@ -84,7 +84,7 @@ int hs_pq_plan_read(hs_pq_plan *p, const char *path, const hs_model *m, const hs
     cJSON *root = NULL;
     const cJSON *stages, *x;
     int rc, l = 0;
-    long eta = 0, xi = 0;
+    long eta = 0, xi = 0, B = 0, sl = 0, nl = 0;
     memset(p, 0, sizeof *p);
     if (m->layers > (int)sizeof p->bits)
         return hs_errf(err, HS_ERANGE, "%s: %s has %d layers, more than an LLM-PQ plan holds (%d)",
@@ -98,10 +98,17 @@ int hs_pq_plan_read(hs_pq_plan *p, const char *path, const hs_model *m, const hs
     if ((rc = hs_json_load(path, &root, err))) goto out;
     x = cJSON_GetObjectItemCaseSensitive(root, "llmpq");
     if (x && ((rc = hs_json_int_opt(x, "eta", 1, 1 << 20, &eta, path, err)) ||
-              (rc = hs_json_int_opt(x, "xi", 1, 1 << 20, &xi, path, err))))
+              (rc = hs_json_int_opt(x, "xi", 1, 1 << 20, &xi, path, err)) ||
+              (rc = hs_json_int_opt(x, "B", 1, 1 << 16, &B, path, err)) ||
+              (rc = hs_json_int_opt(x, "s", 1, 1 << 20, &sl, path, err)) ||
+              (rc = hs_json_int_opt(x, "n", 1, 1 << 20, &nl, path, err))))
         goto out;
     p->eta = (int)eta;
     p->xi = (int)xi;
+    p->B = (int)B;
+    p->s = (int)sl;
+    p->n = (int)nl;
+    p->kv_bits = d.r[0].layout.kv_bits;
     p->ndev = d.r[0].layout.pp;
     stages = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "replicas"), 0), "stages");
     for (int j = 0; j < p->ndev; j++) {

@@ -133,7 +133,9 @@ int hs_pq_ilp(const hs_pq_inst *in, double limit_s, double cutoff, int *dev, int
         }
     for (int j = 0; j < N; j++) {
         int rm = ++row, rp = ++row, rd = ++row, re = ++row;
-        glp_set_row_bnds(lp, rm, GLP_UP, 0, in->cap[j] / 1e9);          /* (12)-(13) */
+        /* (12)-(13) in GB; 1e-6 GB below the cap so that GLPK's bound
+         * tolerance cannot admit what hs_pq_eval's exact check refuses. */
+        glp_set_row_bnds(lp, rm, GLP_UP, 0, in->cap[j] / 1e9 - 1e-6);
         glp_set_row_bnds(lp, rp, GLP_UP, 0, -in->cpre[j]);              /* (5) */
         glp_set_row_bnds(lp, rd, GLP_UP, 0, -in->cdec[j]);              /* (6) */
         glp_set_row_bnds(lp, re, GLP_LO, 1, 0);                         /* non-empty */
@@ -190,7 +192,8 @@ int hs_pq_ilp(const hs_pq_inst *in, double limit_s, double cutoff, int *dev, int
                 if (glp_mip_col_val(lp, zcol(in, u, j, k)) > 0.5) dev[u] = j, bi[u] = k;
     }
     *obj = hs_pq_eval(in, dev, bi, NULL);
-    if (!isfinite(*obj)) rc = hs_errf(err, HS_ESTATE, "GLPK returned an infeasible assignment");
+    /* A solution at the tolerance's edge: skip this instance, not the search. */
+    if (!isfinite(*obj)) rc = hs_errf(err, HS_ENOFIT, "GLPK returned an assignment the exact memory check refuses");
 out:
     if (lp) glp_delete_prob(lp);
     free(ia);

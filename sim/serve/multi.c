@@ -196,7 +196,8 @@ int hs_multi_set_base(hs_multi *mm, int model, const hs_layout *l, hs_err *err)
 
 int hs_multi_schedule(hs_multi *mm, int model, double t_s, hs_err *err)
 {
-    if (model < 0 || model >= mm->n_models || !(t_s >= 0) || !isfinite(t_s))
+    /* Times are int64 ns inside: at most about 292 years. */
+    if (model < 0 || model >= mm->n_models || !(t_s >= 0) || !(t_s <= 9e9))
         return hs_errf(err, HS_ERANGE, "iserve: deployment of model %d at %g s", model, t_s);
     if (mm->n_deps == mm->cap_deps) {
         int cap = mm->cap_deps ? 2 * mm->cap_deps : 16;
