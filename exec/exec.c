@@ -91,6 +91,9 @@ int hs_exec_weight_alloc(hs_exec *x, hs_exec_weight *w, int n, int k, int bits, 
     w->n = n;
     w->k = k;
     w->bits = bits;
+    x->bytes_alloc += bits == 16 ? (double)n * k * es
+                                 : (double)n * hs_exec_qrow_bytes(k, bits) +
+                                       2.0 * n * ((k + HS_EXEC_QGROUP - 1) / HS_EXEC_QGROUP) * es;
     if (bits == 16) return o->alloc(x, &w->data, (size_t)n * k * es, err);
     w->groups = (k + HS_EXEC_QGROUP - 1) / HS_EXEC_QGROUP;
     w->ld = hs_exec_qrow_bytes(k, bits);

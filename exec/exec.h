@@ -162,6 +162,8 @@ struct hs_exec {
     const hs_exec_ops *ops;
     hs_exec_info info;
     void *priv;                /* backend state */
+    double bytes_alloc;        /* device bytes allocated through weights and replay
+                                  buffers since creation (fingerprint memory) */
 };
 
 /* Registry: "cpu" always, "cuda" when built with the toolkit (HS_HAVE_CUDA).

@@ -12,6 +12,7 @@
 #include "layer.h"
 #include "llm/model.h"
 #include "profile.h"
+#include "fingerprint.h"
 #include "replay.h"
 
 static void usage(FILE *fp)
@@ -26,6 +27,7 @@ static void usage(FILE *fp)
             "  profile   measure per-op tables of a model (dense ops, decode and prefill attention)\n"
             "  info      show the device and its measured GEMM and copy ceilings\n"
             "  replay    execute a schedule exported by `hetsim run --emit-schedule` and time each iteration\n"
+            "  fingerprint  measure iServe fingerprints (1- and 2-layer models, one request) for `hetsim iserve`\n"
             "\n"
             "`hetsim-exec <command> --help` describes each command.\n");
 }
@@ -298,6 +300,103 @@ static int cmd_replay(int argc, char **argv)
     return rc ? fail(&err) : 0;
 }
 
+static void fingerprint_usage(FILE *fp)
+{
+    fprintf(fp,
+            "usage: hetsim-exec fingerprint --model M --outputs O1,O2 [options]\n"
+            "\n"
+            "Measures iServe's fingerprints of model M on this device: the model reduced\n"
+            "to 1 and 2 hidden layers serves one request of --prompt tokens generating\n"
+            "each --outputs length alone, replayed with a real paged KV cache.  Writes\n"
+            "the fingerprint file `hetsim iserve --fingerprints DIR` reads from\n"
+            "DIR/<model>.csv (one row per layers x output; pp 1; latency_ms the sum of\n"
+            "the iterations, mem_gib the executor's allocations times tp).  Details in\n"
+            "exec/fingerprint.h.\n"
+            "\n"
+            "options:\n"
+            "  --model M          model name (models/M.json)\n"
+            "  --outputs O,O..    output lengths, at least two distinct (e.g. 16,64)\n"
+            "  --prompt P         prompt tokens (default 128)\n"
+            "  --layers K,K..     hidden layers of the fingerprints (default 1,2)\n"
+            "  --tp T             run one rank of TP degree T (default 1)\n"
+            "  --bits B           weight bits 16, 8 or 4 (default 16)\n"
+            "  --repeats N        timed runs per iteration, the median counts (default 3)\n"
+            "  --backend NAME     cuda or cpu (default: cuda when a GPU is present, else cpu)\n"
+            "  --dtype D          fp16 or bf16 on cuda (default fp16); fp32 on cpu\n"
+            "  --out FILE         the fingerprint CSV (default: stdout); written whole or not at all\n"
+            "  --quiet            no progress lines on stderr\n");
+}
+
+static int cmd_fingerprint(int argc, char **argv)
+{
+    hs_err err = {0};
+    hs_exec_fp_opts o;
+    common c = {NULL, -1};
+    const char *outp = NULL;
+    hs_exec x;
+    FILE *out = stdout;
+    char tmp[1100];
+    int rc;
+    memset(&o, 0, sizeof o);
+    o.tp = 1;
+    o.bits = 16;
+    o.kv_bits = 16;
+    o.prompt = 128;
+    o.repeats = 3;
+    o.layers[0] = 1;
+    o.layers[1] = 2;
+    o.n_layers = 2;
+    for (int i = 1; i < argc; i++) {
+        static const char *const flags[] = {"--model", "--outputs", "--prompt", "--layers", "--tp", "--bits",
+                                            "--repeats", "--out", NULL};
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fingerprint_usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
+        if ((rc = take_option("fingerprint", argc, argv, &i, flags, &c, &v, &err)) < 0) return fail(&err);
+        if (rc == 0) continue;
+        if (!strcmp(a, "--model")) o.model = v;
+        else if (!strcmp(a, "--out")) outp = v;
+        else if (!strcmp(a, "--outputs")) {
+            if (parse_list(a, v, o.outputs, HS_EXEC_FP_MAX, 1, 1 << 20, &o.n_outputs, &err)) return fail(&err);
+        } else if (!strcmp(a, "--layers")) {
+            if (parse_list(a, v, o.layers, HS_EXEC_FP_MAX, 1, 100000, &o.n_layers, &err)) return fail(&err);
+        } else if (!strcmp(a, "--prompt")) {
+            if (parse_int(a, v, 1, 1 << 20, &o.prompt, &err)) return fail(&err);
+        } else if (!strcmp(a, "--tp")) {
+            if (parse_int(a, v, 1, 64, &o.tp, &err)) return fail(&err);
+        } else if (!strcmp(a, "--bits")) {
+            if (parse_int(a, v, 4, 16, &o.bits, &err)) return fail(&err);
+        } else if (parse_int(a, v, 1, 1000, &o.repeats, &err)) {
+            return fail(&err);
+        }
+    }
+    if (!o.model) {
+        hs_errf(&err, HS_EINVAL, "fingerprint: --model is required (see hetsim-exec fingerprint --help)");
+        return fail(&err);
+    }
+    if (hs_exec_open(&x, c.backend, c.dtype, &err)) return fail(&err);
+    x.bytes_alloc = 0;
+    if (outp) {
+        snprintf(tmp, sizeof tmp, "%s.tmp", outp);
+        if (!(out = fopen(tmp, "w"))) {
+            hs_exec_close(&x);
+            hs_errf(&err, HS_EIO, "%s: cannot write", tmp);
+            return fail(&err);
+        }
+    }
+    rc = hs_exec_fingerprint(&o, &x, out, &err);
+    hs_exec_close(&x);
+    if (outp) {
+        if (fclose(out) && !rc) rc = hs_errf(&err, HS_EIO, "%s: write failed", tmp);
+        if (!rc && rename(tmp, outp)) rc = hs_errf(&err, HS_EIO, "%s: cannot rename to %s", tmp, outp);
+        if (rc) remove(tmp);
+    }
+    return rc ? fail(&err) : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -311,6 +410,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "profile")) return cmd_profile(argc - 1, argv + 1);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "replay")) return cmd_replay(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "fingerprint")) return cmd_fingerprint(argc - 1, argv + 1);
     fprintf(stderr, "hetsim-exec: unknown command \"%s\" (see hetsim-exec --help)\n", argv[1]);
     return 2;
 }

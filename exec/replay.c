@@ -554,6 +554,7 @@ static void dev_close(hs_exec_replay *r)
 
 static int dev_alloc(hs_exec *x, void **p, double bytes, hs_err *err)
 {
+    x->bytes_alloc += bytes > 0 ? bytes : 1;
     return x->ops->alloc(x, p, bytes > 0 ? (size_t)bytes : 1, err);
 }
 

@@ -10,8 +10,9 @@
  *    measurement is one batch-1 request (prompt, output) on a (TP, PP,
  *    variant) configuration giving end-to-end latency and total memory over
  *    the configuration's GPUs.  A fingerprint file (CSV, format below) holds
- *    them; `hetsim-exec` on a GPU would fill the same rows, and without one
- *    hs_isv_fp_measure() "measures" through our latency and memory models.
+ *    them; `hetsim-exec fingerprint` measures the rows on a device
+ *    (exec/fingerprint.h), and without one hs_isv_fp_measure() "measures"
+ *    through our latency and memory models.
  * 3. Estimator (the paper's L2 + M2): per PP=1 (TP, variant) the two output
  *    lengths give each fingerprint's TTFT and TPOT (latency = TTFT + TPOT x
  *    output); the 1- and 2-layer values give per-layer h and other-blocks o
