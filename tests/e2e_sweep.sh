@@ -128,4 +128,24 @@ hs_run 2 "value out of range" sweep --grid engine.block_size=16,-4 --db "$T/bad.
 check_grep "out of range: names the case" "$T/err" "case 2"
 check "out of range: no database" ! -e "$T/bad.db"
 
+# SIGINT stops the sweep cleanly: exit 1 with one line, workers gone, its
+# scratch folder removed, the stored cases whole; a rerun completes.
+shm_before=$(ls /dev/shm 2>/dev/null | grep -c '^hetsim-sweep' || true)
+"$HS" sweep --set workload.max_requests=20000 --grid seed=1:24:1 --db "$T/int.db" -j 2 --quiet 2>"$T/int.err" &
+pint=$!
+for _ in $(seq 1 100); do
+    # plain sqlite3: the file may not exist yet, which q would count as a failed query
+    [ "$(sqlite3 "$T/int.db" "select count(*) from sweep_cases" 2>/dev/null || echo 0)" -ge 2 ] 2>/dev/null && break
+    sleep 0.1
+done
+kill -INT $pint
+wait $pint
+rint=$?
+check_eq "SIGINT: exit 1" "$rint" 1
+check_grep "SIGINT: says how to resume" "$T/int.err" "interrupted by signal 2: .* run the sweep again to resume"
+check_eq "SIGINT: no scratch folder left" "$(ls /dev/shm 2>/dev/null | grep -c '^hetsim-sweep' || true)" "$shm_before"
+check_eq "SIGINT: stored cases whole" "$(q "$T/int.db" "select count(*) from sweep_cases where run is not null and run not in (select id from runs)")" 0
+hs_run 0 "SIGINT: rerun completes" sweep --set workload.max_requests=20000 --grid seed=1:24:1 --db "$T/int.db" -j 2 --quiet
+check_eq "SIGINT: 24 runs after the rerun" "$(q "$T/int.db" "select count(*) from runs")" 24
+
 e2e_finish

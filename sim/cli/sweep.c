@@ -377,6 +377,16 @@ typedef struct slot {
     int pos;     /* index into pend */
 } slot;
 
+/* SIGINT / SIGTERM during a sweep: stop at the next step, kill the
+ * workers and remove the scratch folder (committed cases stay; a rerun
+ * resumes).  SIGKILL cannot be caught: its scratch stays until reboot. */
+static volatile sig_atomic_t g_stop;
+
+static void on_stop(int sig)
+{
+    g_stop = sig;
+}
+
 static int spawn(hs_sweep *s, int pos, pid_t *pid, hs_err *err)
 {
     pid_t p;
@@ -386,6 +396,9 @@ static int spawn(hs_sweep *s, int pos, pid_t *pid, hs_err *err)
     if (p < 0) return hs_errf(err, HS_EIO, "fork: %s", strerror(errno));
     if (p == 0) {
         char msg[512];
+        /* Workers die of the signals the coordinator only notes. */
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
 #ifdef __linux__
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() == 1) _exit(1);
@@ -401,7 +414,8 @@ int hs_sweep_exec(hs_sweep *s, int *n_failed, hs_err *err)
 {
     int *pend = NULL, n_pend, n_stored, rc, next = 0, commit = 0, running = 0;
     int *state = NULL;   /* per pend entry: 0 waiting, 1 running, 2 done */
-    int *codes = NULL, window;
+    int *codes = NULL, window, handlers = 0;
+    struct sigaction old_int, old_term;
     slot *slots = NULL;
     *n_failed = 0;
     if ((rc = hs__sweep_pending(s, &pend, &n_pend, &n_stored, err))) return rc;
@@ -427,8 +441,23 @@ int hs_sweep_exec(hs_sweep *s, int *n_failed, hs_err *err)
     window = s->window > 0 ? s->window : 4 * s->jobs;
     if (window < s->jobs) window = s->jobs;
     if ((rc = hs_sweepdb_wal(s->h, 1, err))) goto out;
+    {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop;   /* no SA_RESTART: waitpid returns EINTR */
+        sigemptyset(&sa.sa_mask);
+        g_stop = 0;
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+        handlers = 1;
+    }
     hs__progress_start(s, n_pend, n_stored, s->jobs < n_pend ? s->jobs : n_pend);
     while (commit < n_pend) {
+        if (g_stop) {
+            rc = hs_errf(err, HS_ESTATE, "interrupted by signal %d: %d of %d cases stored; run the sweep again to resume",
+                         (int)g_stop, n_stored + commit, s->n_cases);
+            goto out;
+        }
         /* Fill free workers, staying within the window after the oldest
          * uncommitted case so held results stay bounded. */
         while (running < s->jobs && next < n_pend && next < commit + window) {
@@ -486,6 +515,10 @@ out:
         for (int j = commit; j < next; j++) remove_case_files(s, pend[j]);
     }
     hs__sweep_rmtmp(s);
+    if (handlers) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+    }
     if (s->h && state) {
         hs_err e2 = {0};
         int r2 = hs_sweepdb_wal(s->h, 0, &e2);

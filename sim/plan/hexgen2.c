@@ -93,6 +93,7 @@ typedef struct centry {
 } centry;
 
 struct hs_hg2_ctx {
+    int oom;                 /* an evaluation ran out of memory (reads as "does not fit") */
     const hs_model *m;
     const hs_cluster *c;
     hs_engine_cfg ec;
@@ -182,6 +183,13 @@ int hs_hg2_ctx_create(hs_hg2_ctx **out, const hs_plan_req *req,
     }
     *out = x;
     return 0;
+}
+
+int hs_hg2_check_oom(const hs_hg2_ctx *x, int rc, hs_deploy *out, hs_err *err)
+{
+    if (!x->oom) return rc;
+    if (!rc) hs_deploy_free(out);
+    return hs_errf(err, HS_ENOMEM, "out of memory while evaluating placements");
 }
 
 void hs_hg2_ctx_destroy(hs_hg2_ctx *x)
@@ -504,7 +512,10 @@ const hs_hg2_group *hs_hg2_eval_group(hs_hg2_ctx *x, const int *gpus, int n, int
     /* miss: evaluate every TP cap, keep the best for the role */
     x->st.group_evals++;
     e = calloc(1, sizeof *e);
-    if (!e) return &none;
+    if (!e) {
+        x->oom = 1;
+        return &none;
+    }
     e->h = h;
     e->role = role;
     e->t_only = t_only;
@@ -516,6 +527,7 @@ const hs_hg2_group *hs_hg2_eval_group(hs_hg2_ctx *x, const int *gpus, int n, int
         free(e->key);
         free(e->g.tp);
         free(e);
+        x->oom = 1;
         return &none;
     }
     memcpy(e->key, g, (size_t)n * sizeof *g);
@@ -1433,6 +1445,7 @@ static int plan(const hs_plan_req *q, hs_deploy *out, hs_err *err)
                 st.best_tput, st.seconds, st.evals, st.group_evals);
     }
     hs_hg2_place_free(&p);
+    rc = hs_hg2_check_oom(x, rc, out, err);
     hs_hg2_ctx_destroy(x);
     return rc;
 }

@@ -119,6 +119,10 @@ void hs_hg2_group_layout(const hs_hg2_ctx *x, const hs_hg2_group *g, hs_layout *
 
 int hs_hg2_ctx_create(hs_hg2_ctx **out, const hs_plan_req *req,
                       const hs_hg2_opts *o, hs_err *err);
+/* After a search: an evaluation that ran out of memory reads as "does not
+ * fit" inside the search; this turns it into HS_ENOMEM (freeing out when
+ * rc was 0).  Returns rc otherwise. */
+int hs_hg2_check_oom(const hs_hg2_ctx *x, int rc, hs_deploy *out, hs_err *err);
 void hs_hg2_ctx_destroy(hs_hg2_ctx *x);
 
 /* Evaluates gpus[0..n) as one replica of the role, best layout over the TP

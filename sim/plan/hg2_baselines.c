@@ -132,6 +132,7 @@ out:
     hs_hg2_eval_free(&ev);
     hs_hg2_place_free(&p);
     hs_hg2_place_free(&best);
+    rc = hs_hg2_check_oom(x, rc, out, err);
     hs_hg2_ctx_destroy(x);
     return rc;
 }
@@ -205,6 +206,7 @@ out:
     free(speed);
     hs_hg2_eval_free(&ev);
     hs_hg2_place_free(&p);
+    rc = hs_hg2_check_oom(x, rc, out, err);
     hs_hg2_ctx_destroy(x);
     return rc;
 }
@@ -226,6 +228,7 @@ static int hexgen(const hs_plan_req *q, hs_deploy *out, hs_err *err)
         fprintf(stderr, "hexgen: %.0f tokens/s estimated, %.3f s\n", st.best_tput, st.seconds);
     }
     hs_hg2_place_free(&p);
+    rc = hs_hg2_check_oom(x, rc, out, err);
     hs_hg2_ctx_destroy(x);
     return rc;
 }

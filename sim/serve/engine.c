@@ -779,10 +779,12 @@ int hs_engine_run(hs_engine *e, hs_err *err)
         default:
             assert(0);
         }
-        if (e->fatal)
-            return err && err->code == e->fatal && err->msg[0]
-                       ? e->fatal
-                       : hs_errf(err, e->fatal, "simulation stopped: %s", hs_strerror(e->fatal));
+        if (e->fatal) {
+            if (err && err->code == e->fatal && err->msg[0]) return e->fatal;
+            if (e->fatal_err.msg[0])
+                return hs_errf(err, e->fatal, "simulation stopped: %s", e->fatal_err.msg);
+            return hs_errf(err, e->fatal, "simulation stopped: %s", hs_strerror(e->fatal));
+        }
         if (e->progress && (e->q.popped & 0xFFFF) == 0) e->progress(e->progress_ctx, e);
         if (e->cfg.audit && !hs_engine_audit(e))
             return hs_errf(err, HS_ESTATE, "invariant violated at t=%lld ns (KV or decode-set books)",

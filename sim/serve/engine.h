@@ -56,6 +56,7 @@ typedef struct hs_engine {
     hs_sink sink;
     int32_t max_model_len;
     int fatal;                /* error code raised inside a callback */
+    hs_err fatal_err;         /* its message when the callback had one (else empty) */
     /* counters */
     int64_t arrivals, completed, dropped, truncated, preemptions, iterations;
     int64_t prompt_tokens_seen;   /* sum of arrivals' prompts (policies' running mean) */

@@ -716,10 +716,14 @@ int hs_hetis_prepare(hs_engine *e, hs_lane *l)
     if (!h) return 0;
     sweep(e, h, l, lane);
     lane_aggregate(e, h, l, lane);
-    if ((rc = dispatch_new(e, h, l, lane, &err))) return rc;
-    if (l->n_dec > 0 && (++h->steps[lane] % h->cfg.period) == 0 && (rc = rebalance(e, h, l, lane, &err)))
+    if (!(rc = dispatch_new(e, h, l, lane, &err)) &&
+        !(l->n_dec > 0 && (++h->steps[lane] % h->cfg.period) == 0 && (rc = rebalance(e, h, l, lane, &err))))
+        rc = relieve(e, h, l, lane, &err);
+    if (rc) {
+        /* The engine names it when it stops. */
+        e->fatal_err = err;
         return rc;
-    if ((rc = relieve(e, h, l, lane, &err))) return rc;
+    }
     assert(hs_hetis_sane(e, h, lane)); /* INV-HEAD, INV-HMEM */
     return 0;
 }
