@@ -87,10 +87,20 @@ static int sum_csv(const char *path, double *ns, hs_err *err)
     return rows ? 0 : hs_errf(err, HS_EPARSE, "fingerprint: replay output %s has no rows", path);
 }
 
+static int scratch(char *path, size_t cap, hs_err *err)
+{
+    const char *dir = getenv("TMPDIR");
+    int fd;
+    snprintf(path, cap, "%s/hetsim-fp-XXXXXX", dir && *dir ? dir : "/tmp");
+    if ((fd = mkstemp(path)) < 0) return hs_errf(err, HS_EIO, "fingerprint: cannot create a scratch file in %s", dir && *dir ? dir : "/tmp");
+    close(fd);
+    return 0;
+}
+
 int hs_exec_fingerprint(const hs_exec_fp_opts *o, hs_exec *x, FILE *out, hs_err *err)
 {
     hs_model m;
-    char sched[64], csv[64];
+    char sched[1024], csv[1024];
     int rc, distinct = 0;
     const char *wq = o->bits == 16 ? "fp16" : o->bits == 8 ? "int8" : o->bits == 4 ? "int4" : NULL;
     if (!wq) return hs_errf(err, HS_EINVAL, "fingerprint: --bits %d is not 16, 8 or 4", o->bits);
@@ -110,8 +120,12 @@ int hs_exec_fingerprint(const hs_exec_fp_opts *o, hs_exec *x, FILE *out, hs_err 
         if (o->outputs[k] < 1 || o->prompt + o->outputs[k] > m.max_seq_len)
             return hs_errf(err, HS_EINVAL, "fingerprint: prompt %d + output %d exceeds %s's %d-token context",
                            o->prompt, o->outputs[k], m.name, m.max_seq_len);
-    snprintf(sched, sizeof sched, "/tmp/hetsim-fp-%ld.jsonl", (long)getpid());
-    snprintf(csv, sizeof csv, "/tmp/hetsim-fp-%ld.csv", (long)getpid());
+    /* Private scratch files (mkstemp: no clash, no symlink games in /tmp). */
+    if ((rc = scratch(sched, sizeof sched, err))) return rc;
+    if ((rc = scratch(csv, sizeof csv, err))) {
+        remove(sched);
+        return rc;
+    }
     fprintf(out, "# hetsim iServe fingerprint v1 (see sim/plan/iserve.h), measured by hetsim-exec on %s (%s)\n",
             x->info.device, x->info.backend);
     fprintf(out, "model,layers,tp,pp,wq,kv_bits,prune,prompt,output,latency_ms,mem_gib\n");

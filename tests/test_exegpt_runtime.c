@@ -213,6 +213,39 @@ static void test_planner(void)
     hs_cluster_destroy(c);
 }
 
+/* An estimator of OPT-13B on exegpt-a40x4 for an ExeGPT task preset. */
+typedef struct est_fx {
+    hs_model m;
+    hs_cluster *c;
+    hs_workload_cfg wc;
+    hs_exegpt_dist din, dout;
+    hs_exegpt_opts eo;
+    hs_exegpt *x;
+} est_fx;
+
+static void est_open(est_fx *f, const char *task, int bd_mode)
+{
+    hs_err err = {0};
+    memset(f, 0, sizeof *f);
+    CHECK_OK(hs_model_find(&f->m, "opt-13b", &err), &err);
+    CHECK_OK(hs_cluster_find(&f->c, "exegpt-a40x4", &err), &err);
+    hs_workload_defaults(&f->wc);
+    hs_workload_set(&f->wc, "preset", task, NULL);
+    CHECK_OK(hs_exegpt_dist_from_lendist(&f->din, &f->wc.prompt, &err), &err);
+    CHECK_OK(hs_exegpt_dist_from_lendist(&f->dout, &f->wc.output, &err), &err);
+    hs_exegpt_opts_defaults(&f->eo);
+    f->eo.bd_mode = bd_mode;
+    CHECK_OK(hs_exegpt_create(&f->x, &f->m, f->c, &f->din, &f->dout, &f->eo, &err), &err);
+}
+
+static void est_close(est_fx *f)
+{
+    hs_exegpt_destroy(f->x);
+    hs_exegpt_dist_free(&f->din);
+    hs_exegpt_dist_free(&f->dout);
+    hs_cluster_destroy(f->c);
+}
+
 /* The estimator's prediction of a planned schedule against the discrete-
  * event run of it: throughput and the p99-length query's latency within
  * 10% (tools/bench-exegpt des reports more cases). */
@@ -224,33 +257,20 @@ static void test_estimator_vs_des(void)
         {"T", INFINITY, 1u << HS_EXEGPT_RRA},                                /* RRA, 4 stages */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        hs_model m;
-        hs_cluster *c = NULL;
-        hs_workload_cfg wc;
-        hs_exegpt_dist din = {0, NULL}, dout = {0, NULL};
-        hs_exegpt_opts eo;
+        est_fx f;
         hs_exegpt_plan_opts po;
         hs_exegpt_result r;
         hs_exegpt_des ds;
-        hs_exegpt *x = NULL;
         hs_err err = {0};
-        CHECK_OK(hs_model_find(&m, "opt-13b", &err), &err);
-        CHECK_OK(hs_cluster_find(&c, "exegpt-a40x4", &err), &err);
-        hs_workload_defaults(&wc);
-        hs_workload_set(&wc, "preset", cases[i].task, NULL);
-        CHECK_OK(hs_exegpt_dist_from_lendist(&din, &wc.prompt, &err), &err);
-        CHECK_OK(hs_exegpt_dist_from_lendist(&dout, &wc.output, &err), &err);
-        hs_exegpt_opts_defaults(&eo);
-        eo.bd_mode = HS_EXEGPT_BD_STEADY;
-        CHECK_OK(hs_exegpt_create(&x, &m, c, &din, &dout, &eo, &err), &err);
+        est_open(&f, cases[i].task, HS_EXEGPT_BD_STEADY);
         hs_exegpt_plan_opts_defaults(&po);
         po.lat_bound = cases[i].bound;
         po.policies = cases[i].mask;
-        CHECK_OK(hs_exegpt_plan(x, &po, &r, &err), &err);
+        CHECK_OK(hs_exegpt_plan(f.x, &po, &r, &err), &err);
         CHECK(r.found);
         if (r.found) {
             char lab[128];
-            CHECK_OK(hs_exegpt_des_run(x, &r.cfg, &wc, 4000, r.est.bd, 0.1, &eo.perf, &ds, &err), &err);
+            CHECK_OK(hs_exegpt_des_run(f.x, &r.cfg, &f.wc, 4000, r.est.bd, 0.1, &f.eo.perf, &ds, &err), &err);
             hs_exegpt_cfg_str(&r.cfg, &r.est, lab, sizeof lab);
             printf("task %s %-40s thr est %.2f des %.2f q/s, lat_b est %.2f des %.2f s (%lld q)\n",
                    cases[i].task, lab, r.est.thr, ds.thr, r.est.lat_b, ds.lat_b, (long long)ds.n_lat);
@@ -258,10 +278,7 @@ static void test_estimator_vs_des(void)
             CHECK_REL(ds.lat_b, r.est.lat_b, 0.10);
             CHECK(ds.n_lat >= 3);
         }
-        hs_exegpt_destroy(x);
-        hs_exegpt_dist_free(&din);
-        hs_exegpt_dist_free(&dout);
-        hs_cluster_destroy(c);
+        est_close(&f);
     }
 }
 
@@ -271,39 +288,27 @@ static void test_estimator_vs_des(void)
  * longest prompt and output. */
 static void test_dsi_matches_static(void)
 {
-    hs_model m;
-    hs_cluster *c = NULL;
-    hs_workload_cfg wc;
-    hs_exegpt_dist din = {0, NULL}, dout = {0, NULL};
-    hs_exegpt_opts eo;
-    hs_exegpt *x = NULL;
+    est_fx f;
     hs_err err = {0};
     fx_opts o;
     fx_result r;
     double thr, lat, des = 0;
     int fits;
     char pl[16], ol[16];
-    CHECK_OK(hs_model_find(&m, "opt-13b", &err), &err);
-    CHECK_OK(hs_cluster_find(&c, "exegpt-a40x4", &err), &err);
-    hs_workload_defaults(&wc);
-    hs_workload_set(&wc, "preset", "S", NULL);
-    CHECK_OK(hs_exegpt_dist_from_lendist(&din, &wc.prompt, &err), &err);
-    CHECK_OK(hs_exegpt_dist_from_lendist(&dout, &wc.output, &err), &err);
-    hs_exegpt_opts_defaults(&eo);
-    CHECK_OK(hs_exegpt_create(&x, &m, c, &din, &dout, &eo, &err), &err);
-    CHECK_OK(hs_exegpt_dsi(x, 4, 1, 8, 1, 1, &thr, &lat, &fits, &err), &err);
+    est_open(&f, "S", HS_EXEGPT_BD_PAPER);
+    CHECK_OK(hs_exegpt_dsi(f.x, 4, 1, 8, 1, 1, &thr, &lat, &fits, &err), &err);
     CHECK(fits && thr > 0);
     /* The same batch on the engine: 1 + 8 queries of the longest lengths
      * (the first batch holds the one query there when the lane wakes). */
-    snprintf(pl, sizeof pl, "%d", din.max);
-    snprintf(ol, sizeof ol, "%d", dout.max);
+    snprintf(pl, sizeof pl, "%d", f.din.max);
+    snprintf(ol, sizeof ol, "%d", f.dout.max);
     queued(&o, "static", 9, pl, ol);
     o.model = "opt-13b";
     o.cluster = "exegpt-a40x4";
     o.tp = 4;
-    o.max_model_len = din.max + dout.max;
+    o.max_model_len = f.din.max + f.dout.max;
     o.ec.static_batch = 8;
-    o.pc = eo.perf;
+    o.pc = f.eo.perf;
     CHECK_OK(fx_run(&o, &r, &err), &err);
     for (int64_t i = 0; i < r.n; i++)
         if ((r.rec[i].finish - r.rec[i].first_sched) * 1e-9 > des) des = (r.rec[i].finish - r.rec[i].first_sched) * 1e-9;
@@ -313,15 +318,12 @@ static void test_dsi_matches_static(void)
      * micro-batches likewise: never faster than one. */
     {
         double t2, l2;
-        CHECK_OK(hs_exegpt_dsi(x, 4, 1, 8, 2, 2, &t2, &l2, &fits, &err), &err);
+        CHECK_OK(hs_exegpt_dsi(f.x, 4, 1, 8, 2, 2, &t2, &l2, &fits, &err), &err);
         CHECK(l2 >= lat);
     }
-    CHECK(hs_exegpt_dsi(x, 4, 1, 8, 9, 1, &thr, &lat, &fits, &err) == HS_EINVAL);
+    CHECK(hs_exegpt_dsi(f.x, 4, 1, 8, 9, 1, &thr, &lat, &fits, &err) == HS_EINVAL);
     fx_free(&r);
-    hs_exegpt_destroy(x);
-    hs_exegpt_dist_free(&din);
-    hs_exegpt_dist_free(&dout);
-    hs_cluster_destroy(c);
+    est_close(&f);
 }
 
 int main(void)

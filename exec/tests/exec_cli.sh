@@ -5,20 +5,7 @@
 # usage: exec_cli.sh PATH/TO/hetsim-exec
 set -u
 bin=${1:?usage: exec_cli.sh hetsim-exec}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-# expect_error NAME ARGS...: exit code 2 and exactly one line on stderr.
-expect_error() {
-    local name=$1; shift
-    "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    [ "$rc" -eq 2 ] || fail "$name: exit $rc, expected 2"
-    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$name: stderr is not one line: $(cat "$tmp/err")"
-    echo "ok: $name -> $(cat "$tmp/err")"
-}
+. "$(dirname "$0")/lib.sh"
 
 for args in "--help" "profile --help" "info --help" "replay --help"; do
     # shellcheck disable=SC2086
@@ -77,29 +64,25 @@ else
 fi
 
 # Errors: one line, exit 2.
-expect_error "no command"
-expect_error "unknown command" frobnicate
-expect_error "unknown option" profile --model tiny-test --frob
-expect_error "missing --model" profile --backend cpu
-expect_error "bad --model" profile --model no-such-model --backend cpu --quick --out "$tmp/x"
-expect_error "--tp not dividing heads" profile --model tiny-test --tp 3 --backend cpu --quick --out "$tmp/x"
-expect_error "bad --tp" profile --model tiny-test --tp 0 --backend cpu
-expect_error "bad --bits" profile --model tiny-test --bits 3 --backend cpu
-expect_error "unwritable --out" profile --model tiny-test --backend cpu --quick --out /proc/hetsim-exec-test
-expect_error "bad --backend" info --backend tpu
-expect_error "cpu in bf16" info --backend cpu --dtype bf16
+expect_error "no command" "no command given"
+expect_error "unknown command" "unknown command \"frobnicate\"" frobnicate
+expect_error "unknown option" "unknown option \"--frob\"" profile --model tiny-test --frob
+expect_error "missing --model" "--model is required" profile --backend cpu
+expect_error "bad --model" "unknown model \"no-such-model\"" profile --model no-such-model --backend cpu --quick --out "$tmp/x"
+expect_error "--tp not dividing heads" "does not divide the 4 attention heads" profile --model tiny-test --tp 3 --backend cpu --quick --out "$tmp/x"
+expect_error "bad --tp" "--tp 0" profile --model tiny-test --tp 0 --backend cpu
+expect_error "bad --bits" "--bits 3" profile --model tiny-test --bits 3 --backend cpu
+expect_error "unwritable --out" "cannot create /proc/hetsim-exec-test" profile --model tiny-test --backend cpu --quick --out /proc/hetsim-exec-test
+expect_error "bad --backend" "unknown backend" info --backend tpu
+expect_error "cpu in bf16" "fp32 only" info --backend cpu --dtype bf16
 [ -e "$tmp/x" ] && fail "a failed profile created its --out folder"
 
 # --backend cuda without a GPU (or without the toolkit): one line, exit 2.
 if "$bin" info --backend cuda >/dev/null 2>&1; then
     echo "skip: a CUDA device is present, not checking the no-device error"
 else
-    expect_error "--backend cuda without a device" info --backend cuda
-    expect_error "profile --backend cuda without a device" profile --model tiny-test --backend cuda --quick --out "$tmp/y"
+    expect_error "--backend cuda without a device" "no CUDA device" info --backend cuda
+    expect_error "profile --backend cuda without a device" "no CUDA device" profile --model tiny-test --backend cuda --quick --out "$tmp/y"
 fi
 
-if [ "$fails" -gt 0 ]; then
-    echo "$fails failures"
-    exit 1
-fi
-echo "all checks passed"
+finish

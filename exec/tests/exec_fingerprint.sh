@@ -11,28 +11,18 @@ set -u
 bin=${1:?usage: exec_fingerprint.sh hetsim-exec hetsim}
 hs=${2:?usage: exec_fingerprint.sh hetsim-exec hetsim}
 root=${HS_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
-tmp=$(mktemp -d /tmp/hsfp.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"
 
-expect_error() {
-    local name=$1 pat=$2; shift 2
-    "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    [ "$rc" -eq 2 ] || fail "$name: exit $rc, expected 2"
-    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$name: stderr is not one line: $(cat "$tmp/err")"
-    grep -qE -- "$pat" "$tmp/err" || fail "$name: stderr does not match /$pat/: $(cat "$tmp/err")"
-    echo "ok: $name -> $(cat "$tmp/err")"
-}
-
-# An 8-layer tiny model (same shapes as tiny-test).
+# An 8-layer tiny model (same shapes as tiny-test), at a short path: the
+# schedule header holds a model name or path of at most 47 characters.
+mdir=$(mktemp -d /tmp/hsfp.XXXXXX)
+trap 'rm -rf "$tmp" "$mdir"' EXIT
 sed -e 's/"layers": *2,/"layers": 8,/' -e 's/"name": *"tiny-test"/"name": "tiny8"/' \
-    "$root/models/tiny-test.json" >"$tmp/tiny8.json"
-grep -q '"layers": 8' "$tmp/tiny8.json" || fail "fixture: layers not replaced"
+    "$root/models/tiny-test.json" >"$mdir/tiny8.json"
+grep -q '"layers": 8' "$mdir/tiny8.json" || fail "fixture: layers not replaced"
 
 mkdir -p "$tmp/fp"
-"$bin" fingerprint --model "$tmp/tiny8.json" --backend cpu --prompt 32 --outputs 4,16 --layers 1,2,8 \
+"$bin" fingerprint --model "$mdir/tiny8.json" --backend cpu --prompt 32 --outputs 4,16 --layers 1,2,8 \
     --repeats 3 --quiet --out "$tmp/fp/tiny8.csv" || fail "fingerprint run"
 f=$tmp/fp/tiny8.csv
 head -1 "$f" | grep -q '^# hetsim iServe fingerprint v1' || fail "comment line: $(head -1 "$f")"
@@ -62,7 +52,7 @@ mkdir -p "$tmp/fp12"
 awk -F, 'NR <= 2 || $2 <= 2' "$f" >"$tmp/fp12/tiny8.csv"
 # The rows must parse; whether they estimate depends on timings (under load
 # a 2-layer run can time below a 1-layer one, which iServe rightly refuses).
-HETSIM_ROOT=$root "$hs" iserve estimate --model "$tmp/tiny8.json" --fingerprints "$tmp/fp12" >"$tmp/est" 2>&1
+HETSIM_ROOT=$root "$hs" iserve estimate --model "$mdir/tiny8.json" --fingerprints "$tmp/fp12" >"$tmp/est" 2>&1
 if grep -q 'fingerprint_rows=4' "$tmp/est"; then
     echo "ok: iserve estimated from the executor's fingerprints: $(cat "$tmp/est")"
 elif grep -q 'give no configuration' "$tmp/est"; then
@@ -79,8 +69,4 @@ expect_error "unwritable output" "cannot write" fingerprint --model tiny-test --
     --out "$tmp/no/such/dir/f.csv"
 [ ! -e "$tmp/no/such/dir/f.csv" ] || fail "a file was written after the error"
 
-if [ "$fails" -ne 0 ]; then
-    echo "$fails failure(s)"
-    exit 1
-fi
-echo "exec_fingerprint: all checks passed"
+finish

@@ -9,21 +9,7 @@
 # usage: exec_replay.sh PATH/TO/hetsim-exec
 set -u
 bin=${1:?usage: exec_replay.sh hetsim-exec}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-# expect_error NAME PATTERN ARGS...: exit 2, one line on stderr matching PATTERN.
-expect_error() {
-    local name=$1 pat=$2; shift 2
-    "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
-    local rc=$?
-    [ "$rc" -eq 2 ] || fail "$name: exit $rc, expected 2"
-    [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "$name: stderr is not one line: $(cat "$tmp/err")"
-    grep -qE -- "$pat" "$tmp/err" || fail "$name: stderr does not match /$pat/: $(cat "$tmp/err")"
-    echo "ok: $name -> $(cat "$tmp/err")"
-}
+. "$(dirname "$0")/lib.sh"
 
 # check_csv NAME FILE ROWS LAYERS_RUN SCALE REPLICA: the comment line, the
 # header, ROWS rows numbered 0.. with positive times.
@@ -211,8 +197,4 @@ expect_error "--repeats 0" "--repeats 0" replay "$tmp/s16.jsonl" --backend cpu -
 expect_error "unknown option" "unknown option" replay "$tmp/s16.jsonl" --frob
 expect_error "unwritable --out" "--out" replay "$tmp/s16.jsonl" --backend cpu --out /proc/hetsim-exec-test.csv
 
-if [ "$fails" -gt 0 ]; then
-    echo "$fails failures"
-    exit 1
-fi
-echo "all checks passed"
+finish

@@ -215,7 +215,6 @@ int hs_exegpt_max_nd(const hs_exegpt *x);        /* decoding iterations of the l
 int hs_exegpt_max_be(const hs_exegpt *x);
 const hs_model *hs_exegpt_model(const hs_exegpt *x);
 const hs_cluster *hs_exegpt_cluster(const hs_exegpt *x);
-const hs_exegpt_opts *hs_exegpt_options(const hs_exegpt *x);
 int32_t hs_exegpt_out_p99(const hs_exegpt *x);   /* tokens, the p99 output length */
 int32_t hs_exegpt_max_context(const hs_exegpt *x); /* tokens, longest prompt + longest output */
 /* engine.max_batched_tokens for the runtime: an encoding batch of a lane's
@@ -280,6 +279,15 @@ int hs_exegpt_plan(hs_exegpt *x, const hs_exegpt_plan_opts *o, hs_exegpt_result 
  * The colocated runtime can replay the RRA layout, but not RRA's batching,
  * nor WAA's roles: the planner is not registered in plan.c for now. */
 int hs_exegpt_deploy(hs_exegpt *x, const hs_exegpt_cfg *cfg, hs_deploy *out, hs_err *err);
+
+/* The engine settings that run schedule cfg (e: its estimate by x, whose
+ * bd becomes the decoding-population target) with dynamic-adjustment
+ * threshold `adjust`: B_E, N_D, the target population, the mean prompt, no
+ * watermark, two lanes per encode stage, the context of the longest query,
+ * and pass and sequence caps sized from B_E and the population.  The
+ * planner writes them into its deployment; the DES check runs with them. */
+void hs_exegpt_engine_cfg(const hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs_exegpt_est *e,
+                          double adjust, hs_engine_cfg *ec);
 
 /* ---- checking the estimator against the event-driven runtime (exegpt_des.c) -- */
 

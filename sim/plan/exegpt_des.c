@@ -53,7 +53,6 @@ int hs_exegpt_des_run(hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs_workload_
 {
     const hs_model *m = hs_exegpt_model(x);
     const hs_cluster *c = hs_exegpt_cluster(x);
-    const hs_exegpt_opts *eo = hs_exegpt_options(x);
     hs_deploy d;
     hs_replica *reps = NULL;
     hs_source *src = NULL;
@@ -72,33 +71,17 @@ int hs_exegpt_des_run(hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs_workload_
     if (!pol) return hs_errf(err, HS_ENOTFOUND, "exegpt: runtime policies missing");
     if (n < 50) return hs_errf(err, HS_EINVAL, "exegpt: a DES check needs at least 50 queries, not %lld", (long long)n);
     hs_engine_cfg_defaults(&ec);
-    ec.gpu_mem_util = eo->mem_util;
-    ec.kv_bits = eo->kv_bits;
-    ec.exegpt_be = cfg->be;
-    ec.exegpt_nd = cfg->policy == HS_EXEGPT_RRA ? cfg->nd : 1;
-    ec.exegpt_bd = bd_steady;
-    ec.exegpt_adjust = adjust;
-    ec.watermark = 0;
-    /* WAA's encoders are an open pipeline (a batch enters stage 0 as soon
-     * as it is free): two batches in flight per stage. */
-    ec.prefill_lanes = 2;
+    {
+        hs_exegpt_est est;
+        if ((rc = hs_exegpt_estimate(x, cfg, &est, err))) return rc;
+        est.bd = bd_steady;
+        hs_exegpt_engine_cfg(x, cfg, &est, adjust, &ec);
+    }
+    mml = ec.max_model_len;
     /* ExeGPT measures throughput with the queue never empty. */
     w.max_requests = n;
     w.rate = 1e6;
     snprintf(w.arrival, sizeof w.arrival, "constant");
-    /* Contexts never exceed the longest prompt plus the longest output
-     * (ExeGPT sizes its caches for them). */
-    mml = hs_exegpt_max_context(x);
-    if (mml > m->max_seq_len) mml = m->max_seq_len;
-    ec.max_model_len = mml;
-    {
-        hs_exegpt_est est;
-        if ((rc = hs_exegpt_estimate(x, cfg, &est, err))) return rc;
-        ec.max_batched_tokens =
-            hs_exegpt_batch_tokens(x, cfg->be, est.pp * (cfg->policy == HS_EXEGPT_RRA ? 1 : ec.prefill_lanes), adjust);
-        /* Room for the whole decoding population in one lane's batch. */
-        ec.max_num_seqs = (int)fmin(65536, fmax(256, ceil(2 * est.bd / est.pp) + cfg->be));
-    }
     max_tokens = hs_engine_pass_tokens(&ec, pol, mml);
     if (max_tokens < 0) return hs_errf(err, HS_ERANGE, "exegpt: forward pass too large");
     if ((rc = hs_exegpt_deploy(x, cfg, &d, err))) return rc;

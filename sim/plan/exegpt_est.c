@@ -363,7 +363,6 @@ int hs_exegpt_node_gpus(const hs_exegpt *x) { return x->node_gpus; }
 int hs_exegpt_max_nd(const hs_exegpt *x) { return x->dec.max > 1 ? x->dec.max : 1; }
 const hs_model *hs_exegpt_model(const hs_exegpt *x) { return &x->m; }
 const hs_cluster *hs_exegpt_cluster(const hs_exegpt *x) { return x->c; }
-const hs_exegpt_opts *hs_exegpt_options(const hs_exegpt *x) { return &x->o; }
 int32_t hs_exegpt_out_p99(const hs_exegpt *x) { return x->d_p99 + (x->encdec ? 0 : 1); }
 int32_t hs_exegpt_max_context(const hs_exegpt *x) { return x->pin_max + x->dec.max + (x->encdec ? 0 : 1); }
 
@@ -372,6 +371,30 @@ int32_t hs_exegpt_batch_tokens(const hs_exegpt *x, int be, int lanes, double adj
     int per = (be + lanes - 1) / (lanes > 0 ? lanes : 1);
     double t = ceil((1 + adjust) * per * x->pin_mean) + hs_exegpt_max_context(x);
     return t > HS_MAX_PASS_TOKENS ? HS_MAX_PASS_TOKENS : (int32_t)t;
+}
+
+
+void hs_exegpt_engine_cfg(const hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs_exegpt_est *e,
+                          double adjust, hs_engine_cfg *ec)
+{
+    int rra = cfg->policy == HS_EXEGPT_RRA, mml = hs_exegpt_max_context(x);
+    ec->gpu_mem_util = x->o.mem_util;
+    ec->kv_bits = x->o.kv_bits;
+    ec->watermark = 0;               /* ExeGPT keeps no free-block reserve */
+    ec->exegpt_be = cfg->be;
+    ec->exegpt_nd = rra ? cfg->nd : 1;
+    ec->exegpt_bd = e->bd;
+    ec->exegpt_adjust = adjust;
+    ec->exegpt_prompt_mean = x->pin_mean;
+    /* WAA's encoders are an open pipeline (a batch enters stage 0 as soon
+     * as it is free): two batches in flight per stage. */
+    ec->prefill_lanes = 2;
+    /* Contexts never exceed the longest prompt plus the longest output
+     * (ExeGPT sizes its caches for them). */
+    ec->max_model_len = mml < x->m.max_seq_len ? mml : x->m.max_seq_len;
+    ec->max_batched_tokens = hs_exegpt_batch_tokens(x, cfg->be, e->pp * (rra ? 1 : ec->prefill_lanes), adjust);
+    /* Room for the whole decoding population in one lane's batch. */
+    ec->max_num_seqs = (int)fmin(65536, fmax(256, ceil(2 * e->bd / (e->pp > 0 ? e->pp : 1)) + cfg->be));
 }
 
 int hs_exegpt_max_be(const hs_exegpt *x)

@@ -62,8 +62,8 @@ static int plan(const hs_plan_req *req, hs_deploy *out, hs_err *err)
     hs_exegpt_opts eo;
     hs_exegpt_plan_opts po;
     hs_exegpt_result res;
-    hs_exegpt *x = NULL, *xs = NULL;
-    hs_exegpt_est steady;
+    hs_exegpt *x = NULL;
+    hs_engine_cfg ec;
     const hs_workload_cfg *wc = req->workload;
     char eng[256], label[128];
     int rc;
@@ -85,6 +85,10 @@ static int plan(const hs_plan_req *req, hs_deploy *out, hs_err *err)
     eo.bits = req->bits ? req->bits : 16;
     eo.kv_bits = req->engine ? req->engine->kv_bits : 16;
     if (req->engine) eo.mem_util = req->engine->gpu_mem_util;
+    /* Plan with the population the schedule really sustains (the exact
+     * steady state; the paper's B_D formula under-counts the decoding work
+     * and picks schedules that do not fit when played, see exegpt.h). */
+    eo.bd_mode = HS_EXEGPT_BD_STEADY;
     if ((rc = hs_exegpt_create(&x, req->model, req->cluster, &din, &dout, &eo, err))) goto out;
     hs_exegpt_plan_opts_defaults(&po);
     po.lat_bound = req->e2e_bound_ms > 0 ? req->e2e_bound_ms / 1000.0 : INFINITY;
@@ -104,24 +108,14 @@ static int plan(const hs_plan_req *req, hs_deploy *out, hs_err *err)
         goto out;
     }
     if ((rc = hs_exegpt_deploy(x, &res.cfg, out, err))) goto out;
-    /* The runtime's decoding-population target is the population the
-     * schedule really sustains (the exact steady state; the paper's B_D
-     * formula under-counts it, see exegpt.h). */
-    eo.bd_mode = HS_EXEGPT_BD_STEADY;
-    if ((rc = hs_exegpt_create(&xs, req->model, req->cluster, &din, &dout, &eo, err)) ||
-        (rc = hs_exegpt_estimate(xs, &res.cfg, &steady, err)))
-        goto fail;
-    {
-        double adj = req->engine ? req->engine->exegpt_adjust : 0.1;
-        int mml = hs_exegpt_max_context(x);
-        snprintf(eng, sizeof eng,
-                 "{\"exegpt_be\":%d,\"exegpt_nd\":%d,\"exegpt_bd\":%.3f,\"exegpt_prompt_mean\":%.3f,"
-                 "\"max_batched_tokens\":%d,\"max_num_seqs\":%d,\"max_model_len\":%d,\"prefill_lanes\":2}",
-                 res.cfg.be, res.cfg.policy == HS_EXEGPT_RRA ? res.cfg.nd : 1, steady.bd,
-                 hs_exegpt_dist_mean(&din), hs_exegpt_batch_tokens(x, res.cfg.be, res.est.pp * (res.cfg.policy == HS_EXEGPT_RRA ? 1 : 2), adj),
-                 (int)fmin(65536, fmax(256, ceil(2 * steady.bd / res.est.pp) + res.cfg.be)),
-                 mml < req->model->max_seq_len ? mml : req->model->max_seq_len);
-    }
+    hs_engine_cfg_defaults(&ec);
+    hs_exegpt_engine_cfg(x, &res.cfg, &res.est, req->engine ? req->engine->exegpt_adjust : 0.1, &ec);
+    snprintf(eng, sizeof eng,
+             "{\"exegpt_be\":%d,\"exegpt_nd\":%d,\"exegpt_bd\":%.3f,\"exegpt_prompt_mean\":%.3f,"
+             "\"watermark\":0,\"max_batched_tokens\":%d,\"max_num_seqs\":%d,\"max_model_len\":%d,"
+             "\"prefill_lanes\":%d}",
+             ec.exegpt_be, ec.exegpt_nd, ec.exegpt_bd, ec.exegpt_prompt_mean, ec.max_batched_tokens,
+             ec.max_num_seqs, ec.max_model_len, ec.prefill_lanes);
     if ((rc = hs_deploy_set_policy(out, res.cfg.policy == HS_EXEGPT_RRA ? "rra" : "waa", eng, err)))
         goto fail;
     snprintf(out->cluster, sizeof out->cluster, "%s", req->cluster->name);
@@ -134,7 +128,6 @@ fail:
     hs_deploy_free(out);
 out:
     hs_exegpt_destroy(x);
-    hs_exegpt_destroy(xs);
     hs_exegpt_dist_free(&din);
     hs_exegpt_dist_free(&dout);
     return rc;

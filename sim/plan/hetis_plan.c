@@ -282,6 +282,15 @@ static int types_gcd(const hs_cluster *c)
 
 /* ---- hetis ---- */
 
+/* Per-type groups live in arrays of HP_MAX_GRP. */
+static int check_types(const hs_cluster *c, hs_err *err)
+{
+    if (c->n_types > HP_MAX_GRP)
+        return hs_errf(err, HS_ERANGE, "cluster %s: %d GPU types (the hetis planners take at most %d)", c->name,
+                       c->n_types, HP_MAX_GRP);
+    return 0;
+}
+
 static int plan_hetis(const hs_plan_req *q, hs_deploy *out, hs_err *err)
 {
     const hs_cluster *c = q->cluster;
@@ -289,9 +298,7 @@ static int plan_hetis(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     double best_score = 0;
     hp_grp best_g[HP_MAX_GRP];
     int best_ng = 0, rc;
-    if (c->n_types > HP_MAX_GRP)
-        return hs_errf(err, HS_ERANGE, "cluster %s: %d GPU types (the hetis planners take at most %d)", c->name,
-                       c->n_types, HP_MAX_GRP);
+    if ((rc = check_types(c, err))) return rc;
     type_order(c, ord);
     for (int n = 1; n <= dmax; n++) {
         hp_grp g[HP_MAX_GRP];
@@ -382,9 +389,7 @@ static int plan_hexgen(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     const hs_cluster *c = q->cluster;
     int ord[64], dmax = types_gcd(c), best_n = 0, rc;
     double best_score = 0;
-    if (c->n_types > HP_MAX_GRP)
-        return hs_errf(err, HS_ERANGE, "cluster %s: %d GPU types (the hetis planners take at most %d)", c->name,
-                       c->n_types, HP_MAX_GRP);
+    if ((rc = check_types(c, err))) return rc;
     type_order(c, ord);
     for (int n = 1; n <= dmax; n++) {
         hp_grp g[HP_MAX_GRP];
@@ -423,9 +428,7 @@ static int plan_splitwise(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     const hs_cluster *c = q->cluster;
     int ord[64], top, n_top, tp_p = 0, rc;
     int top_gpus[HS_MAX_TP * 8];
-    if (c->n_types > HP_MAX_GRP)
-        return hs_errf(err, HS_ERANGE, "cluster %s: %d GPU types (the hetis planners take at most %d)", c->name,
-                       c->n_types, HP_MAX_GRP);
+    if ((rc = check_types(c, err))) return rc;
     if (c->n_types < 2) return hs_errf(err, HS_EINVAL, "hetis-splitwise: cluster %s has one GPU type", c->name);
     type_order(c, ord);
     top = ord[0];

@@ -1426,28 +1426,35 @@ out:
     return rc;
 }
 
-static int plan(const hs_plan_req *q, hs_deploy *out, hs_err *err)
+int hs_hg2_plan_search(const hs_plan_req *q, const hs_hg2_opts *o, int colocated, const char *name,
+                       hs_deploy *out, hs_err *err)
 {
-    hs_hg2_opts o;
     hs_hg2_ctx *x = NULL;
     hs_hg2_place p = {0};
     int rc;
-    if ((rc = hs_hg2_opts_parse(&o, q->opts, err))) return rc;
-    if (q->cluster->n_gpus < 2)
-        return hs_errf(err, HS_ENOFIT, "hexgen2: cluster %s has %d GPU, disaggregation needs 2",
-                       q->cluster->name, q->cluster->n_gpus);
-    if ((rc = hs_hg2_ctx_create(&x, q, &o, err))) return rc;
-    if (!(rc = hs_hg2_search(x, &p, 0, err))) rc = hs_hg2_to_deploy(x, &p, "hexgen2", out, err);
-    if (!rc && !o.quiet) {
+    if ((rc = hs_hg2_ctx_create(&x, q, o, err))) return rc;
+    if (!(rc = hs_hg2_search(x, &p, colocated, err))) rc = hs_hg2_to_deploy(x, &p, name, out, err);
+    if (!rc && !o->quiet) {
         hs_hg2_stats st;
         hs_hg2_stats_get(x, &st);
-        fprintf(stderr, "hexgen2: %.0f tokens/s estimated, %.3f s, %ld evaluations, %ld group evaluations\n",
+        fprintf(stderr, "%s: %.0f tokens/s estimated, %.3f s, %ld evaluations, %ld group evaluations\n", name,
                 st.best_tput, st.seconds, st.evals, st.group_evals);
     }
     hs_hg2_place_free(&p);
     rc = hs_hg2_check_oom(x, rc, out, err);
     hs_hg2_ctx_destroy(x);
     return rc;
+}
+
+static int plan(const hs_plan_req *q, hs_deploy *out, hs_err *err)
+{
+    hs_hg2_opts o;
+    int rc;
+    if ((rc = hs_hg2_opts_parse(&o, q->opts, err))) return rc;
+    if (q->cluster->n_gpus < 2)
+        return hs_errf(err, HS_ENOFIT, "hexgen2: cluster %s has %d GPU, disaggregation needs 2",
+                       q->cluster->name, q->cluster->n_gpus);
+    return hs_hg2_plan_search(q, &o, 0, "hexgen2", out, err);
 }
 
 const hs_planner_ops hs_planner_hexgen2 = {

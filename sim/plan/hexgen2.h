@@ -119,6 +119,11 @@ void hs_hg2_group_layout(const hs_hg2_ctx *x, const hs_hg2_group *g, hs_layout *
 
 int hs_hg2_ctx_create(hs_hg2_ctx **out, const hs_plan_req *req,
                       const hs_hg2_opts *o, hs_err *err);
+/* A whole planner run: context, search (colocated: HexGen's replicas, else
+ * HexGen-2's prefill/decode groups), deployment named `name`, a summary
+ * line on stderr unless o->quiet.  Returns 0 or an error. */
+int hs_hg2_plan_search(const hs_plan_req *q, const hs_hg2_opts *o, int colocated, const char *name,
+                       hs_deploy *out, hs_err *err);
 /* After a search: an evaluation that ran out of memory reads as "does not
  * fit" inside the search; this turns it into HS_ENOMEM (freeing out when
  * rc was 0).  Returns rc otherwise. */

@@ -214,23 +214,11 @@ out:
 static int hexgen(const hs_plan_req *q, hs_deploy *out, hs_err *err)
 {
     hs_hg2_opts o;
-    hs_hg2_ctx *x = NULL;
-    hs_hg2_place p = {0};
     int rc;
     if ((rc = hs_hg2_opts_parse(&o, q->opts, err))) return rc;
     /* HexGen's own search is the genetic algorithm */
     if (!q->opts || !strstr(q->opts, "search=")) o.search = HS_HG2_GA;
-    if ((rc = hs_hg2_ctx_create(&x, q, &o, err))) return rc;
-    if (!(rc = hs_hg2_search(x, &p, 1, err))) rc = hs_hg2_to_deploy(x, &p, "hexgen", out, err);
-    if (!rc && !o.quiet) {
-        hs_hg2_stats st;
-        hs_hg2_stats_get(x, &st);
-        fprintf(stderr, "hexgen: %.0f tokens/s estimated, %.3f s\n", st.best_tput, st.seconds);
-    }
-    hs_hg2_place_free(&p);
-    rc = hs_hg2_check_oom(x, rc, out, err);
-    hs_hg2_ctx_destroy(x);
-    return rc;
+    return hs_hg2_plan_search(q, &o, 1, "hexgen", out, err);
 }
 
 const hs_planner_ops hs_planner_distserve = {

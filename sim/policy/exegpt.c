@@ -32,10 +32,10 @@
  *     prompt tokens are below (1 - thr) of count x mean prompt and stops
  *     before exceeding (1 + thr) of it (at least one query), so batches
  *     stay near the mean workload whatever the prompt lengths;
- *   - decoder workload: when the decoding population (per lane for rra; all
- *     decode replicas for waa) deviates from engine.exegpt_bd by more than
- *     thr, the encoder batch grows or shrinks by the deviation (rra) or in
- *     proportion (waa), within [0, 2 B_E] (rra) / [1, 2 B_E] (waa). */
+ *   - decoder workload: when the decoding population (the replica's lanes
+ *     for rra; all decode replicas for waa) deviates from engine.exegpt_bd
+ *     by more than thr, a lane's share of B_E is scaled by target /
+ *     population, up to 2 B_E / lanes + 1 (adjust_share). */
 #include <math.h>
 
 #include "serve/engine.h"
@@ -53,9 +53,8 @@ static int32_t share(int32_t b, int32_t n, int64_t j, int32_t k)
     return base + (slot < rem);
 }
 
-static double prompt_mean(const hs_engine *e, const hs_lane *l)
+static double prompt_mean(const hs_engine *e)
 {
-    (void)l;
     if (e->cfg.exegpt_prompt_mean > 0) return e->cfg.exegpt_prompt_mean;
     /* Running mean of the prompts seen so far (the arrivals' only
      * workload statistic a runtime has). */
@@ -93,7 +92,7 @@ static int band_ok(void *ctx, hs_engine *e, hs_lane *l, int32_t r, const char **
  * exegpt planner sets it from B_E. */
 static int32_t encode_batch(hs_engine *e, hs_lane *l, int32_t want)
 {
-    enc_band b = {want, 0, e->cfg.exegpt_adjust, prompt_mean(e, l), 0};
+    enc_band b = {want, 0, e->cfg.exegpt_adjust, prompt_mean(e), 0};
     int32_t n = hs_lane_admit_fcfs(e, l, e->cfg.max_batched_tokens, 0, band_ok, &b);
     return n < 0 ? 0 : n;
 }
@@ -110,26 +109,28 @@ static int32_t lane_index(const hs_engine *e, const hs_lane *l)
     return (int32_t)(l - e->replicas[l->replica].lanes);
 }
 
-/* RRA's encoder batch for this lane and phase: its share of B_E, scaled
- * by target / population when the replica's decoding population (all its
- * lanes) strays from the target by more than the threshold.  Proportional
- * and replica-wide, so that one lane's noise does not swing its batch. */
+/* Sec. 5.2's decoder-workload rule: a lane's share of B_E, scaled by
+ * target / population when the decoding population strays from the target
+ * by more than the threshold (proportional, so noise does not swing it). */
+static int32_t adjust_share(const hs_engine *e, int32_t want, int32_t lanes, double pop)
+{
+    double thr = e->cfg.exegpt_adjust, target = e->cfg.exegpt_bd;
+    if (thr > 0 && target > 0 && fabs(pop - target) > thr * target) {
+        double w = want * target / fmax(pop, 1), cap = 2.0 * e->cfg.exegpt_be / lanes + 1;
+        want = (int32_t)lround(w > cap ? cap : w);
+    }
+    return want;
+}
+
+/* RRA's encoder batch for this lane and phase; the population is the
+ * replica's (all its lanes) once the batch joins. */
 static int32_t rra_want(hs_engine *e, hs_lane *l)
 {
     const hs_replica *rp = &e->replicas[l->replica];
-    int32_t k = rp->n_lanes, want = share(e->cfg.exegpt_be, k, l->ph_count, lane_index(e, l));
-    double thr = e->cfg.exegpt_adjust, target = e->cfg.exegpt_bd;
-    if (thr > 0 && target > 0) {
-        double pop = 0;
-        for (int32_t i = 0; i < k; i++) pop += rp->lanes[i].n_dec;
-        /* The population the phase starts with once this batch joins. */
-        pop += e->cfg.exegpt_be;
-        if (fabs(pop - target) > thr * target) {
-            double w = want * target / pop, cap = 2.0 * e->cfg.exegpt_be / k + 1;
-            want = (int32_t)lround(w > cap ? cap : w);
-        }
-    }
-    return want;
+    int32_t k = rp->n_lanes;
+    double pop = e->cfg.exegpt_be;
+    for (int32_t i = 0; i < k; i++) pop += rp->lanes[i].n_dec;
+    return adjust_share(e, share(e->cfg.exegpt_be, k, l->ph_count, lane_index(e, l)), k, pop);
 }
 
 /* The replica's lanes are its micro-batches and run ExeGPT's phases in
@@ -221,21 +222,12 @@ static int waa_schedule(hs_engine *e, hs_lane *l)
     if (rp->role_kind == HS_ROLE_DECODE) return hs_policy_vllm.schedule(e, l);
     /* Encoder: one batch per iteration while queries wait. */
     {
-        int32_t k = rp->n_lanes, want;
-        double thr = e->cfg.exegpt_adjust, target = e->cfg.exegpt_bd;
+        int32_t want;
         if (l->waiting.head < 0) return 0;
-        want = share(e->cfg.exegpt_be, k, l->ph_count++, lane_index(e, l));
-        if (thr > 0 && target > 0) {
-            double pop = decode_population(e);
-            if (fabs(pop - target) > thr * target) {
-                double w = (double)e->cfg.exegpt_be / k * target / fmax(pop, 1);
-                double cap = 2.0 * e->cfg.exegpt_be / k + 1;
-                want = (int32_t)lround(w > cap ? cap : w);
-            }
-        }
+        want = adjust_share(e, share(e->cfg.exegpt_be, rp->n_lanes, l->ph_count++, lane_index(e, l)), rp->n_lanes,
+                            decode_population(e));
         /* Never zero while queries wait: nothing else would wake the lane. */
-        if (want < 1) want = 1;
-        return encode_batch(e, l, want) > 0;
+        return encode_batch(e, l, want < 1 ? 1 : want) > 0;
     }
 }
 
