@@ -27,7 +27,7 @@ static const hs_field top_fields[] = {
     HS_FIELD_NUM(hs_run_cfg, prefill_replicas, HS_F_INT, 0, 0, 0, 1 << 20, "disaggregate: this many prefill replicas, the rest decode (0: colocated)"),
     HS_FIELD_STR(hs_run_cfg, plan_sla, 0, "length", "planners with a latency bound (exegpt): \"length\" bounds the p99-length query, \"queries\" 99% of queries"),
     HS_FIELD_NUM(hs_run_cfg, plan_exhaustive, HS_F_BOOL, 0, 0, 0, 1, "planners: exhaustive search instead of branch and bound (checking)"),
-    HS_FIELD_NUM(hs_run_cfg, sample_s, HS_F_DOUBLE, 0, 1, 0, 1e9, "simulated seconds between per-replica utilisation/KV samples (table samples; 0: none)"),
+    HS_FIELD_NUM(hs_run_cfg, sample_s, HS_F_DOUBLE, 0, 10, 0, 1e9, "simulated seconds between per-replica utilisation/KV samples (table samples; 0: none)"),
     HS_FIELD_STR(hs_run_cfg, plan_opts, 0, "", "planner options key=value,... (hexgen2: search=guided|random|ga|none, in=, out=, period=, time=, trace=)"),
     {"workload", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},
     {"engine", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},
