@@ -38,13 +38,26 @@ if hs_run 0 "plan exegpt restricted to rra" plan "${common[@]}" --policy rra --e
     check_grep "colocated" "$T/r.json" '"role":"colocated"'
 fi
 
-# Impossible bound, unknown SLA form, encoder-decoder model: exit 2, one line.
+# Encoder-decoder: T5-11B planned and replayed (encoder and decoder layers
+# placed per stage in the deployment).
+if hs_run 0 "plan exegpt, T5-11B, S, 3 s" plan --model t5-11b --cluster exegpt-a40x8 --planner exegpt \
+    --set workload.preset=S --set slo.e2el_ms=3000 --quiet --emit-deployment "$T/t5.json"; then
+    check_grep "T5 deployment places encoder layers" "$T/t5.json" '"enc_layers":[1-9]'
+    if hs_run 0 "run the T5 deployment" run --deployment "$T/t5.json" --set workload.preset=S \
+        --requests 300 --rate 30 --db "$T/t5.db"; then
+        check_grep "all T5 requests served" "$T/out" "^Successful requests: +300$"
+    fi
+fi
+hs_run 2 "sarathi refuses T5" run --model t5-11b --cluster exegpt-a40x8 --policy sarathi --requests 5 --quiet \
+    --db "$T/bad.db" &&
+    check_grep "says encoder-decoder" "$T/err" "does not run encoder-decoder models" &&
+    check_eq "no database left" "$(test -e "$T/bad.db" && echo yes || echo no)" no
+
+# Impossible bound, unknown SLA form: exit 2, one line.
 hs_run 2 "bound no schedule meets" plan "${common[@]}" --set slo.e2el_ms=1 &&
     check_grep "names slo.e2el_ms" "$T/err" "slo.e2el_ms"
 hs_run 2 "bad plan_sla" plan "${common[@]}" --set plan_sla=median &&
     check_grep "names plan_sla" "$T/err" "^hetsim: plan_sla"
-hs_run 2 "encoder-decoder model" plan --model t5-11b --cluster exegpt-a40x8 --planner exegpt --quiet &&
-    check_grep "says encoder-decoder" "$T/err" "encoder-decoder"
 check_eq "errors are one line" "$(wc -l < "$T/err")" 1
 
 e2e_finish

@@ -137,6 +137,33 @@ static inline const hs_req_record *fx_find(const fx_result *x, int64_t id)
 
 static inline void fx_free(fx_result *x) { free(x->rec); memset(x, 0, sizeof *x); }
 
+/* Runs o's workload and policy on built replicas (owned by the caller);
+ * fills x.  Returns 0 or the error code (message in err). */
+static inline int fx_run_replicas(const fx_opts *o, const hs_engine_cfg *ec, hs_replica *reps,
+                                  int32_t n, int32_t mml, const hs_cluster *c, fx_result *x,
+                                  hs_err *err)
+{
+    hs_source *src = NULL;
+    hs_engine *e = NULL;
+    hs_sink sink = {x, fx_sink_req, fx_sink_itl};
+    const hs_policy_ops *pol = hs_policy_find(o->policy);
+    int rc;
+    if (!pol) return hs_errf(err, HS_ENOTFOUND, "policy %s", o->policy);
+    if ((rc = hs_source_open(&src, &o->wc, err))) return rc;
+    if (!(rc = hs_engine_create(&e, ec, pol, o->router, reps, n, src, &sink, mml, c, err))) {
+        rc = hs_engine_run(e, err);
+        x->arrivals = e->arrivals;
+        x->completed = e->completed;
+        x->dropped = e->dropped;
+        x->preemptions = e->preemptions;
+        x->truncated = e->truncated;
+        x->iterations = e->iterations;
+    }
+    hs_engine_destroy(e);
+    hs_source_close(src);
+    return rc;
+}
+
 /* Returns 0 or the error code (message in err). */
 static inline int fx_run(const fx_opts *o, fx_result *x, hs_err *err)
 {
@@ -144,11 +171,8 @@ static inline int fx_run(const fx_opts *o, fx_result *x, hs_err *err)
     hs_cluster *c = NULL;
     hs_deploy d;
     hs_replica *reps = NULL;
-    hs_source *src = NULL;
-    hs_engine *e = NULL;
     hs_engine_cfg ec = o->ec;
     hs_plan_req pr;
-    hs_sink sink = {x, fx_sink_req, fx_sink_itl};
     int rc, max_tokens;
     int32_t mml;
     const hs_policy_ops *pol = hs_policy_find(o->policy);
@@ -157,7 +181,7 @@ static inline int fx_run(const fx_opts *o, fx_result *x, hs_err *err)
     if (!pol) return hs_errf(err, HS_ENOTFOUND, "policy %s", o->policy);
     if ((rc = hs_model_find(&m, o->model, err))) return rc;
     if ((rc = hs_cluster_find(&c, o->cluster, err))) return rc;
-    mml = o->max_model_len ? o->max_model_len : m.max_seq_len;
+    mml = o->max_model_len ? o->max_model_len : hs_model_max_context(&m);
     max_tokens = hs_engine_pass_tokens(&ec, pol, mml);
     if (max_tokens < 0) {
         rc = hs_errf(err, HS_ERANGE, "forward pass too large");
@@ -176,18 +200,8 @@ static inline int fx_run(const fx_opts *o, fx_result *x, hs_err *err)
     pr.max_model_len = mml;
     if ((rc = hs_planner_find("uniform")->plan(&pr, &d, err))) goto out;
     if ((rc = hs_replicas_build(&reps, &d, &m, c, &ec, &o->pc, max_tokens, mml, err))) goto out;
-    if ((rc = hs_source_open(&src, &o->wc, err))) goto out;
-    if ((rc = hs_engine_create(&e, &ec, pol, o->router, reps, d.n, src, &sink, mml, c, err))) goto out;
-    rc = hs_engine_run(e, err);
-    x->arrivals = e->arrivals;
-    x->completed = e->completed;
-    x->dropped = e->dropped;
-    x->preemptions = e->preemptions;
-    x->truncated = e->truncated;
-    x->iterations = e->iterations;
+    rc = fx_run_replicas(o, &ec, reps, d.n, mml, c, x, err);
 out:
-    hs_engine_destroy(e);
-    hs_source_close(src);
     hs_replicas_free(reps, d.n);
     hs_deploy_free(&d);
     hs_cluster_destroy(c);

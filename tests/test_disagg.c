@@ -44,7 +44,7 @@ static void exact_one(void)
     memset(&l, 0, sizeof l);
     l.pp = 1;
     l.kv_bits = 16;
-    l.stage[0] = (hs_stage_layout){1, 32, 16, {0}};
+    l.stage[0] = (hs_stage_layout){1, 32, 16, {0}, 0};
     CHECK_OK(hs_perf_build(&p, &o.pc, &m, c, &l, 4096, o.ec.max_num_seqs, &err), &err);
     /* prefill on replica 0 */
     b.tokens = 100;

@@ -223,12 +223,12 @@ typedef struct est_fx {
     hs_exegpt *x;
 } est_fx;
 
-static void est_open(est_fx *f, const char *task, int bd_mode)
+static void est_open_on(est_fx *f, const char *model, const char *cluster, const char *task, int bd_mode)
 {
     hs_err err = {0};
     memset(f, 0, sizeof *f);
-    CHECK_OK(hs_model_find(&f->m, "opt-13b", &err), &err);
-    CHECK_OK(hs_cluster_find(&f->c, "exegpt-a40x4", &err), &err);
+    CHECK_OK(hs_model_find(&f->m, model, &err), &err);
+    CHECK_OK(hs_cluster_find(&f->c, cluster, &err), &err);
     hs_workload_defaults(&f->wc);
     hs_workload_set(&f->wc, "preset", task, NULL);
     CHECK_OK(hs_exegpt_dist_from_lendist(&f->din, &f->wc.prompt, &err), &err);
@@ -236,6 +236,11 @@ static void est_open(est_fx *f, const char *task, int bd_mode)
     hs_exegpt_opts_defaults(&f->eo);
     f->eo.bd_mode = bd_mode;
     CHECK_OK(hs_exegpt_create(&f->x, &f->m, f->c, &f->din, &f->dout, &f->eo, &err), &err);
+}
+
+static void est_open(est_fx *f, const char *task, int bd_mode)
+{
+    est_open_on(f, "opt-13b", "exegpt-a40x4", task, bd_mode);
 }
 
 static void est_close(est_fx *f)
@@ -251,10 +256,16 @@ static void est_close(est_fx *f)
  * 10% (tools/bench-exegpt des reports more cases). */
 static void test_estimator_vs_des(void)
 {
-    static const struct { const char *task; double bound; unsigned mask; } cases[] = {
-        {"S", 5.9, 1u << HS_EXEGPT_RRA},                                     /* RRA, TP 4 */
-        {"S", INFINITY, (1u << HS_EXEGPT_WAA_C) | (1u << HS_EXEGPT_WAA_M)},  /* WAA, pipelines */
-        {"T", INFINITY, 1u << HS_EXEGPT_RRA},                                /* RRA, 4 stages */
+    static const unsigned waa = (1u << HS_EXEGPT_WAA_C) | (1u << HS_EXEGPT_WAA_M);
+    static const struct { const char *model, *cluster, *task; double bound; unsigned mask; } cases[] = {
+        {"opt-13b", "exegpt-a40x4", "S", 5.9, 1u << HS_EXEGPT_RRA},      /* RRA, TP 4 */
+        {"opt-13b", "exegpt-a40x4", "S", INFINITY, waa},                 /* WAA, pipelines */
+        {"opt-13b", "exegpt-a40x4", "T", INFINITY, 1u << HS_EXEGPT_RRA}, /* RRA, 4 stages */
+        /* encoder-decoder: encoder and decoder layers on every GPU (RRA),
+         * encoder output handed to the decoder GPUs (WAA) */
+        {"t5-11b", "exegpt-a40x8", "S", INFINITY, 1u << HS_EXEGPT_RRA},
+        {"t5-11b", "exegpt-a40x8", "C1", INFINITY, 1u << HS_EXEGPT_RRA},
+        {"t5-11b", "exegpt-a40x8", "S", 3.0, waa},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         est_fx f;
@@ -262,7 +273,7 @@ static void test_estimator_vs_des(void)
         hs_exegpt_result r;
         hs_exegpt_des ds;
         hs_err err = {0};
-        est_open(&f, cases[i].task, HS_EXEGPT_BD_STEADY);
+        est_open_on(&f, cases[i].model, cases[i].cluster, cases[i].task, HS_EXEGPT_BD_STEADY);
         hs_exegpt_plan_opts_defaults(&po);
         po.lat_bound = cases[i].bound;
         po.policies = cases[i].mask;
@@ -272,8 +283,8 @@ static void test_estimator_vs_des(void)
             char lab[128];
             CHECK_OK(hs_exegpt_des_run(f.x, &r.cfg, &f.wc, 4000, r.est.bd, 0.1, &f.eo.perf, &ds, &err), &err);
             hs_exegpt_cfg_str(&r.cfg, &r.est, lab, sizeof lab);
-            printf("task %s %-40s thr est %.2f des %.2f q/s, lat_b est %.2f des %.2f s (%lld q)\n",
-                   cases[i].task, lab, r.est.thr, ds.thr, r.est.lat_b, ds.lat_b, (long long)ds.n_lat);
+            printf("%s task %s %-40s thr est %.2f des %.2f q/s, lat_b est %.2f des %.2f s (%lld q)\n",
+                   cases[i].model, cases[i].task, lab, r.est.thr, ds.thr, r.est.lat_b, ds.lat_b, (long long)ds.n_lat);
             CHECK_REL(ds.thr, r.est.thr, 0.10);
             CHECK_REL(ds.lat_b, r.est.lat_b, 0.10);
             CHECK(ds.n_lat >= 3);

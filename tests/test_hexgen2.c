@@ -66,9 +66,9 @@ static void estimator_matches_tables(void)
         memset(&l, 0, sizeof l);
         l.pp = 3;
         l.kv_bits = 16;
-        l.stage[0] = (hs_stage_layout){2, 30, 16, {0, 1}};
-        l.stage[1] = (hs_stage_layout){4, 40, 16, {2, 3, 4, 5}};
-        l.stage[2] = (hs_stage_layout){1, 10, 16, {8}};
+        l.stage[0] = (hs_stage_layout){2, 30, 16, {0, 1}, 0};
+        l.stage[1] = (hs_stage_layout){4, 40, 16, {2, 3, 4, 5}, 0};
+        l.stage[2] = (hs_stage_layout){1, 10, 16, {8}, 0};
         CHECK_OK(hs_perf_build(&p, &pc, &m70, c, &l, 2048, 256, &err), &err);
         for (int s = 0; s < 3; s++) {
             hs_batch_shape pre = {0}, dec = {0};

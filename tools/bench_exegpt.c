@@ -140,6 +140,11 @@ static void bench_des(void)
         {"opt-13b", "exegpt-a40x4", "T", INFINITY},
         {"opt-13b", "exegpt-a40x4", "C1", INFINITY},
         {"opt-13b", "exegpt-a40x4", "G", INFINITY},
+        /* encoder-decoder: T5-11B on one 8xA40 node (the paper's T5 setup) */
+        {"t5-11b", "exegpt-a40x8", "S", INFINITY},
+        {"t5-11b", "exegpt-a40x8", "S", 3.0},
+        {"t5-11b", "exegpt-a40x8", "T", INFINITY},
+        {"t5-11b", "exegpt-a40x8", "C1", INFINITY},
     };
     printf("== estimator vs discrete-event run (the planner's best RRA and WAA schedule per case;\n"
            "   est = steady-state B_D estimator, DES = 5000 queries all queued, middle 60%% of completions) ==\n");
@@ -448,6 +453,7 @@ static void paper_case(const char *model, const char *cluster, const char *task,
 static void bench_paper(void)
 {
     static const struct { const char *model, *cluster; int large; } models[] = {
+        {"t5-11b", "exegpt-a40x8", 0},
         {"opt-13b", "exegpt-a40x4", 0},
         {"gpt-3-39b", "exegpt-a40x16", 0},
         {"gpt-3-101b", "exegpt-a100x16", 1},

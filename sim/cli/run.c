@@ -259,7 +259,7 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
     }
     if ((rc = hs_model_find(&s->model, cfg->model, err))) goto fail;
     if ((rc = hs_cluster_find(&s->cluster, cfg->cluster, err))) goto fail;
-    s->max_model_len = ec->max_model_len ? ec->max_model_len : s->model.max_seq_len;
+    s->max_model_len = ec->max_model_len ? ec->max_model_len : hs_model_max_context(&s->model);
     s->max_tokens = hs_engine_pass_tokens(ec, s->policy, s->max_model_len);
     if (s->max_tokens < 0) {
         rc = hs_errf(err, HS_ERANGE,
@@ -306,7 +306,7 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
         if (s->deploy.policy[0]) {
             if ((rc = apply_deploy_policy(cfg, &s->deploy, "planner", err))) goto fail;
             s->policy = hs_policy_find(cfg->policy);
-            s->max_model_len = ec->max_model_len ? ec->max_model_len : s->model.max_seq_len;
+            s->max_model_len = ec->max_model_len ? ec->max_model_len : hs_model_max_context(&s->model);
             s->max_tokens = hs_engine_pass_tokens(ec, s->policy, s->max_model_len);
             if (s->max_tokens < 0) {
                 rc = hs_errf(err, HS_ERANGE, "engine: one forward pass of %s would exceed %d tokens",

@@ -129,6 +129,23 @@ double hs_model_params(const hs_model *m)
            hs_model_embed_params(m) + hs_model_head_params(m) + norm_params(m, 1);
 }
 
+double hs_model_dec_ratio(const hs_model *m)
+{
+    double q = (double)m->heads * m->head_dim;
+    return m->encoder_layers ? 1 + 2.0 * m->hidden * q / hs_model_enc_layer_params(m) : 1;
+}
+
+int hs_model_max_context(const hs_model *m)
+{
+    return m->encoder_layers ? 2 * m->max_seq_len : m->max_seq_len;
+}
+
+double hs_model_cross_kv_ratio(const hs_model *m)
+{
+    double kv = (double)m->kv_heads * m->head_dim;
+    return m->encoder_layers ? 2.0 * m->hidden * kv / hs_model_enc_layer_params(m) : 0;
+}
+
 double hs_weight_bytes_per_param(int bits)
 {
     if (bits >= 16) return 2.0;
@@ -150,6 +167,14 @@ void hs_model_stage_mem(const hs_model *m, int layers, int first, int last,
                         int tp, int bits, int kv_bits, int max_tokens,
                         int max_seqs, hs_stage_mem *out)
 {
+    hs_model_stage_mem_enc(m, layers, first ? m->encoder_layers : 0, first, last, tp, bits,
+                           kv_bits, max_tokens, max_seqs, out);
+}
+
+void hs_model_stage_mem_enc(const hs_model *m, int layers, int enc_layers, int first,
+                            int last, int tp, int bits, int kv_bits, int max_tokens,
+                            int max_seqs, hs_stage_mem *out)
+{
     double wb = hs_weight_bytes_per_param(bits);
     double q = (double)m->heads * m->head_dim / tp;
     double kv = (double)hs_model_kv_heads_per_rank(m, tp) * m->head_dim;
@@ -161,8 +186,7 @@ void hs_model_stage_mem(const hs_model *m, int layers, int first, int last,
                                            : hs_model_head_params(m)) * 2.0 / tp;
         w += norm_params(m, 1) * 2.0;
     }
-    if (first && m->encoder_layers)
-        w += m->encoder_layers * hs_model_enc_layer_params(m) * wb / tp;
+    w += enc_layers * hs_model_enc_layer_params(m) * wb / tp;
     out->weights = w;
     /* Peak of one layer's forward pass: the residual stream and its normed
      * copy, the QKV output, and the MLP intermediate (two of them when
@@ -172,4 +196,5 @@ void hs_model_stage_mem(const hs_model *m, int layers, int first, int last,
                            (m->ffn_gated ? 2.0 : 1.0) * m->ffn / tp) * 2.0 +
                       (last ? (double)max_seqs * m->vocab * 4.0 / tp : 0);
     out->kv_per_token = layers * hs_model_kv_bytes_token_layer(m, tp, kv_bits);
+    if (!layers && enc_layers) out->kv_per_token = m->hidden * 2.0;
 }

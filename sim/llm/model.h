@@ -45,6 +45,21 @@ double hs_model_embed_params(const hs_model *m);    /* input embedding (+ learne
 double hs_model_head_params(const hs_model *m);     /* LM head, 0 when tied */
 double hs_model_params(const hs_model *m);          /* whole model */
 
+/* Encoder-decoder models, relative to one encoder layer's weights (1 and 0
+ * for decoder-only models).  dec_ratio: a decoder layer's dense work, which
+ * adds the cross-attention Q and O projections (2 h q weights per token);
+ * the layer's GEMMs are close to linear in weight bytes, memory bound
+ * (decode) or compute bound.  cross_kv_ratio: the cross-attention K/V
+ * projection of one prompt token for one decoder layer (2 h kv weights),
+ * computed once per query when its encoder output reaches the layer. */
+double hs_model_dec_ratio(const hs_model *m);
+/* Most tokens one query holds in the KV cache by default (the runtime's
+ * max_model_len when not set): the context window of a decoder-only model;
+ * for an encoder-decoder model a prompt of up to max_seq_len tokens (its
+ * cross-attention KV) plus as many generated ones. */
+int hs_model_max_context(const hs_model *m);
+double hs_model_cross_kv_ratio(const hs_model *m);
+
 /* Bytes per weight element at `bits` (16, 8, 4, 3): quantised formats carry
  * one FP16 scale and zero per group of 128 weights (GPTQ/AWQ layout). */
 double hs_weight_bytes_per_param(int bits);
@@ -64,9 +79,17 @@ typedef struct hs_stage_mem {
 
 /* first/last: the stage holds the embedding / LM head.  max_tokens: tokens
  * in the largest forward pass (max batched tokens); max_seqs: sequences
- * sampled at once (logits). */
+ * sampled at once (logits).  An encoder-decoder model's encoder layers all
+ * sit on the first stage here; hs_model_stage_mem_enc places them. */
 void hs_model_stage_mem(const hs_model *m, int layers, int first, int last,
                         int tp, int bits, int kv_bits, int max_tokens,
                         int max_seqs, hs_stage_mem *out);
+/* The same with `enc_layers` encoder layers on the stage.  A stage holding
+ * encoder layers and no decoder layer keeps no KV cache; what it holds per
+ * prompt token until the hand-over is the encoder output (hidden x FP16),
+ * reported as kv_per_token. */
+void hs_model_stage_mem_enc(const hs_model *m, int layers, int enc_layers, int first,
+                            int last, int tp, int bits, int kv_bits, int max_tokens,
+                            int max_seqs, hs_stage_mem *out);
 
 #endif

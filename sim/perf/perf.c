@@ -48,11 +48,70 @@ const hs_field hs_perf_cfg_fields[] = {
     {0},
 };
 
+/* Encoder-decoder models.  Builders time the decoder layers of a decoder-
+ * only model; the encoder terms and the decoder's cross-attention come from
+ * tables of the same builder for one layer on the stage's GPUs (a two-stage
+ * layout on them: no layer, which leaves the embedding, then one layer),
+ * so every builder (roofline, measured, fitted) serves encoder-decoder
+ * models with its own per-layer times.  An encoder layer has the shape of
+ * a self-attention decoder layer; the decoder layer adds the cross-
+ * attention projections (hs_model_dec_ratio) and kernels; the encoding
+ * pass projects the prompt's cross-attention K/V on every decoder layer
+ * (hs_model_cross_kv_ratio).  Bidirectional pairs take the dense-block
+ * coefficient pre_cross, as the exegpt estimator does.  The encoding of a
+ * pipeline whose stages hold encoder and decoder layers (RRA) is charged
+ * stage by stage, as if each stage's decoder layers projected the cross KV
+ * as the encoder output passes (the estimator's model too). */
+static int encdec_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg *cfg,
+                        const hs_model *m, const hs_cluster *c, const hs_layout *l,
+                        int max_tokens, hs_err *err)
+{
+    double rd = hs_model_dec_ratio(m), fkv = hs_model_cross_kv_ratio(m);
+    int has_enc = 0;
+    for (int s = 0; s < l->pp; s++) has_enc |= l->stage[s].enc_layers > 0;
+    for (int s = 0; s < l->pp; s++) {
+        hs_perf aux;
+        hs_layout one;
+        hs_perf_stage *ps = &p->stage[s];
+        const hs_perf_stage *e0, *e1;
+        double L = l->stage[s].layers, E = l->stage[s].enc_layers;
+        int rc;
+        memset(&one, 0, sizeof one);
+        one.pp = 2;
+        one.kv_bits = l->kv_bits;
+        one.stage[0] = one.stage[1] = l->stage[s];
+        one.stage[0].layers = one.stage[0].enc_layers = one.stage[1].enc_layers = 0;
+        one.stage[1].layers = 1;
+        if ((rc = b->build(&aux, cfg, m, c, &one, max_tokens, 1, err))) return rc;
+        e0 = &aux.stage[0];
+        e1 = &aux.stage[1];
+        if (!(ps->enc = calloc((size_t)max_tokens + 1, sizeof *ps->enc))) {
+            hs_perf_free(&aux);
+            return hs_errf(err, HS_ENOMEM, "out of memory building latency tables");
+        }
+        for (int t = 1; t <= max_tokens; t++) {
+            double emb = s == 0 ? e0->dense[t] : 0;
+            ps->dense[t] = emb + L * rd * e1->dense[t];
+            /* prompt tokens are embedded where the encoder starts; a
+             * decoder replica only projects the encoder output it got */
+            ps->enc[t] = (has_enc ? emb : 0) + (E + L * fkv) * e1->dense[t];
+        }
+        ps->dec_fixed = 2 * L * e1->dec_fixed;
+        ps->dec_seq = 2 * L * e1->dec_seq;
+        ps->dec_ctx = L * e1->dec_ctx;
+        ps->enc_fixed = E * e1->pre_fixed;
+        ps->enc_pair = E * e1->pre_cross;
+        hs_perf_free(&aux);
+    }
+    return 0;
+}
+
 int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
                   const hs_cluster *c, const hs_layout *l, int max_tokens,
                   int max_seqs, hs_err *err)
 {
     const hs_perf_builder *b = hs_perf_find(cfg->model);
+    int rc;
     memset(p, 0, sizeof *p);
     if (!b) return hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", cfg->model);
     if (max_tokens < 1 || max_seqs < 1)
@@ -68,7 +127,14 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
                 return hs_errf(err, HS_ERANGE, "layout: stage %d: GPU %d not in cluster %s",
                                s, l->stage[s].gpus[k], c->name);
     }
-    return b->build(p, cfg, m, c, l, max_tokens, max_seqs, err);
+    for (int s = 0; s < l->pp; s++)
+        if (l->stage[s].layers < 0 || l->stage[s].enc_layers < 0 ||
+            (l->stage[s].enc_layers && !m->encoder_layers))
+            return hs_errf(err, HS_ERANGE, "layout: stage %d: %d decoder and %d encoder layers (%s has %d encoder layers)",
+                           s, l->stage[s].layers, l->stage[s].enc_layers, m->name, m->encoder_layers);
+    if ((rc = b->build(p, cfg, m, c, l, max_tokens, max_seqs, err))) return rc;
+    if (m->encoder_layers && (rc = encdec_terms(b, p, cfg, m, c, l, max_tokens, err))) hs_perf_free(p);
+    return rc;
 }
 
 void hs_perf_free(hs_perf *p)
@@ -77,7 +143,8 @@ void hs_perf_free(hs_perf *p)
     for (int s = 0; s < p->pp; s++) {
         free(p->stage[s].dense);
         free(p->stage[s].head);
-        p->stage[s].dense = p->stage[s].head = NULL;
+        free(p->stage[s].enc);
+        p->stage[s].dense = p->stage[s].head = p->stage[s].enc = NULL;
     }
     p->pp = 0;
 }

@@ -21,7 +21,19 @@
  * read).  Q and X are kept apart because kernels reach different speeds on
  * the causal triangle and on the dense block (measured on Vidur's tables:
  * one shared coefficient fits with 18% median error, two with 8%).
- * Activations are sent to the next stage in send_alpha + send_token * T. */
+ * Activations are sent to the next stage in send_alpha + send_token * T.
+ *
+ * Encoder-decoder models add an encoding term, for E = prompt tokens put
+ * through the encoder in the pass and Y = sum S^2 (bidirectional pairs of
+ * each whole prompt of S tokens):
+ *   + enc[E] + enc_fixed + enc_pair * Y
+ * where enc[E] = the stage's encoder layers' dense work on E tokens plus
+ * its decoder layers' cross-attention K/V projection of them (and the
+ * embedding on the first stage).  Their decoder layers' dense[T] carries
+ * the cross-attention projections and dec_fixed/dec_seq are paid twice
+ * (self and cross attention kernels); the context C counts the prompt
+ * (cross) and the generated tokens (self).  hs_perf_build derives all of
+ * it from one-layer tables of the chosen builder (see perf.c). */
 #ifndef HS_PERF_H
 #define HS_PERF_H
 
@@ -38,14 +50,17 @@
 
 typedef struct hs_stage_layout {
     int tp;
-    int layers;
+    int layers;               /* decoder layers */
     int bits;                 /* weight bits: 16, 8, 4, 3 */
     int gpus[HS_MAX_TP];      /* cluster GPU ids, tp of them */
+    int enc_layers;           /* encoder layers (encoder-decoder models) */
 } hs_stage_layout;
 
 typedef struct hs_layout {
     int pp;
     int kv_bits;              /* 16 or 8 */
+    int enc_set;              /* 1: stages' enc_layers are placed; 0: by default
+                                 (hs_layout_place_enc, serve/deploy.h) */
     hs_stage_layout stage[HS_MAX_PP];
 } hs_layout;
 
@@ -56,6 +71,8 @@ typedef struct hs_perf_stage {
     double dec_fixed, dec_seq, dec_ctx;   /* ns, ns/seq, ns/token */
     double pre_fixed, pre_self, pre_cross, pre_ctx; /* ns, ns/pair, ns/pair, ns/token */
     double send_alpha, send_token;        /* ns, ns/token to next stage */
+    double *enc;              /* [max_tokens + 1] ns, encoder-decoder models only (else NULL) */
+    double enc_fixed, enc_pair;           /* ns, ns/pair */
 } hs_perf_stage;
 
 typedef struct hs_perf {
@@ -75,6 +92,8 @@ typedef struct hs_batch_shape {
     double pre_cross;         /* X, pairs */
     int64_t pre_prefix;       /* P, tokens */
     int32_t pre_chunks;       /* prefill chunks in the pass */
+    int32_t enc_tokens;       /* E: prompt tokens encoded (encoder-decoder) */
+    double enc_pairs;         /* Y, pairs */
 } hs_batch_shape;
 
 /* Efficiency knobs of the roofline model (typed config "perf.*"). */
@@ -127,6 +146,12 @@ static inline double hs_perf_stage_ns(const hs_perf *p, int s,
     if (b->pre_chunks)
         ns += st->pre_fixed + st->pre_self * b->pre_self + st->pre_cross * b->pre_cross +
               st->pre_ctx * (double)b->pre_prefix;
+    if (b->enc_tokens && st->enc) {
+        int e = b->enc_tokens < st->max_tokens ? b->enc_tokens : st->max_tokens;
+        ns += st->enc[e] + st->enc_fixed + st->enc_pair * b->enc_pairs;
+        if (b->enc_tokens > st->max_tokens)
+            ns += st->enc[st->max_tokens] * (double)(b->enc_tokens - st->max_tokens) / st->max_tokens;
+    }
     return ns;
 }
 

@@ -8,7 +8,8 @@
  * point send of the hidden states between stages.  Quantised weights are
  * dequantised in the kernel: they cut the bytes, not the FLOPs.
  * Limits: no wave quantisation or tile effects, no overlap of communication
- * with compute; encoder layers of encoder-decoder models are not yet timed. */
+ * with compute.  Encoder layers of encoder-decoder models are timed from
+ * this builder's one-layer tables by hs_perf_build (perf.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -272,12 +272,12 @@ typedef struct hs_exegpt_result {
 int hs_exegpt_plan(hs_exegpt *x, const hs_exegpt_plan_opts *o, hs_exegpt_result *out,
                    hs_err *err);
 
-/* A deployment of a schedule, for the later RRA/WAA runtime: RRA is one
- * "colocated" replica (the pipeline with partial TP); WAA is two replicas,
- * "prefill" + "decode" for decoder-only models ("encoder" + "decoder" for
- * encoder-decoder ones; the encoder replica's layers are encoder layers).
- * The colocated runtime can replay the RRA layout, but not RRA's batching,
- * nor WAA's roles: the planner is not registered in plan.c for now. */
+/* A deployment of a schedule for the rra/waa runtime policies: RRA is one
+ * "colocated" replica (the pipeline with partial TP; an encoder-decoder
+ * model's stages hold their share of encoder and decoder layers); WAA is a
+ * "prefill" (encoding) and a "decode" replica, each a full copy of a
+ * decoder-only model, or the encoder and the decoder of an encoder-decoder
+ * one (stages' enc_layers / layers). */
 int hs_exegpt_deploy(hs_exegpt *x, const hs_exegpt_cfg *cfg, hs_deploy *out, hs_err *err);
 
 /* The engine settings that run schedule cfg (e: its estimate by x, whose

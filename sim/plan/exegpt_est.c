@@ -327,12 +327,8 @@ int hs_exegpt_create(hs_exegpt **out, const hs_model *m, const hs_cluster *c,
         }
         x->d_p99 = hs_exegpt_dist_quantile(output, 0.99) - shift;
     }
-    {
-        double qd = (double)m->heads * m->head_dim, kvd = (double)m->kv_heads * m->head_dim;
-        double encw = hs_model_enc_layer_params(m);
-        x->r_dec = x->encdec ? 1 + 2 * m->hidden * qd / encw : 1;
-        x->f_kv = x->encdec ? 2 * m->hidden * kvd / encw : 0;
-    }
+    x->r_dec = hs_model_dec_ratio(m);
+    x->f_kv = hs_model_cross_kv_ratio(m);
     x->kv_full = m->layers * hs_model_kv_bytes_token_layer(m, 1, o->kv_bits);
     x->w_total = hs_model_params(m) * hs_weight_bytes_per_param(o->bits);
     nd = (size_t)x->dec.max + 2;
@@ -391,7 +387,7 @@ void hs_exegpt_engine_cfg(const hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs
     ec->prefill_lanes = 2;
     /* Contexts never exceed the longest prompt plus the longest output
      * (ExeGPT sizes its caches for them). */
-    ec->max_model_len = mml < x->m.max_seq_len ? mml : x->m.max_seq_len;
+    ec->max_model_len = mml < hs_model_max_context(&x->m) ? mml : hs_model_max_context(&x->m);
     ec->max_batched_tokens = hs_exegpt_batch_tokens(x, cfg->be, e->pp * (rra ? 1 : ec->prefill_lanes), adjust);
     /* Room for the whole decoding population in one lane's batch. */
     ec->max_num_seqs = (int)fmin(65536, fmax(256, ceil(2 * e->bd / (e->pp > 0 ? e->pp : 1)) + cfg->be));
@@ -413,6 +409,7 @@ static int get_tab(hs_exegpt *x, int tp, const tptab **out, hs_err *err)
 {
     tptab *t;
     hs_layout l;
+    hs_model bare = x->m;
     int rc, node = -1;
     if (tp < 1 || tp > HS_MAX_TP || tp > x->node_gpus || tp > x->n)
         return hs_errf(err, HS_ERANGE, "exegpt: TP degree %d (1..%d: GPUs in one node)", tp,
@@ -436,7 +433,10 @@ static int get_tab(hs_exegpt *x, int tp, const tptab **out, hs_err *err)
         for (int g = 0; g < x->n && k < tp; g++)
             if (x->c->gpu_node[g] == node) l.stage[s].gpus[k++] = g;
     }
-    if ((rc = hs_perf_build(&t->perf, &x->o.perf, &x->m, x->c, &l, x->o.table_tokens,
+    /* Bare layers: r_dec and f_kv are applied here, not by hs_perf_build's
+     * encoder-decoder terms (which derive them the same way). */
+    bare.encoder_layers = 0;
+    if ((rc = hs_perf_build(&t->perf, &x->o.perf, &bare, x->c, &l, x->o.table_tokens,
                             x->o.table_seqs, err))) {
         hs_err_prefix(err, "exegpt: TP %d latency tables: ", tp);
         return rc;
@@ -589,18 +589,11 @@ static double stage_mem(const hs_exegpt *x, const stg *s, double act_tok, double
                         double kv_tok)
 {
     hs_stage_mem sm;
-    double wb = hs_weight_bytes_per_param(x->o.bits), w;
     int at = act_tok > 1e9 ? 1000000000 : (int)ceil(act_tok);
     int as = act_seqs > 1e9 ? 1000000000 : (int)ceil(act_seqs);
-    hs_model_stage_mem(&x->m, s->dec, s->first, s->last, s->tp, x->o.bits, x->o.kv_bits,
-                       at > 0 ? at : 1, as > 0 ? as : 1, &sm);
-    w = sm.weights;
-    /* hs_model_stage_mem puts every encoder layer on the first stage; put
-     * this stage's share there instead. */
-    if (x->encdec && s->first)
-        w -= x->m.encoder_layers * hs_model_enc_layer_params(&x->m) * wb / s->tp;
-    w += s->enc * hs_model_enc_layer_params(&x->m) * wb / s->tp;
-    return w + sm.activation + kv_tok * sm.kv_per_token / (1 - x->o.kv_margin);
+    hs_model_stage_mem_enc(&x->m, s->dec, s->enc, s->first, s->last, s->tp, x->o.bits, x->o.kv_bits,
+                           at > 0 ? at : 1, as > 0 ? as : 1, &sm);
+    return sm.weights + sm.activation + kv_tok * sm.kv_per_token / (1 - x->o.kv_margin);
 }
 
 /* One pass through the p stages (compute plus sends of tok tokens); *mx
@@ -1082,11 +1075,15 @@ int hs_exegpt_layouts(hs_exegpt *x, const hs_exegpt_cfg *cfg, hs_layout *enc, hs
             return hs_errf(err, HS_ERANGE, "exegpt: %d stages (at most %d)", p[s], HS_MAX_PP);
         lv[s]->pp = p[s];
         lv[s]->kv_bits = x->o.kv_bits;
+        lv[s]->enc_set = 1;
         for (int i = 0; i < p[s]; i++) {
             const stg *st = &sv[s][i];
             lv[s]->stage[i].tp = st->tp;
             lv[s]->stage[i].bits = x->o.bits;
-            lv[s]->stage[i].layers = x->encdec && s == 0 && sides == 2 ? st->enc : st->dec;
+            /* WAA's encoder replica of an encoder-decoder model holds only
+             * encoder layers, its decoder only decoder layers */
+            lv[s]->stage[i].layers = st->dec;
+            lv[s]->stage[i].enc_layers = st->enc;
             for (int g = 0; g < st->tp; g++) lv[s]->stage[i].gpus[g] = st->g0 + g;
         }
     }

@@ -344,7 +344,7 @@ int hs_exegpt_deploy(hs_exegpt *x, const hs_exegpt_cfg *cfg, hs_deploy *out, hs_
     const hs_model *m = hs_exegpt_model(x);
     hs_layout enc, dec;
     hs_deploy_replica r;
-    int rc, encdec = m->encoder_layers > 0;
+    int rc;
     memset(out, 0, sizeof *out);
     if ((rc = hs_exegpt_layouts(x, cfg, &enc, &dec, err))) return rc;
     snprintf(out->model, sizeof out->model, "%s", m->name);
@@ -353,11 +353,11 @@ int hs_exegpt_deploy(hs_exegpt *x, const hs_exegpt_cfg *cfg, hs_deploy *out, hs_
     r.weight = 1;
     r.layout = enc;
     snprintf(r.role, sizeof r.role, "%s",
-             cfg->policy == HS_EXEGPT_RRA ? "colocated" : encdec ? "encoder" : "prefill");
+             cfg->policy == HS_EXEGPT_RRA ? "colocated" : "prefill");
     if ((rc = hs_deploy_add(out, &r, err))) goto fail;
     if (cfg->policy != HS_EXEGPT_RRA) {
         r.layout = dec;
-        snprintf(r.role, sizeof r.role, "%s", encdec ? "decoder" : "decode");
+        snprintf(r.role, sizeof r.role, "decode");
         if ((rc = hs_deploy_add(out, &r, err))) goto fail;
     }
     return 0;

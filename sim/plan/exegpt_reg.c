@@ -69,11 +69,6 @@ static int plan(const hs_plan_req *req, hs_deploy *out, hs_err *err)
     int rc;
     memset(out, 0, sizeof *out);
     if (!wc) return hs_errf(err, HS_EINVAL, "planner exegpt: needs the workload's length distributions");
-    if (req->model->encoder_layers > 0)
-        return hs_errf(err, HS_EUNSUPPORTED,
-                       "planner exegpt: %s is an encoder-decoder model; its schedules can be estimated "
-                       "(hs_exegpt_estimate, tools/bench-exegpt) but the runtime replays decoder-only models",
-                       req->model->name);
     if (!strcmp(wc->kind, "synthetic") && strcmp(wc->prompt.kind, "trace") && strcmp(wc->output.kind, "trace")) {
         if ((rc = hs_exegpt_dist_from_lendist(&din, &wc->prompt, err)) ||
             (rc = hs_exegpt_dist_from_lendist(&dout, &wc->output, err)))
@@ -102,9 +97,14 @@ static int plan(const hs_plan_req *req, hs_deploy *out, hs_err *err)
         po.policies = (1u << HS_EXEGPT_WAA_C) | (1u << HS_EXEGPT_WAA_M);
     if ((rc = hs_exegpt_plan(x, &po, &res, err))) goto out;
     if (!res.found) {
-        rc = hs_errf(err, HS_EINVAL,
-                     "planner exegpt: no schedule of %s on %s meets the bound of %.0f ms (slo.e2el_ms)",
-                     req->model->name, req->cluster->name, req->e2e_bound_ms);
+        if (req->e2e_bound_ms > 0)
+            rc = hs_errf(err, HS_EINVAL,
+                         "planner exegpt: no schedule of %s on %s meets the bound of %.0f ms (slo.e2el_ms)",
+                         req->model->name, req->cluster->name, req->e2e_bound_ms);
+        else
+            rc = hs_errf(err, HS_EINVAL,
+                         "planner exegpt: no %s%sschedule of %s on %s fits in memory with a decoder that keeps up",
+                         req->policy ? req->policy : "", req->policy ? " " : "", req->model->name, req->cluster->name);
         goto out;
     }
     if ((rc = hs_exegpt_deploy(x, &res.cfg, out, err))) goto out;

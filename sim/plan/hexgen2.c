@@ -152,7 +152,7 @@ int hs_hg2_ctx_create(hs_hg2_ctx **out, const hs_plan_req *req,
     else hs_perf_cfg_defaults(&x->pc);
     x->bits = req->bits ? req->bits : 16;
     x->max_tokens = req->max_tokens > 0 ? req->max_tokens : 8192;
-    x->mml = req->max_model_len > 0 ? req->max_model_len : req->model->max_seq_len;
+    x->mml = req->max_model_len > 0 ? req->max_model_len : hs_model_max_context(req->model);
     x->o = *o;
     /* The planned request must be one the engine would serve. */
     if (!(o->s_in >= 1 && o->s_out >= 1 && o->s_in + o->s_out <= x->mml)) {

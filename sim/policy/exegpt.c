@@ -242,6 +242,7 @@ const hs_policy_ops hs_policy_rra = {
     .help = "ExeGPT RRA: encoding phases of B_E queries alternating with N_D decoding iterations (exegpt planner)",
     .schedule = rra_schedule,
     .complete = rra_complete,
+    .encdec = 1,
 };
 
 const hs_policy_ops hs_policy_waa = {
@@ -250,4 +251,5 @@ const hs_policy_ops hs_policy_waa = {
     .schedule = waa_schedule,
     .complete = waa_complete,
     .disagg = 1,
+    .encdec = 1,
 };

@@ -7,7 +7,9 @@
  * memory is reserved per slot for the whole context window (as FT
  * allocates its cache for max_seq_len), which caps the batch size.
  * Tokens are streamed: a request's TTFT is the end of the batch prefill and
- * it finishes when its own last token is produced. */
+ * it finishes when its own last token is produced.  Encoder-decoder models
+ * encode the padded prompts (no token) and then decode output-many steps,
+ * the first giving the TTFT, as FasterTransformer's T5 does. */
 #include <stdlib.h>
 
 #include "serve/engine.h"
@@ -87,6 +89,11 @@ static int schedule(hs_engine *e, hs_lane *l)
         b->active = b->prefill = 1;
         b->next_fin = 0;
         b->step = 0;
+        if (e->replicas[l->replica].encdec) {
+            s->enc_tokens = b->n * b->max_prompt;
+            s->enc_pairs = (double)b->n * b->max_prompt * b->max_prompt;
+            return 1;
+        }
         s->tokens = b->n * b->max_prompt;
         s->samples = b->n;
         s->pre_chunks = b->n;
@@ -108,18 +115,22 @@ static void complete(hs_engine *e, hs_lane *l)
     fixed_batch *b = l->pstate;
     hs_ns t = l->it.end;
     int32_t alive = b->n - b->next_fin;
+    /* tokens after `step` decoding steps: the prefill samples the first of
+     * a decoder-only model; encoding samples none */
+    int64_t shift = e->replicas[l->replica].encdec ? 0 : 1;
     if (b->prefill) {
         b->prefill = 0;
     } else {
         b->step++;
-        if (e->sink.itl && alive > 0) e->sink.itl(e->sink.ctx, t - b->last_end, alive);
+        if (e->sink.itl && alive > 0 && b->step + shift > 1)
+            e->sink.itl(e->sink.ctx, t - b->last_end, alive);
     }
-    for (int32_t k = b->next_fin; k < b->n; k++) {
+    for (int32_t k = b->next_fin; k < b->n && b->step + shift > 0; k++) {
         hs_req *q = hs_req_at(e, b->reqs[k]);
-        q->gen = (int32_t)(b->step + 1);
+        q->gen = (int32_t)(b->step + shift);
         if (q->first_token < 0) q->first_token = t;
     }
-    while (b->next_fin < b->n && hs_req_at(e, b->reqs[b->next_fin])->output <= b->step + 1) {
+    while (b->next_fin < b->n && hs_req_at(e, b->reqs[b->next_fin])->output <= b->step + shift) {
         int32_t r = b->reqs[b->next_fin++];
         hs_list_remove(e, &l->running, r);
         hs_lane_finish(e, l, r, t);
@@ -155,4 +166,5 @@ const hs_policy_ops hs_policy_static = {
     .complete = complete,
     .lane_free = lane_free,
     .pass_tokens = pass_tokens,
+    .encdec = 1,
 };

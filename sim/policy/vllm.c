@@ -26,4 +26,5 @@ const hs_policy_ops hs_policy_vllm = {
     .name = "vllm",
     .help = "continuous batching, prefill-priority, paged KV, preemption by recompute (vLLM)",
     .schedule = schedule,
+    .encdec = 1,
 };

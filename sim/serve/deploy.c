@@ -84,8 +84,10 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
     used = calloc((size_t)c->n_gpus, 1);
     if (!used) return hs_errf(err, HS_ENOMEM, "out of memory");
     for (int32_t i = 0; i < d->n && !rc; i++) {
-        const hs_layout *l = &d->r[i].layout;
-        int layers = 0;
+        hs_layout placed = d->r[i].layout;
+        const hs_layout *l = &placed;
+        int layers = 0, enc = 0, E = m->encoder_layers;
+        const char *role = d->r[i].role;
         if (l->pp < 1 || l->pp > HS_MAX_PP) {
             rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d]: %d stages (1..%d)", where, i, l->pp, HS_MAX_PP);
             break;
@@ -94,13 +96,21 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
             rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].kv_bits: %d is not 16 or 8", where, i, l->kv_bits);
             break;
         }
+        for (int s = 0; s < l->pp && !rc; s++)
+            if (!E && l->stage[s].enc_layers)
+                rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d].stages[%d].enc_layers: %s has no encoder",
+                             where, i, s, m->name);
+        if (rc) break;
+        hs_layout_place_enc(&placed, m, role);
         for (int s = 0; s < l->pp && !rc; s++) {
             const hs_stage_layout *st = &l->stage[s];
             layers += st->layers;
+            enc += st->enc_layers;
             if (st->tp < 1 || st->tp > HS_MAX_TP)
                 rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].stages[%d].tp: %d (1..%d)", where, i, s, st->tp, HS_MAX_TP);
-            else if (st->layers < 1)
-                rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].stages[%d].layers: %d < 1", where, i, s, st->layers);
+            else if (st->layers < 0 || st->enc_layers < 0 || st->layers + st->enc_layers < 1)
+                rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].stages[%d].layers: %d%s; a stage holds at least one layer",
+                             where, i, s, st->layers, E ? " (and enc_layers)" : "");
             else if (st->bits != 16 && st->bits != 8 && st->bits != 4 && st->bits != 3)
                 rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].stages[%d].bits: %d is not 16, 8, 4 or 3", where, i, s, st->bits);
             else if (m->heads % st->tp)
@@ -117,9 +127,14 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
                     used[g] = 1;
             }
         }
-        if (!rc && layers != m->layers)
-            rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d]: stages hold %d layers, %s has %d",
-                         where, i, layers, m->name, m->layers);
+        if (!rc && layers != m->layers && !(E && !strcmp(role, "prefill") && layers == 0))
+            rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d]: stages hold %d %slayers, %s has %d%s",
+                         where, i, layers, E ? "decoder " : "", m->name, m->layers,
+                         E && !strcmp(role, "prefill") ? " (an encoder replica may hold none)" : "");
+        if (!rc && E && enc != E && !(!strcmp(role, "decode") && enc == 0))
+            rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d]: stages hold %d encoder layers, %s has %d%s",
+                         where, i, enc, m->name, E,
+                         !strcmp(role, "decode") ? " (a decode replica may hold none)" : "");
         if (!rc && d->r[i].kv_route) rc = hs_deploy_check_route(d, i, where, err);
     }
     for (int32_t i = 0; i < d->n_attn && !rc; i++) {
@@ -163,6 +178,7 @@ char *hs_deploy_to_json(const hs_deploy *d)
             cJSON *st = cJSON_CreateObject();
             cJSON_AddNumberToObject(st, "tp", l->stage[s].tp);
             cJSON_AddNumberToObject(st, "layers", l->stage[s].layers);
+            if (l->enc_set) cJSON_AddNumberToObject(st, "enc_layers", l->stage[s].enc_layers);
             cJSON_AddNumberToObject(st, "bits", l->stage[s].bits);
             cJSON_AddItemToObject(st, "gpus", cJSON_CreateIntArray(l->stage[s].gpus, l->stage[s].tp));
             cJSON_AddItemToArray(stages, st);
@@ -260,11 +276,13 @@ int hs_deploy_read(hs_deploy *d, const char *path, hs_err *err)
         cJSON_ArrayForEach(st, stages) {
             hs_stage_layout *sl = &dr.layout.stage[s];
             const cJSON *g, *gpus = cJSON_GetObjectItemCaseSensitive(st, "gpus");
-            long tp = 0, layers = 0, bits = 16;
+            long tp = 0, layers = 0, bits = 16, enc = 0;
             int k = 0;
             snprintf(where, sizeof where, "%s: replicas[%d].stages[%d]", path, i, s);
+            if (cJSON_GetObjectItemCaseSensitive(st, "enc_layers")) dr.layout.enc_set = 1;
             if ((rc = hs_json_int(st, "tp", 1, HS_MAX_TP, &tp, where, err)) ||
-                (rc = hs_json_int(st, "layers", 1, 100000, &layers, where, err)) ||
+                (rc = hs_json_int(st, "layers", 0, 100000, &layers, where, err)) ||
+                (rc = hs_json_int_opt(st, "enc_layers", 0, 100000, &enc, where, err)) ||
                 (rc = hs_json_int_opt(st, "bits", 3, 16, &bits, where, err)))
                 goto out;
             if (!cJSON_IsArray(gpus) || cJSON_GetArraySize(gpus) != tp) {
@@ -281,6 +299,7 @@ int hs_deploy_read(hs_deploy *d, const char *path, hs_err *err)
             }
             sl->tp = (int)tp;
             sl->layers = (int)layers;
+            sl->enc_layers = (int)enc;
             sl->bits = (int)bits;
             s++;
         }
@@ -356,16 +375,46 @@ void hs_layout_gpus_str(const hs_layout *l, const hs_cluster *c, char *buf,
     }
 }
 
+void hs_layout_place_enc(hs_layout *l, const hs_model *m, const char *role)
+{
+    int E = m->encoder_layers, tot = 0, cum = 0, prev = 0, by_gpus;
+    if (l->enc_set) return;
+    l->enc_set = 1;
+    for (int s = 0; s < l->pp; s++) {
+        l->stage[s].enc_layers = 0;
+        tot += l->stage[s].layers > 0 ? l->stage[s].layers : 0;
+    }
+    if (!E || !strcmp(role, "decode")) return;
+    by_gpus = tot == 0;
+    if (by_gpus)
+        for (int s = 0; s < l->pp; s++) tot += l->stage[s].tp;
+    /* cumulative rounding: deterministic, sums to E exactly */
+    for (int s = 0; s < l->pp; s++) {
+        int c;
+        cum += by_gpus ? l->stage[s].tp : (l->stage[s].layers > 0 ? l->stage[s].layers : 0);
+        c = (int)floor((double)E * cum / tot + 0.5);
+        l->stage[s].enc_layers = c - prev;
+        prev = c;
+    }
+}
+
 int64_t hs_layout_kv_blocks(const hs_model *m, const hs_cluster *c,
-                            const hs_layout *l, const hs_engine_cfg *ec,
+                            const hs_layout *lay, const hs_engine_cfg *ec,
                             int max_tokens, hs_err *err)
 {
     int64_t blocks = INT64_MAX;
+    hs_layout placed = *lay;
+    const hs_layout *l = &placed;
+    int dec = 0;
+    /* a layout nobody placed the encoder of: a whole model (colocated) */
+    hs_layout_place_enc(&placed, m, "colocated");
+    for (int s = 0; s < l->pp; s++) dec += l->stage[s].layers;
     for (int s = 0; s < l->pp; s++) {
         const hs_stage_layout *st = &l->stage[s];
         hs_stage_mem mem;
-        hs_model_stage_mem(m, st->layers, s == 0, s == l->pp - 1, st->tp, st->bits,
-                           l->kv_bits, max_tokens, ec->max_num_seqs, &mem);
+        /* an encoder replica with no decoder layer holds no LM head */
+        hs_model_stage_mem_enc(m, st->layers, st->enc_layers, s == 0, s == l->pp - 1 && dec > 0,
+                               st->tp, st->bits, l->kv_bits, max_tokens, ec->max_num_seqs, &mem);
         for (int k = 0; k < st->tp; k++) {
             const hs_gpu *g = hs_cluster_gpu(c, st->gpus[k]);
             double avail = g->mem_bytes * ec->gpu_mem_util - mem.weights - mem.activation;
@@ -403,8 +452,11 @@ int hs_replicas_build(hs_replica **out, const hs_deploy *d, const hs_model *m,
     *out = NULL;
     if (!r) return hs_errf(err, HS_ENOMEM, "out of memory building replicas");
     for (int32_t i = 0; i < d->n; i++) {
-        const hs_layout *l = &d->r[i].layout;
-        int64_t blocks = hs_layout_kv_blocks(m, c, l, ec, max_tokens, err);
+        hs_layout placed = d->r[i].layout;
+        const hs_layout *l = &placed;
+        int64_t blocks;
+        hs_layout_place_enc(&placed, m, d->r[i].role);
+        blocks = hs_layout_kv_blocks(m, c, l, ec, max_tokens, err);
         if (blocks < 0) {
             hs_err_prefix(err, "replica %d: ", i);
             rc = (int)blocks;
@@ -427,6 +479,12 @@ int hs_replicas_build(hs_replica **out, const hs_deploy *d, const hs_model *m,
             goto fail;
         }
         r[i].kv_bytes_token_layer = hs_model_kv_bytes_token_layer(m, 1, l->kv_bits);
+        r[i].encdec = m->encoder_layers > 0;
+        r[i].enc_out_bytes_token = m->hidden * 2.0;
+        for (int s = 0; s < l->pp; s++) {
+            r[i].dec_layers += l->stage[s].layers;
+            r[i].enc_layers += l->stage[s].enc_layers;
+        }
         r[i].layout = *l;
         r[i].kv_blocks = blocks;
         r[i].weight = d->r[i].weight;

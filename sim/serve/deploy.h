@@ -12,7 +12,15 @@
  *       "stages": [{"tp": 4, "layers": 80, "bits": 16, "gpus": [0,1,2,3]}]}],
  *    "policy": "rra", "engine": {"exegpt_be": 52}}      (last two optional)
  * A prefill replica may carry "kv_route": [w0, w1, ...], one weight >= 0 per
- * replica of the deployment, positive only toward decode replicas. */
+ * replica of the deployment, positive only toward decode replicas.
+ *
+ * Encoder-decoder models: "layers" counts decoder layers and a stage may
+ * add "enc_layers" (encoder layers).  Without enc_layers the encoder is
+ * placed by hs_layout_place_enc.  A colocated replica holds the whole
+ * model; a prefill (encoder) replica holds the encoder and either no
+ * decoder layer (it hands the encoder output over) or all of them (it
+ * projects the cross-attention KV and hands that over); a decode replica
+ * holds the decoder and no encoder layer, or all of them. */
 #ifndef HS_DEPLOY_H
 #define HS_DEPLOY_H
 
@@ -78,6 +86,13 @@ int hs_deploy_write(const hs_deploy *d, const char *path, hs_err *err);
 /* The JSON text (caller frees with free()). */
 char *hs_deploy_to_json(const hs_deploy *d);
 int hs_deploy_read(hs_deploy *d, const char *path, hs_err *err);
+
+/* Places an encoder-decoder model's encoder layers when the layout does
+ * not (l->enc_set == 0): none on a decode replica; elsewhere in proportion
+ * to the stages' decoder layers (to their GPUs when they hold none), so
+ * every GPU holds about E/N encoder and D/N decoder layers as ExeGPT's RRA
+ * does.  Sets l->enc_set. */
+void hs_layout_place_enc(hs_layout *l, const hs_model *m, const char *role);
 
 /* KV blocks a layout holds: min over stages and ranks of the memory left
  * after weights and activations, divided by the bytes of one block.

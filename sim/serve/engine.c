@@ -128,6 +128,11 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
     if (n_pre && policy->complete && !policy->disagg)
         return hs_errf(err, HS_EUNSUPPORTED,
                        "policy %s cannot run disaggregated replicas (vllm, sarathi, waa can)", policy->name);
+    for (int32_t i = 0; i < n_replicas; i++)
+        if (replicas[i].encdec && !policy->encdec)
+            return hs_errf(err, HS_EUNSUPPORTED,
+                           "policy %s does not run encoder-decoder models (vllm, static, rra and waa do)",
+                           policy->name);
     e = calloc(1, sizeof *e);
     if (!e) return hs_errf(err, HS_ENOMEM, "out of memory creating the engine");
     e->cfg = *cfg;
@@ -437,6 +442,16 @@ static hs_lane *pick_decode(hs_engine *e, int32_t src)
     return pick_lane(&e->replicas[best]);
 }
 
+static int flow(hs_engine *e, int32_t r, int from, int to, double bytes)
+{
+    if (hs_net_start(e->net, e->q.now, from, to, bytes, r, NULL, NULL)) {
+        if (!e->fatal) e->fatal = HS_ENOMEM;
+        return -1;
+    }
+    e->pool[r].xfer_pending++;
+    return 0;
+}
+
 static void start_transfer(hs_engine *e, hs_lane *dl, int32_t r)
 {
     hs_req *q = &e->pool[r];
@@ -445,6 +460,19 @@ static void start_transfer(hs_engine *e, hs_lane *dl, int32_t r)
     int a = 0;
     q->state = HS_REQ_XFER;
     q->xfer_pending = 0;
+    if (sp->encdec && sp->dec_layers == 0) {
+        /* An encoder replica: the encoder output, from the last stage's
+         * ranks to every rank of every decode stage (each projects the
+         * cross-attention KV of its own heads); the decode side projects
+         * it at its next step (lane->kvproj). */
+        const hs_stage_layout *ss = &sp->layout.stage[sp->layout.pp - 1];
+        double bytes = (double)q->prefill_len * sp->enc_out_bytes_token;
+        for (int d = 0; d < dp->layout.pp; d++)
+            for (int k = 0; k < dp->layout.stage[d].tp; k++)
+                if (flow(e, r, ss->gpus[k % ss->tp], dp->layout.stage[d].gpus[k], bytes)) return;
+        net_reschedule(e);
+        return;
+    }
     for (int s = 0; s < sp->layout.pp; s++) {
         const hs_stage_layout *ss = &sp->layout.stage[s];
         int c = 0;
@@ -454,14 +482,8 @@ static void start_transfer(hs_engine *e, hs_lane *dl, int32_t r)
             if (hi > lo) {
                 int nf = ss->tp > ds->tp ? ss->tp : ds->tp;
                 double bytes = (double)(hi - lo) * q->prefill_len * sp->kv_bytes_token_layer / nf;
-                for (int i = 0; i < nf; i++) {
-                    if (hs_net_start(e->net, e->q.now, ss->gpus[i % ss->tp], ds->gpus[i % ds->tp],
-                                     bytes, r, NULL, NULL)) {
-                        if (!e->fatal) e->fatal = HS_ENOMEM;
-                        return;
-                    }
-                    q->xfer_pending++;
-                }
+                for (int i = 0; i < nf; i++)
+                    if (flow(e, r, ss->gpus[i % ss->tp], ds->gpus[i % ds->tp], bytes)) return;
             }
             c += ds->layers;
         }
@@ -523,6 +545,9 @@ static void transfer_done(hs_engine *e, int32_t r)
 {
     hs_req *q = &e->pool[r];
     hs_lane *sl = e->lanes[q->src_lane], *dl = e->lanes[q->lane];
+    /* encoder output in: the decode lane's next step projects its cross
+     * KV (it joins the decode set at that step's boundary) */
+    if (e->replicas[sl->replica].encdec && e->replicas[sl->replica].dec_layers == 0) dl->kvproj += q->prefill_len;
     sl->blocks_free += q->src_blocks;
     sl->xfer_out -= q->src_blocks;
     q->src_blocks = 0;
@@ -608,7 +633,8 @@ static void trace_iter(hs_engine *e, hs_lane *l)
         const hs_req *q = hs_req_at(e, l->it.chunks[k].req);
         int32_t len = l->it.chunks[k].len;
         t->pre[t->n_pre++] = (hs_sched_chunk){q->id, len, q->prefilled, q->prefill_len};
-        if (q->prefilled + len == q->prefill_len) {
+        /* encoding an encoder-decoder query yields no token */
+        if (q->prefilled + len == q->prefill_len && (!e->replicas[l->replica].encdec || q->gen > 0)) {
             if (q->first_token < 0) t->first[t->n_first++] = q->id;
             if (q->gen + 1 >= q->output) t->finished[t->n_finished++] = q->id;
         }
@@ -617,6 +643,7 @@ static void trace_iter(hs_engine *e, hs_lane *l)
         for (int32_t r = l->running.head; r >= 0; r = e->pool[r].next) {
             const hs_req *q = &e->pool[r];
             t->dec[t->n_dec++] = (hs_sched_dec){q->id, (int32_t)(q->kv0 + (l->g - q->g0) + 1)};
+            if (q->first_token < 0) t->first[t->n_first++] = q->id;
             if (q->finish_step == l->g + 1) t->finished[t->n_finished++] = q->id;
         }
     t->preempted = l->trace_pm;
@@ -648,7 +675,12 @@ static void try_start(hs_engine *e, hs_lane *l)
         double end = start + (rp->stage_ns ? rp->stage_ns(e, l, s)
                                            : hs_perf_stage_ns(&rp->perf, s, &l->it.shape));
         rp->stage_free[s] = end;
-        in = end + (s + 1 < rp->perf.pp ? hs_perf_send_ns(&rp->perf, s, l->it.shape.tokens) : 0);
+        /* activations of the tokens going through: decoder tokens, and
+         * prompt tokens on their way through the encoder layers */
+        in = end + (s + 1 < rp->perf.pp
+                        ? hs_perf_send_ns(&rp->perf, s, l->it.shape.tokens +
+                                                            (rp->enc_layers ? l->it.shape.enc_tokens : 0))
+                        : 0);
     }
     l->it.start = e->q.now;
     l->it.end = (hs_ns)ceil(in);
@@ -657,7 +689,7 @@ static void try_start(hs_engine *e, hs_lane *l)
     if (e->trace && hs_sched_wants(e->trace, l->replica)) trace_iter(e, l);
     else if (e->cfg.fast_forward && !e->trace && l->it.decode && l->it.n_chunks == 0 && rp->perf.pp == 1 &&
         !e->policy->complete && l->waiting.len == 0 && l->prefilling.len == 0 && l->n_dec > 0 &&
-        l->incoming.len == 0 && l->landed.len == 0)
+        l->incoming.len == 0 && l->landed.len == 0 && l->it.shape.enc_tokens == 0)
         l->it.end = ff_extend(e, l, rp, l->it.end);
     l->busy = 1;
     l->iters++;

@@ -189,12 +189,23 @@ int hs_iter_add_chunk(hs_engine *e, hs_lane *l, int32_t r, int32_t len)
     l->it.chunks[l->it.n_chunks].req = r;
     l->it.chunks[l->it.n_chunks].len = len;
     l->it.n_chunks++;
-    s->tokens += len;
-    s->pre_chunks++;
-    s->pre_self += (double)len * (len + 1) / 2.0;
-    s->pre_cross += (double)len * p;
-    s->pre_prefix += q->prefilled;
-    if (q->prefilled + len == q->prefill_len) s->samples++;
+    if (e->replicas[l->replica].encdec) {
+        /* Encoding: the whole prompt through the encoder, every token
+         * attending to every other.  A recompute after preemption (gen > 0)
+         * re-encodes prompt and generated tokens alike, an upper bound on
+         * re-running the decoder over the generated ones, and samples the
+         * next token. */
+        s->enc_tokens += len;
+        s->enc_pairs += (double)len * q->prefill_len;
+        if (q->prefilled + len == q->prefill_len && q->gen > 0) s->samples++;
+    } else {
+        s->tokens += len;
+        s->pre_chunks++;
+        s->pre_self += (double)len * (len + 1) / 2.0;
+        s->pre_cross += (double)len * p;
+        s->pre_prefix += q->prefilled;
+        if (q->prefilled + len == q->prefill_len) s->samples++;
+    }
     if (q->first_sched < 0) q->first_sched = e->q.now;
     return 0;
 }
@@ -325,6 +336,9 @@ void hs_lane_decode_shape(hs_lane *l)
 {
     hs_batch_shape *s = &l->it.shape;
     l->it.decode = 1;
+    /* hand-overs of encoder output: this step projects their cross KV */
+    s->enc_tokens += (int32_t)l->kvproj;
+    l->kvproj = 0;
     s->dec_seqs = l->n_dec;
     s->dec_ctx = l->sum_kv + l->n_dec;
     s->tokens += l->n_dec;
@@ -342,7 +356,7 @@ int32_t hs_lane_admit_fcfs(hs_engine *e, hs_lane *l, int32_t max_tok, int32_t ma
         if (hs_lane_drop_if_never_fits(e, l, r, max_tok)) continue;
         if (max_new > 0 && n >= max_new) break;
         if (seqs + 1 > e->cfg.max_num_seqs) break;
-        if (l->it.shape.tokens + q->prefill_len > max_tok) break;
+        if (l->it.shape.tokens + l->it.shape.enc_tokens + q->prefill_len > max_tok) break;
         if (l->blocks_free - hs_blocks_for(e, q->prefill_len) < l->watermark) break;
         if (veto) {
             int v = veto(ctx, e, l, r, &why);
@@ -381,10 +395,12 @@ void hs_lane_complete(hs_engine *e, hs_lane *l)
     if (l->it.decode && l->n_dec > 0) {
         l->g++;
         l->sum_kv += l->n_dec;
-        if (e->sink.itl) {
-            if (l->n_old > 0) e->sink.itl(e->sink.ctx, t - l->last_dec_end, l->n_old);
-            for (int32_t k = 0; k < l->n_joiners; k++)
-                e->sink.itl(e->sink.ctx, t - hs_req_at(e, l->joiners[k])->last_token, 1);
+        if (e->sink.itl && l->n_old > 0) e->sink.itl(e->sink.ctx, t - l->last_dec_end, l->n_old);
+        for (int32_t k = 0; k < l->n_joiners; k++) {
+            hs_req *q = hs_req_at(e, l->joiners[k]);
+            /* an encoded query's first token comes from its first step */
+            if (q->first_token < 0) q->first_token = t;
+            else if (e->sink.itl) e->sink.itl(e->sink.ctx, t - q->last_token, 1);
         }
         l->n_joiners = 0;
         l->n_old = l->n_dec;
@@ -400,10 +416,14 @@ void hs_lane_complete(hs_engine *e, hs_lane *l)
         hs_req *q = hs_req_at(e, r);
         q->prefilled += l->it.chunks[k].len;
         if (q->prefilled < q->prefill_len) continue;
-        q->gen++;
-        if (q->first_token < 0) q->first_token = t;
-        else if (e->sink.itl) /* recompute after preemption: a regular token */
-            e->sink.itl(e->sink.ctx, t - q->last_token, 1);
+        /* Encoder-decoder models: encoding yields no token (D = S decoding
+         * steps); a recompute after preemption does. */
+        if (!e->replicas[l->replica].encdec || q->gen > 0) {
+            q->gen++;
+            if (q->first_token < 0) q->first_token = t;
+            else if (e->sink.itl) /* recompute after preemption: a regular token */
+                e->sink.itl(e->sink.ctx, t - q->last_token, 1);
+        }
         hs_list_remove(e, &l->prefilling, r);
         if (q->gen >= q->output) {
             hs_lane_finish(e, l, r, t);

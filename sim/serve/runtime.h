@@ -96,6 +96,9 @@ typedef struct hs_policy_ops {
     /* 1: a policy with its own `complete` that still hands prefilled
      * requests over (via hs_lane_complete) on disaggregated replicas. */
     int disagg;
+    /* 1: runs encoder-decoder models (lane.c's encoding passes: whole
+     * prompts, no token until the first decoding step). */
+    int encdec;
 } hs_policy_ops;
 
 /* One prefill chunk of an iteration. */
@@ -133,6 +136,9 @@ typedef struct hs_lane {
     hs_list incoming;     /* prefilled elsewhere, waiting for blocks here */
     hs_list landed;       /* KV arrived, joining the decode set at the next step */
     int64_t reserved;     /* blocks held by the policy, not by requests (static slots) */
+    int64_t kvproj;       /* encoder-decoder: prompt tokens handed over as encoder
+                             output whose cross-attention KV the next decoding
+                             step projects */
     /* load seen by the router (known at arrival: counts and prompts only) */
     int64_t out_reqs, out_tokens;
     /* execution */
@@ -162,6 +168,10 @@ typedef struct hs_replica {
     char role[16];
     int role_kind;                 /* enum hs_role */
     double kv_bytes_token_layer;   /* all KV heads, bytes per token per layer */
+    int encdec;                    /* encoder-decoder model: prompts are encoded
+                                      (no token), tokens come from decoding steps */
+    double enc_out_bytes_token;    /* encoder output per prompt token, bytes */
+    int32_t dec_layers, enc_layers;/* held by the stages in all */
     hs_layout layout;
     hs_perf perf;
     int32_t n_lanes;
