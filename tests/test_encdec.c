@@ -244,6 +244,11 @@ static void test_deploy(void)
                                                      "{\"tp\":1,\"layers\":0,\"enc_layers\":0,\"gpus\":[1]}")),
                       &err) == HS_ERANGE);
     CHECK(strstr(err.msg, "stages[1].layers") && strstr(err.msg, "at least one layer"));
+    CHECK(deploy_text(&d, "t5-11b",
+                      DEP("t5-11b", REP("prefill", "{\"tp\":1,\"layers\":0,\"enc_layers\":24,\"gpus\":[0]}") ","
+                                    REP("decode", "{\"tp\":1,\"layers\":24,\"enc_layers\":24,\"gpus\":[1]}")),
+                      &err) == HS_EINVAL);
+    CHECK(strstr(err.msg, "replicas[1]: a decode replica holds no encoder layer") != NULL);
     CHECK(deploy_text(&d, "llama-2-7b",
                       DEP("llama-2-7b", REP("colocated", "{\"tp\":1,\"layers\":32,\"enc_layers\":2,\"gpus\":[0]}")),
                       &err) == HS_EINVAL);
@@ -268,8 +273,9 @@ static const char *one_query(void)
                                        "2024-01-01 00:00:00.0000000,100,3\n");
 }
 
-static int run_dep(const char *dep, const char *policy, const hs_workload_cfg *wc, run_out *o,
-                   hs_err *err)
+/* blocks > 0 cuts replica 0's KV blocks; mml > 0 sets the context limit. */
+static int run_dep_kv(const char *dep, const char *policy, const hs_workload_cfg *wc, int64_t blocks,
+                      int32_t mml_set, run_out *o, hs_err *err)
 {
     hs_model m;
     hs_cluster *c = NULL;
@@ -292,10 +298,11 @@ static int run_dep(const char *dep, const char *policy, const hs_workload_cfg *w
     if (!hs_policy_find(policy)) return hs_errf(err, HS_ENOTFOUND, "policy %s", policy);
     if ((rc = hs_model_find(&m, "t5-11b", err)) || (rc = hs_cluster_find(&c, "exegpt-a40x8", err)))
         return rc;
-    mml = hs_model_max_context(&m);
+    mml = mml_set > 0 ? mml_set : hs_model_max_context(&m);
     max_tokens = hs_engine_pass_tokens(&fo.ec, hs_policy_find(policy), mml);
     if ((rc = deploy_text(&d, "t5-11b", dep, err))) goto out;
     if ((rc = hs_replicas_build(&reps, &d, &m, c, &fo.ec, &fo.pc, max_tokens, mml, err))) goto out;
+    if (blocks > 0) reps[0].kv_blocks = blocks;
     /* the replicas' tables, rebuilt alike for the hand computations */
     for (int i = 0; i < d.n && i < 2; i++) {
         hs_layout l = d.r[i].layout;
@@ -309,6 +316,12 @@ out:
     hs_deploy_free(&d);
     hs_cluster_destroy(c);
     return rc;
+}
+
+static int run_dep(const char *dep, const char *policy, const hs_workload_cfg *wc, run_out *o,
+                   hs_err *err)
+{
+    return run_dep_kv(dep, policy, wc, 0, 0, o, err);
 }
 
 static void run_free(run_out *o)
@@ -399,6 +412,83 @@ static void test_one_query(void)
     run_free(&w);
 }
 
+/* Recompute after preemption.  A and B (prompt 60, output 60) share a lane
+ * of 12 blocks of 16 tokens: B, the later, is preempted after g tokens and
+ * waits for A.  Its recompute encodes the prompt again (encoder and cross
+ * K/V projection) and runs the decoder over its g tokens (causal pairs and
+ * pairs against the prompt), sampling token g + 1; it then decodes alone.
+ * Exactly one g reproduces B's finish to the nanosecond. */
+static void test_recompute(void)
+{
+    run_out o;
+    hs_workload_cfg wc;
+    hs_err err = {0};
+    const char *path = hs_test_tmpfile("encdec_pm", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                                    "2024-01-01 00:00:00.0000000,60,60\n"
+                                                    "2024-01-01 00:00:00.0000000,60,60\n");
+    trace_wc(&wc, path);
+    CHECK_OK(run_dep_kv(COLOC, "vllm", &wc, 12, 128, &o, &err), &err);
+    CHECK_INT(o.x.n, 2);
+    if (o.x.n == 2 && o.n_rep == 1) {
+        const hs_req_record *a = fx_find(&o.x, 0), *b = fx_find(&o.x, 1);
+        int found = 0, at = -1;
+        CHECK(a && b);
+        if (a && b) {
+            CHECK_INT(a->preemptions, 0);
+            CHECK_INT(b->preemptions, 1);
+            CHECK_INT(b->output, 60);
+            CHECK(b->finish > a->finish);
+            for (int g = 1; g < 60; g++) {
+                hs_batch_shape r = {0};
+                hs_ns t;
+                r.enc_tokens = 60;
+                r.enc_pairs = 60.0 * 60;
+                r.tokens = g;
+                r.pre_chunks = 1;
+                r.pre_self = g * (g + 1) / 2.0;
+                r.pre_cross = 60.0 * g;
+                r.samples = 1;
+                t = fx_step(&o.perf[0], a->finish, &r);
+                for (int i = 0; i < 60 - (g + 1); i++) {
+                    hs_batch_shape d = fx_decode(1, 60 + g + i + 1);
+                    t = fx_step(&o.perf[0], t, &d);
+                }
+                if (t == b->finish) {
+                    found++;
+                    at = g;
+                }
+            }
+            printf("recompute: B preempted after %d tokens\n", at);
+            CHECK_INT(found, 1);
+        }
+    }
+    run_free(&o);
+}
+
+/* T5's window (512) bounds each side: a 600-token prompt is dropped, a
+ * 700-token output stops at 512, though prompt + output fit the default
+ * context limit of 1024. */
+static void test_window(void)
+{
+    run_out o;
+    hs_workload_cfg wc;
+    hs_err err = {0};
+    const char *path = hs_test_tmpfile("encdec_win", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                                     "2024-01-01 00:00:00.0000000,600,3\n"
+                                                     "2024-01-01 00:00:00.0000000,100,700\n");
+    trace_wc(&wc, path);
+    CHECK_OK(run_dep(COLOC, "vllm", &wc, &o, &err), &err);
+    CHECK_INT(o.x.n, 2);
+    CHECK_INT(o.x.dropped, 1);
+    CHECK_INT(o.x.completed, 1);
+    {
+        const hs_req_record *a = fx_find(&o.x, 0), *b = fx_find(&o.x, 1);
+        CHECK(a && a->dropped && a->why && strstr(a->why, "encoder's window"));
+        CHECK(b && !b->dropped && b->output == 512);
+    }
+    run_free(&o);
+}
+
 /* Many queries, lengths drawn from ExeGPT's task S: all finish with their
  * whole output and the books balance (the audit runs after every event). */
 static void test_many(void)
@@ -468,6 +558,8 @@ int main(void)
     test_perf_terms();
     test_deploy();
     test_one_query();
+    test_recompute();
+    test_window();
     test_many();
     test_refusals();
     return hs_check_result();

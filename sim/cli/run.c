@@ -343,6 +343,10 @@ static int open_schedule(const hs_run_cfg *cfg, const setup *s, hs_sched_writer 
     if (s->policy->complete)
         return hs_errf(err, HS_EUNSUPPORTED,
                        "emit_schedule: policy %s is not supported (vllm, sarathi)", s->policy->name);
+    if (s->model.encoder_layers)
+        return hs_errf(err, HS_EUNSUPPORTED,
+                       "emit_schedule: %s is an encoder-decoder model; hetsim-exec replays decoder-only schedules",
+                       s->model.name);
     if (!*p)
         return hs_errf(err, HS_EINVAL, "emit_replicas: empty list (give replica ids, e.g. 0,2)");
     while (*p) {

@@ -69,8 +69,8 @@
  *     encoding slot, uniform over one round (RRA) or encoder period (WAA),
  *     and takes the p99 over the output distribution.
  *
- * Memory per GPU: hs_model_stage_mem for the stage's decoder layers (its
- * placement of encoder layers replaced by the stage's own share) + KV of
+ * Memory per GPU: hs_model_stage_mem_enc for the stage's decoder and
+ * encoder layers (the deployment places them alike) + KV of
  * the expected peak context (RRA: max over the round; WAA decode: the mean
  * population; WAA encode: two batches of prompt KV, one being encoded and
  * one being handed over) + activations of the largest pass; it must fit in
@@ -388,7 +388,7 @@ void hs_exegpt_engine_cfg(const hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs
     /* Contexts never exceed the longest prompt plus the longest output
      * (ExeGPT sizes its caches for them). */
     ec->max_model_len = mml < hs_model_max_context(&x->m) ? mml : hs_model_max_context(&x->m);
-    ec->max_batched_tokens = hs_exegpt_batch_tokens(x, cfg->be, e->pp * (rra ? 1 : ec->prefill_lanes), adjust);
+    ec->max_batched_tokens = hs_exegpt_batch_tokens(x, cfg->be, e->pp, adjust);
     /* Room for the whole decoding population in one lane's batch. */
     ec->max_num_seqs = (int)fmin(65536, fmax(256, ceil(2 * e->bd / (e->pp > 0 ? e->pp : 1)) + cfg->be));
 }

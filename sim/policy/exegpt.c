@@ -224,7 +224,7 @@ static int waa_schedule(hs_engine *e, hs_lane *l)
     {
         int32_t want;
         if (l->waiting.head < 0) return 0;
-        want = adjust_share(e, share(e->cfg.exegpt_be, rp->n_lanes, l->ph_count++, lane_index(e, l)), rp->n_lanes,
+        want = adjust_share(e, share(e->cfg.exegpt_be, rp->perf.pp, l->ph_count++, lane_index(e, l)), rp->perf.pp,
                             decode_population(e));
         /* Never zero while queries wait: nothing else would wake the lane. */
         return encode_batch(e, l, want < 1 ? 1 : want) > 0;

@@ -131,10 +131,12 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
             rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d]: stages hold %d %slayers, %s has %d%s",
                          where, i, layers, E ? "decoder " : "", m->name, m->layers,
                          E && !strcmp(role, "prefill") ? " (an encoder replica may hold none)" : "");
-        if (!rc && E && enc != E && !(!strcmp(role, "decode") && enc == 0))
-            rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d]: stages hold %d encoder layers, %s has %d%s",
-                         where, i, enc, m->name, E,
-                         !strcmp(role, "decode") ? " (a decode replica may hold none)" : "");
+        if (!rc && E && !strcmp(role, "decode") && enc)
+            rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d]: a decode replica holds no encoder layer (stages hold %d): "
+                         "it receives the encoder output", where, i, enc);
+        else if (!rc && E && strcmp(role, "decode") && enc != E)
+            rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d]: stages hold %d encoder layers, %s has %d",
+                         where, i, enc, m->name, E);
         if (!rc && d->r[i].kv_route) rc = hs_deploy_check_route(d, i, where, err);
     }
     for (int32_t i = 0; i < d->n_attn && !rc; i++) {
@@ -387,11 +389,13 @@ void hs_layout_place_enc(hs_layout *l, const hs_model *m, const char *role)
     if (!E || !strcmp(role, "decode")) return;
     by_gpus = tot == 0;
     if (by_gpus)
-        for (int s = 0; s < l->pp; s++) tot += l->stage[s].tp;
+        for (int s = 0; s < l->pp; s++) tot += l->stage[s].tp > 0 ? l->stage[s].tp : 0;
+    if (tot <= 0) return; /* no stage to hold them: hs_deploy_check says so */
     /* cumulative rounding: deterministic, sums to E exactly */
     for (int s = 0; s < l->pp; s++) {
         int c;
-        cum += by_gpus ? l->stage[s].tp : (l->stage[s].layers > 0 ? l->stage[s].layers : 0);
+        cum += by_gpus ? (l->stage[s].tp > 0 ? l->stage[s].tp : 0)
+                       : (l->stage[s].layers > 0 ? l->stage[s].layers : 0);
         c = (int)floor((double)E * cum / tot + 0.5);
         l->stage[s].enc_layers = c - prev;
         prev = c;
@@ -481,6 +485,7 @@ int hs_replicas_build(hs_replica **out, const hs_deploy *d, const hs_model *m,
         r[i].kv_bytes_token_layer = hs_model_kv_bytes_token_layer(m, 1, l->kv_bits);
         r[i].encdec = m->encoder_layers > 0;
         r[i].enc_out_bytes_token = m->hidden * 2.0;
+        r[i].window = m->max_seq_len;
         for (int s = 0; s < l->pp; s++) {
             r[i].dec_layers += l->stage[s].layers;
             r[i].enc_layers += l->stage[s].enc_layers;

@@ -20,7 +20,7 @@
  * model; a prefill (encoder) replica holds the encoder and either no
  * decoder layer (it hands the encoder output over) or all of them (it
  * projects the cross-attention KV and hands that over); a decode replica
- * holds the decoder and no encoder layer, or all of them. */
+ * holds the decoder and no encoder layer. */
 #ifndef HS_DEPLOY_H
 #define HS_DEPLOY_H
 

@@ -464,7 +464,7 @@ static void start_transfer(hs_engine *e, hs_lane *dl, int32_t r)
         /* An encoder replica: the encoder output, from the last stage's
          * ranks to every rank of every decode stage (each projects the
          * cross-attention KV of its own heads); the decode side projects
-         * it at its next step (lane->kvproj). */
+         * it at the request's first step (proj_tokens). */
         const hs_stage_layout *ss = &sp->layout.stage[sp->layout.pp - 1];
         double bytes = (double)q->prefill_len * sp->enc_out_bytes_token;
         for (int d = 0; d < dp->layout.pp; d++)
@@ -545,9 +545,9 @@ static void transfer_done(hs_engine *e, int32_t r)
 {
     hs_req *q = &e->pool[r];
     hs_lane *sl = e->lanes[q->src_lane], *dl = e->lanes[q->lane];
-    /* encoder output in: the decode lane's next step projects its cross
-     * KV (it joins the decode set at that step's boundary) */
-    if (e->replicas[sl->replica].encdec && e->replicas[sl->replica].dec_layers == 0) dl->kvproj += q->prefill_len;
+    /* encoder output in: its first step on the decode lane projects its
+     * cross KV (it joins the decode set at that step's boundary) */
+    if (e->replicas[sl->replica].encdec && e->replicas[sl->replica].dec_layers == 0) q->proj_tokens = q->prefill_len;
     sl->blocks_free += q->src_blocks;
     sl->xfer_out -= q->src_blocks;
     q->src_blocks = 0;
@@ -726,6 +726,12 @@ static int on_arrival(hs_engine *e)
         q->output = e->max_model_len - q->prompt;
         e->truncated++;
     }
+    /* Encoder-decoder: the decoder's window bounds the output, as the
+     * encoder's bounds the prompt (checked below). */
+    if (e->replicas[0].encdec && q->output > e->replicas[0].window) {
+        q->output = e->replicas[0].window;
+        e->truncated++;
+    }
     r = (int32_t)(q - e->pool);
     rp = &e->replicas[route(e, q)];
     l = pick_lane(rp);
@@ -742,6 +748,10 @@ static int on_arrival(hs_engine *e)
     }
     if (q->prompt >= e->max_model_len) {
         hs_lane_drop(e, l, r, "prompt reaches the context limit");
+        return 0;
+    }
+    if (rp->encdec && q->prompt > rp->window) {
+        hs_lane_drop(e, l, r, "prompt longer than the encoder's window");
         return 0;
     }
     if (l->busy && l->ff_k > 1) ff_truncate(e, l, e->q.now);

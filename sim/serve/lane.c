@@ -190,14 +190,26 @@ int hs_iter_add_chunk(hs_engine *e, hs_lane *l, int32_t r, int32_t len)
     l->it.chunks[l->it.n_chunks].len = len;
     l->it.n_chunks++;
     if (e->replicas[l->replica].encdec) {
-        /* Encoding: the whole prompt through the encoder, every token
-         * attending to every other.  A recompute after preemption (gen > 0)
-         * re-encodes prompt and generated tokens alike, an upper bound on
-         * re-running the decoder over the generated ones, and samples the
-         * next token. */
-        s->enc_tokens += len;
-        s->enc_pairs += (double)len * q->prefill_len;
-        if (q->prefilled + len == q->prefill_len && q->gen > 0) s->samples++;
+        /* Encoding: the whole prompt (policies that run encoder-decoder
+         * models never chunk it) through the encoder, every token attending
+         * to every other, and the cross-attention K/V projection.  A
+         * recompute after preemption (gen > 0) encodes the prompt again -
+         * on a decode replica, which holds no encoder, it projects the cross
+         * KV from the encoder output it kept (hidden x 2 bytes per prompt
+         * token, under 0.2% of T5's cross KV, not counted) - and runs the
+         * decoder over the generated tokens (causal, and against the prompt
+         * through cross-attention), sampling the next one. */
+        int32_t gen = q->prefill_len - q->prompt;
+        assert(q->prefilled == 0 && len == q->prefill_len);
+        s->enc_tokens += q->prompt;
+        s->enc_pairs += (double)q->prompt * q->prompt;
+        if (gen > 0) {
+            s->tokens += gen;
+            s->pre_chunks++;
+            s->pre_self += (double)gen * (gen + 1) / 2.0;
+            s->pre_cross += (double)gen * q->prompt;
+            s->samples++;
+        }
     } else {
         s->tokens += len;
         s->pre_chunks++;
@@ -302,6 +314,7 @@ static void preempt(hs_engine *e, hs_lane *l, int32_t r)
     q->blocks = 0;
     q->prefill_len = q->prompt + q->gen;
     q->prefilled = 0;
+    q->proj_tokens = 0; /* the recompute projects the cross KV again */
     q->preemptions++;
     q->state = HS_REQ_WAITING;
     hs_list_push_front(e, &l->waiting, r);
@@ -332,13 +345,17 @@ int hs_lane_reserve_decode(hs_engine *e, hs_lane *l)
     }
 }
 
-void hs_lane_decode_shape(hs_lane *l)
+void hs_lane_decode_shape(hs_engine *e, hs_lane *l)
 {
     hs_batch_shape *s = &l->it.shape;
     l->it.decode = 1;
-    /* hand-overs of encoder output: this step projects their cross KV */
-    s->enc_tokens += (int32_t)l->kvproj;
-    l->kvproj = 0;
+    /* encoder output handed over: a joiner's first step projects its cross
+     * KV (a preempted joiner left the list and is recomputed instead) */
+    for (int32_t k = 0; k < l->n_joiners; k++) {
+        hs_req *q = &e->pool[l->joiners[k]];
+        s->enc_tokens += q->proj_tokens;
+        q->proj_tokens = 0;
+    }
     s->dec_seqs = l->n_dec;
     s->dec_ctx = l->sum_kv + l->n_dec;
     s->tokens += l->n_dec;
@@ -385,7 +402,7 @@ int hs_lane_decode_setup(hs_engine *e, hs_lane *l)
         return -1;
     }
     if (l->n_dec == 0) return 0;
-    hs_lane_decode_shape(l);
+    hs_lane_decode_shape(e, l);
     return 1;
 }
 

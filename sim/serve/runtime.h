@@ -67,6 +67,8 @@ typedef struct hs_req {
     int32_t src_lane;     /* lane still holding its prefill KV, -1 none */
     int32_t src_blocks;   /* blocks held there */
     int32_t xfer_pending; /* flows not yet delivered */
+    int32_t proj_tokens;  /* encoder-decoder: encoder output received, whose
+                             cross-attention KV its first step projects */
 } hs_req;
 
 typedef struct hs_list {
@@ -136,9 +138,6 @@ typedef struct hs_lane {
     hs_list incoming;     /* prefilled elsewhere, waiting for blocks here */
     hs_list landed;       /* KV arrived, joining the decode set at the next step */
     int64_t reserved;     /* blocks held by the policy, not by requests (static slots) */
-    int64_t kvproj;       /* encoder-decoder: prompt tokens handed over as encoder
-                             output whose cross-attention KV the next decoding
-                             step projects */
     /* load seen by the router (known at arrival: counts and prompts only) */
     int64_t out_reqs, out_tokens;
     /* execution */
@@ -171,6 +170,8 @@ typedef struct hs_replica {
     int encdec;                    /* encoder-decoder model: prompts are encoded
                                       (no token), tokens come from decoding steps */
     double enc_out_bytes_token;    /* encoder output per prompt token, bytes */
+    int32_t window;                /* encoder-decoder: most tokens per side
+                                      (prompt in, output out): max_seq_len */
     int32_t dec_layers, enc_layers;/* held by the stages in all */
     hs_layout layout;
     hs_perf perf;
@@ -247,7 +248,7 @@ void hs_lane_preempt(struct hs_engine *e, hs_lane *l, int32_t r);
  * when even an empty set cannot provide them (never with a sane config). */
 int hs_lane_reserve_decode(struct hs_engine *e, hs_lane *l);
 /* Fills it.shape's decode fields from the aggregates. */
-void hs_lane_decode_shape(hs_lane *l);
+void hs_lane_decode_shape(struct hs_engine *e, hs_lane *l);
 
 /* vLLM's admission, shared by the policies that batch whole prompts: moves
  * waiting requests FCFS into this iteration as prefill chunks while the lane
