@@ -351,7 +351,7 @@ void hs_lane_decode_shape(hs_engine *e, hs_lane *l)
     l->it.decode = 1;
     /* encoder output handed over: a joiner's first step projects its cross
      * KV (a preempted joiner left the list and is recomputed instead) */
-    for (int32_t k = 0; k < l->n_joiners; k++) {
+    for (int32_t k = 0; e->replicas[l->replica].encdec && k < l->n_joiners; k++) {
         hs_req *q = &e->pool[l->joiners[k]];
         s->enc_tokens += q->proj_tokens;
         q->proj_tokens = 0;
