@@ -125,7 +125,11 @@ typedef struct hs_exegpt_opts {
     double kv_margin;    /* fraction of the KV memory the expected population may
                             not use, 0.1: the population fluctuates around its
                             mean, and a schedule planned at 100% of memory
-                            preempts about half of the time */
+                            preempts about half of the time (RRA, WAA encode) */
+    double kv_z;         /* WAA decode: the KV a lane provisions is its mean
+                            plus kv_z standard deviations of the population's
+                            context (compound Poisson, see est_waa), 2.33: a
+                            lane overflows 1% of the time */
     int table_tokens;    /* latency-table size in tokens (beyond: linear), 32768 */
     int table_seqs;      /* LM-head table size in sequences, 4096 */
     int n_gpus;          /* 0: every GPU of the cluster; else GPUs 0..n-1 */

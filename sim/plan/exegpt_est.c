@@ -215,6 +215,8 @@ struct hs_exegpt {
     /* decoding iterations per query */
     hs_exegpt_dist dec;
     double d_mean, d_tri;               /* E[D], E[D(D+1)/2] over all queries */
+    double ctx_sq;                      /* time average of a decoding query's
+                                           context squared, tokens^2 */
     int32_t d_p99;                      /* D of the p99-length output */
     double r_dec, f_kv;                 /* encoder-decoder factors (1, 0 otherwise) */
     double kv_full;                     /* KV bytes per token, all decoder layers, tp 1 */
@@ -240,6 +242,7 @@ void hs_exegpt_opts_defaults(hs_exegpt_opts *o)
     o->kv_bits = 16;
     o->mem_util = 0.9;
     o->kv_margin = 0.1;
+    o->kv_z = 2.33;
     o->bd_mode = HS_EXEGPT_BD_PAPER;
     o->enc_slack = 0;
     o->table_tokens = 32768;
@@ -271,7 +274,7 @@ int hs_exegpt_create(hs_exegpt **out, const hs_model *m, const hs_cluster *c,
         return hs_errf(err, HS_EINVAL, "exegpt: %d GPUs requested, cluster %s has %d", n, c->name,
                        c->n_gpus);
     if (!(o->mem_util > 0 && o->mem_util <= 1) || !(o->enc_slack >= 0) ||
-        !(o->kv_margin >= 0 && o->kv_margin < 1) ||
+        !(o->kv_margin >= 0 && o->kv_margin < 1) || !(o->kv_z >= 0 && o->kv_z <= 10) ||
         o->table_tokens < 16 || o->table_seqs < 16 ||
         (o->bd_mode != HS_EXEGPT_BD_PAPER && o->bd_mode != HS_EXEGPT_BD_STEADY) ||
         (o->kv_bits != 16 && o->kv_bits != 8) || o->bits < 3 || o->bits > 16)
@@ -326,6 +329,13 @@ int hs_exegpt_create(hs_exegpt **out, const hs_model *m, const hs_cluster *c,
             x->d_tri += (double)dd * (dd + 1) / 2 * x->dec.p[dd];
         }
         x->d_p99 = hs_exegpt_dist_quantile(output, 0.99) - shift;
+        /* E[sum_{j=1..D} (S + j)^2] / E[D], S and D independent */
+        if (x->d_mean > 0) {
+            double d6 = 0;
+            for (int32_t dd = 0; dd <= x->dec.max; dd++)
+                d6 += (double)dd * (dd + 1) * (2.0 * dd + 1) / 6 * x->dec.p[dd];
+            x->ctx_sq = (x->pin_sq * x->d_mean + x->pin_mean * 2 * x->d_tri + d6) / x->d_mean;
+        }
     }
     x->r_dec = hs_model_dec_ratio(m);
     x->f_kv = hs_model_cross_kv_ratio(m);
@@ -584,16 +594,47 @@ static int group_cap(const hs_exegpt *x, int g_lo, int g_hi, int t)
     return n;
 }
 
-/* Per-GPU memory of a stage, bytes. */
-static double stage_mem(const hs_exegpt *x, const stg *s, double act_tok, double act_seqs,
-                        double kv_tok)
+/* Per-GPU memory of a stage holding kv_tok tokens of KV exactly, bytes. */
+static double stage_mem_kv(const hs_exegpt *x, const stg *s, double act_tok, double act_seqs,
+                           double kv_tok)
 {
     hs_stage_mem sm;
     int at = act_tok > 1e9 ? 1000000000 : (int)ceil(act_tok);
     int as = act_seqs > 1e9 ? 1000000000 : (int)ceil(act_seqs);
     hs_model_stage_mem_enc(&x->m, s->dec, s->enc, s->first, s->last, s->tp, x->o.bits, x->o.kv_bits,
                            at > 0 ? at : 1, as > 0 ? as : 1, &sm);
-    return sm.weights + sm.activation + kv_tok * sm.kv_per_token / (1 - x->o.kv_margin);
+    return sm.weights + sm.activation + kv_tok * sm.kv_per_token;
+}
+
+/* The same for an expected kv_tok tokens, with kv_margin to spare. */
+static double stage_mem(const hs_exegpt *x, const stg *s, double act_tok, double act_seqs,
+                        double kv_tok)
+{
+    return stage_mem_kv(x, s, act_tok, act_seqs, kv_tok / (1 - x->o.kv_margin));
+}
+
+/* KV tokens a WAA decode replica provisions for a population of B queries
+ * over `lanes` lanes, each holding 1/lanes of the blocks: per lane, mean
+ * plus kv_z standard deviations.  Members join a lane as a Poisson stream
+ * and stay D iterations (M/G/inf), so a lane's KV is compound Poisson:
+ * mean (B/lanes) E_t[ctx] and variance (B/lanes) E_t[ctx^2], E_t the time
+ * average over a member's life.  The fluctuation matters: planned at its
+ * mean, a lane of a few hundred long-context members overflows often and
+ * preempts in cascades (GPT-3 39B, task T, 5 decode lanes). */
+static double waa_kv_tokens(const hs_exegpt *x, double B, int lanes, double ctxq)
+{
+    double b = B / lanes;
+    return lanes * (b * ctxq + x->o.kv_z * sqrt(b * x->ctx_sq));
+}
+
+/* The largest B whose waa_kv_tokens fits `tokens`: the root of
+ * ctxq u^2 + z sqrt(E_t[ctx^2]) u = tokens / lanes in u = sqrt(B / lanes). */
+static double waa_max_pop(const hs_exegpt *x, double tokens, int lanes, double ctxq)
+{
+    double c = tokens / lanes, zs = x->o.kv_z * sqrt(x->ctx_sq), u;
+    if (!(c > 0) || !(ctxq > 0)) return 0;
+    u = (-zs + sqrt(zs * zs + 4 * ctxq * c)) / (2 * ctxq);
+    return lanes * u * u;
 }
 
 /* One pass through the p stages (compute plus sends of tok tokens); *mx
@@ -901,8 +942,8 @@ static int est_waa(hs_exegpt *x, const hs_exegpt_cfg *cfg, hs_exegpt_est *e, hs_
      * memory cap of the decode stages. */
     hi = INFINITY;
     for (int j = 0; j < pdn; j++) {
-        double w = stage_mem(x, &sd[j], 1, 1, 0), per = stage_mem(x, &sd[j], 1, 1, 1) - w;
-        double c = per > 0 ? (x->cap - w) / (per * ctxq) : INFINITY;
+        double w = stage_mem_kv(x, &sd[j], 1, 1, 0), per = stage_mem_kv(x, &sd[j], 1, 1, 1) - w;
+        double c = per > 0 ? waa_max_pop(x, (x->cap - w) / per, pdn, ctxq) : INFINITY;
         if (c < hi) hi = c;
     }
     hi = fmin(hi, 1e9);
@@ -946,7 +987,7 @@ static int est_waa(hs_exegpt *x, const hs_exegpt_cfg *cfg, hs_exegpt_est *e, hs_
         double mb = fmax(B, 1) / fmin(bm, fmax(B, 1));
         double act = x->encdec ? fmax(mb, cfg->be * x->pin_mean) : mb;
         for (int j = 0; j < pdn; j++) {
-            double mem = stage_mem(x, &sd[j], act, mb, B * ctxq);
+            double mem = stage_mem_kv(x, &sd[j], act, mb, waa_kv_tokens(x, B, pdn, ctxq));
             if (mem > peak) peak = mem;
         }
     }
