@@ -324,6 +324,20 @@ static int run_dep(const char *dep, const char *policy, const hs_workload_cfg *w
     return run_dep_kv(dep, policy, wc, 0, 0, o, err);
 }
 
+/* Runs a trace given as Azure-format CSV rows ("prompt,output" per line
+ * after the header, all at t = 0). */
+static int run_csv(const char *rows, const char *dep, const char *policy, int64_t blocks, int32_t mml,
+                   run_out *o, hs_err *err)
+{
+    char text[512];
+    hs_workload_cfg wc;
+    snprintf(text, sizeof text, "TIMESTAMP,ContextTokens,GeneratedTokens\n%s", rows);
+    hs_workload_defaults(&wc);
+    hs_workload_set(&wc, "kind", "azure", NULL);
+    hs_workload_set(&wc, "path", hs_test_tmpfile("encdec_csv", text), NULL);
+    return run_dep_kv(dep, policy, &wc, blocks, mml, o, err);
+}
+
 static void run_free(run_out *o)
 {
     for (int i = 0; i < o->n_rep; i++) hs_perf_free(&o->perf[i]);
@@ -421,13 +435,10 @@ static void test_one_query(void)
 static void test_recompute(void)
 {
     run_out o;
-    hs_workload_cfg wc;
     hs_err err = {0};
-    const char *path = hs_test_tmpfile("encdec_pm", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                                                    "2024-01-01 00:00:00.0000000,60,60\n"
-                                                    "2024-01-01 00:00:00.0000000,60,60\n");
-    trace_wc(&wc, path);
-    CHECK_OK(run_dep_kv(COLOC, "vllm", &wc, 12, 128, &o, &err), &err);
+    CHECK_OK(run_csv("2024-01-01 00:00:00.0000000,60,60\n"
+                     "2024-01-01 00:00:00.0000000,60,60\n",
+                     COLOC, "vllm", 12, 128, &o, &err), &err);
     CHECK_INT(o.x.n, 2);
     if (o.x.n == 2 && o.n_rep == 1) {
         const hs_req_record *a = fx_find(&o.x, 0), *b = fx_find(&o.x, 1);
@@ -471,13 +482,10 @@ static void test_recompute(void)
 static void test_window(void)
 {
     run_out o;
-    hs_workload_cfg wc;
     hs_err err = {0};
-    const char *path = hs_test_tmpfile("encdec_win", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
-                                                     "2024-01-01 00:00:00.0000000,600,3\n"
-                                                     "2024-01-01 00:00:00.0000000,100,700\n");
-    trace_wc(&wc, path);
-    CHECK_OK(run_dep(COLOC, "vllm", &wc, &o, &err), &err);
+    CHECK_OK(run_csv("2024-01-01 00:00:00.0000000,600,3\n"
+                     "2024-01-01 00:00:00.0000000,100,700\n",
+                     COLOC, "vllm", 0, 0, &o, &err), &err);
     CHECK_INT(o.x.n, 2);
     CHECK_INT(o.x.dropped, 1);
     CHECK_INT(o.x.completed, 1);
