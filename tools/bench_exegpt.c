@@ -167,22 +167,6 @@ typedef struct ft_point {
     double lat;      /* s, a batch generating the longest output (FT's bound) */
 } ft_point;
 
-typedef struct run_sink {
-    hs_req_record *rec;
-    int64_t n, cap;
-} run_sink;
-
-static int run_req(void *c, const hs_req_record *r)
-{
-    run_sink *s = c;
-    if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 1024;
-        if (!(s->rec = realloc(s->rec, (size_t)s->cap * sizeof *s->rec))) return HS_ENOMEM;
-    }
-    s->rec[s->n++] = *r;
-    return 0;
-}
-
 static int ft_sim(ctx *k, const char *policy, int b, const hs_workload_cfg *w0, int64_t n, double *thr,
                   double *lat);
 
@@ -231,24 +215,17 @@ static int ft_sim(ctx *k, const char *policy, int b, const hs_workload_cfg *w0, 
     hs_engine_cfg ec;
     hs_plan_req pr;
     hs_deploy d;
-    hs_replica *reps = NULL;
-    hs_source *src = NULL;
-    hs_engine *e = NULL;
-    hs_workload_cfg w = *w0;
-    run_sink sk = {NULL, 0, 0};
-    hs_sink sink = {&sk, run_req, NULL};
-    const hs_policy_ops *pol = hs_policy_find(policy);
+    hs_exegpt_play pl;
     int is_static = !strcmp(policy, "static");
     int32_t mml = (int32_t)(k->din.max + k->dout.max);
     int tp = ft_tp(k), ok = 0, max_tokens;
-    double lat_max = 0;
-    int64_t nb = 0;
+    int64_t blocks;
     hs_engine_cfg_defaults(&ec);
     ec.static_batch = b;
     ec.max_num_seqs = b;
     ec.max_model_len = mml;
     ec.watermark = 0;
-    max_tokens = hs_engine_pass_tokens(&ec, pol, mml);
+    max_tokens = hs_engine_pass_tokens(&ec, hs_policy_find(policy), mml);
     memset(&pr, 0, sizeof pr);
     memset(&d, 0, sizeof d);
     pr.model = &k->m;
@@ -260,54 +237,38 @@ static int ft_sim(ctx *k, const char *policy, int b, const hs_workload_cfg *w0, 
     pr.max_replicas = 1;
     pr.max_tokens = max_tokens;
     pr.max_model_len = mml;
-    w.max_requests = n;
-    w.rate = 1e6;
-    snprintf(w.arrival, sizeof w.arrival, "constant");
-    if (max_tokens < 0 || hs_planner_find("uniform")->plan(&pr, &d, &err) ||
-        hs_replicas_build(&reps, &d, &k->m, k->c, &ec, &k->pc, max_tokens, mml, &err))
+    if (max_tokens < 0 || hs_planner_find("uniform")->plan(&pr, &d, &err)) goto out;
+    /* A static slot holds a whole context: b must fit in a lane's KV. */
+    blocks = hs_layout_kv_blocks(&k->m, k->c, &d.r[0].layout, &ec, max_tokens, &err);
+    if (blocks < 0 ||
+        (is_static && blocks / d.r[0].layout.pp < (int64_t)b * ((mml + ec.block_size - 1) / ec.block_size)))
         goto out;
-    /* A static slot holds a whole context: b must fit in the KV memory. */
-    if (is_static &&
-        reps[0].kv_blocks / reps[0].layout.pp < (int64_t)b * ((mml + ec.block_size - 1) / ec.block_size))
-        goto out;
-    if (hs_source_open(&src, &w, &err) ||
-        hs_engine_create(&e, &ec, pol, HS_ROUTE_LOR, reps, d.n, src, &sink, mml, k->c, &err) ||
-        hs_engine_run(e, &err))
-        die(&err);
+    if (hs_exegpt_play_run(&k->m, k->c, &d, policy, &ec, w0, n, &k->pc, &pl, &err)) die(&err);
     if (!is_static) {
-        int64_t lo = sk.n / 5, hi = sk.n - sk.n / 5 - 1, cnt = 0;
-        int32_t p99 = hs_exegpt_dist_quantile(&k->dout, 0.99);
-        double sum = 0;
-        for (int64_t i = lo; i <= hi; i++)
-            if (!sk.rec[i].dropped && abs(sk.rec[i].output - p99) <= 2) {
-                sum += (sk.rec[i].finish - sk.rec[i].first_sched) * 1e-9;
-                cnt++;
-            }
-        *thr = hi > lo ? (hi - lo) / ((sk.rec[hi].finish - sk.rec[lo].finish) * 1e-9) : 0;
-        *lat = cnt ? sum / cnt : NAN;
-        ok = *thr > 0 && cnt > 0;
-        goto out;
+        int64_t cnt;
+        ok = !hs_exegpt_measure(&pl, hs_exegpt_dist_quantile(&k->dout, 0.99), thr, lat, &cnt) && *thr > 0 &&
+             cnt > 0;
+    } else {
+        /* Batches: queries sharing a start; a batch lasts until its longest. */
+        double lat_max = 0;
+        int64_t nb = 0;
+        for (int64_t i = 0; i < pl.n;) {
+            int64_t j = i;
+            hs_ns end = 0;
+            for (int64_t q = 0; q < pl.n; q++)
+                if (pl.rec[q].first_sched == pl.rec[i].first_sched && pl.rec[q].finish > end) end = pl.rec[q].finish;
+            while (j < pl.n && pl.rec[j].first_sched == pl.rec[i].first_sched) j++;
+            if ((end - pl.rec[i].first_sched) * 1e-9 > lat_max) lat_max = (end - pl.rec[i].first_sched) * 1e-9;
+            nb++;
+            i = j;
+        }
+        *thr = pl.n / pl.sim_s;
+        *lat = nb ? lat_max : NAN;
+        ok = 1;
     }
-    /* Batches: queries sharing a start; a batch lasts until its longest. */
-    for (int64_t i = 0; i < sk.n;) {
-        int64_t j = i;
-        hs_ns end = 0;
-        for (int64_t q = 0; q < sk.n; q++)
-            if (sk.rec[q].first_sched == sk.rec[i].first_sched && sk.rec[q].finish > end) end = sk.rec[q].finish;
-        while (j < sk.n && sk.rec[j].first_sched == sk.rec[i].first_sched) j++;
-        if ((end - sk.rec[i].first_sched) * 1e-9 > lat_max) lat_max = (end - sk.rec[i].first_sched) * 1e-9;
-        nb++;
-        i = j;
-    }
-    *thr = sk.n / (e->end_time * 1e-9);
-    *lat = nb ? lat_max : NAN;
-    ok = 1;
+    hs_exegpt_play_free(&pl);
 out:
-    hs_engine_destroy(e);
-    hs_source_close(src);
-    hs_replicas_free(reps, d.n);
     hs_deploy_free(&d);
-    free(sk.rec);
     return ok;
 }
 

@@ -320,6 +320,32 @@ int hs_exegpt_des_run(hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs_workload_
                       double bd_steady, double adjust, const hs_perf_cfg *pc, hs_exegpt_des *out,
                       hs_err *err);
 
+/* A deployment played on the engine with all queries queued at once
+ * (ExeGPT's throughput setting): the records in finish order and the
+ * engine's counters.  Shared by hs_exegpt_des_run and the baselines of
+ * tools/bench-exegpt. */
+typedef struct hs_exegpt_play {
+    hs_req_record *rec;  /* [n], finish order; hs_exegpt_play_free frees */
+    int64_t n;
+    double itl;          /* s, mean interval between a query's tokens */
+    int64_t completed, preemptions, iterations;
+    double sim_s, wall_s;
+} hs_exegpt_play;
+
+/* Plays d with `policy` and engine settings ec (max_model_len 0: the
+ * model's context) on the first n queries of wc.  Returns 0 or an error
+ * (out freed). */
+int hs_exegpt_play_run(const hs_model *m, const hs_cluster *c, const hs_deploy *d, const char *policy,
+                       const hs_engine_cfg *ec, const hs_workload_cfg *wc, int64_t n, const hs_perf_cfg *pc,
+                       hs_exegpt_play *out, hs_err *err);
+void hs_exegpt_play_free(hs_exegpt_play *p);
+
+/* ExeGPT's measures of a played run: throughput over the middle 60% of
+ * completions, and the mean latency (first scheduled to finish) of the
+ * queries within a few tokens of output length p99 there.  Returns
+ * HS_ESTATE when the run is too short to have a middle. */
+int hs_exegpt_measure(const hs_exegpt_play *p, int32_t p99, double *thr, double *lat, int64_t *n_lat);
+
 /* "RRA B_E=52 N_D=13 TP=4x1" style label. */
 void hs_exegpt_cfg_str(const hs_exegpt_cfg *cfg, const hs_exegpt_est *e, char *buf, size_t cap);
 

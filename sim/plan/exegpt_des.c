@@ -14,8 +14,8 @@
 #include "serve/engine.h"
 
 typedef struct des_sink {
-    hs_req_record *rec;
-    int64_t n, cap;
+    hs_exegpt_play *out;
+    int64_t cap;
     double itl_n, itl_sum;     /* tokens and their summed intervals, ns */
 } des_sink;
 
@@ -29,14 +29,15 @@ static void des_itl(void *ctx, hs_ns dt, int64_t n)
 static int des_req(void *ctx, const hs_req_record *r)
 {
     des_sink *s = ctx;
-    if (s->n == s->cap) {
+    hs_exegpt_play *o = s->out;
+    if (o->n == s->cap) {
         int64_t nc = s->cap ? 2 * s->cap : 4096;
-        hs_req_record *nr = realloc(s->rec, (size_t)nc * sizeof *nr);
+        hs_req_record *nr = realloc(o->rec, (size_t)nc * sizeof *nr);
         if (!nr) return HS_ENOMEM;
-        s->rec = nr;
+        o->rec = nr;
         s->cap = nc;
     }
-    s->rec[s->n++] = *r;
+    o->rec[o->n++] = *r;
     return 0;
 }
 
@@ -47,48 +48,32 @@ static double wall(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int hs_exegpt_des_run(hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs_workload_cfg *wc, int64_t n,
-                      double bd_steady, double adjust, const hs_perf_cfg *pc, hs_exegpt_des *out,
-                      hs_err *err)
+int hs_exegpt_play_run(const hs_model *m, const hs_cluster *c, const hs_deploy *d, const char *policy,
+                       const hs_engine_cfg *ec, const hs_workload_cfg *wc, int64_t n, const hs_perf_cfg *pc,
+                       hs_exegpt_play *out, hs_err *err)
 {
-    const hs_model *m = hs_exegpt_model(x);
-    const hs_cluster *c = hs_exegpt_cluster(x);
-    hs_deploy d;
     hs_replica *reps = NULL;
     hs_source *src = NULL;
     hs_engine *e = NULL;
-    hs_engine_cfg ec;
+    hs_engine_cfg cfg = *ec;
     hs_workload_cfg w = *wc;
-    des_sink sk = {NULL, 0, 0, 0, 0};
+    des_sink sk = {out, 0, 0, 0};
     hs_sink sink = {&sk, des_req, des_itl};
-    const hs_policy_ops *pol = hs_policy_find(cfg->policy == HS_EXEGPT_RRA ? "rra" : "waa");
-    int32_t mml, p99 = hs_exegpt_out_p99(x);
-    int64_t lo, hi, cnt = 0;
-    double t0, sum = 0;
+    const hs_policy_ops *pol = hs_policy_find(policy);
+    int32_t mml = cfg.max_model_len ? cfg.max_model_len : hs_model_max_context(m);
     int rc, max_tokens;
+    double t0;
     memset(out, 0, sizeof *out);
-    memset(&d, 0, sizeof d);
-    if (!pol) return hs_errf(err, HS_ENOTFOUND, "exegpt: runtime policies missing");
-    if (n < 50) return hs_errf(err, HS_EINVAL, "exegpt: a DES check needs at least 50 queries, not %lld", (long long)n);
-    hs_engine_cfg_defaults(&ec);
-    {
-        hs_exegpt_est est;
-        if ((rc = hs_exegpt_estimate(x, cfg, &est, err))) return rc;
-        est.bd = bd_steady;
-        hs_exegpt_engine_cfg(x, cfg, &est, adjust, &ec);
-    }
-    mml = ec.max_model_len;
+    if (!pol) return hs_errf(err, HS_ENOTFOUND, "exegpt: unknown policy %s", policy);
     /* ExeGPT measures throughput with the queue never empty. */
     w.max_requests = n;
     w.rate = 1e6;
     snprintf(w.arrival, sizeof w.arrival, "constant");
-    max_tokens = hs_engine_pass_tokens(&ec, pol, mml);
+    max_tokens = hs_engine_pass_tokens(&cfg, pol, mml);
     if (max_tokens < 0) return hs_errf(err, HS_ERANGE, "exegpt: forward pass too large");
-    if ((rc = hs_exegpt_deploy(x, cfg, &d, err))) return rc;
-    snprintf(d.cluster, sizeof d.cluster, "%s", c->name);
-    if ((rc = hs_replicas_build(&reps, &d, m, c, &ec, pc, max_tokens, mml, err))) goto out;
+    if ((rc = hs_replicas_build(&reps, d, m, c, &cfg, pc, max_tokens, mml, err))) goto out;
     if ((rc = hs_source_open(&src, &w, err))) goto out;
-    if ((rc = hs_engine_create(&e, &ec, pol, HS_ROUTE_LOR, reps, d.n, src, &sink, mml, c, err)))
+    if ((rc = hs_engine_create(&e, &cfg, pol, HS_ROUTE_LOR, reps, d->n, src, &sink, mml, c, err)))
         goto out;
     t0 = wall();
     if ((rc = hs_engine_run(e, err))) goto out;
@@ -97,31 +82,79 @@ int hs_exegpt_des_run(hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs_workload_
     out->preemptions = e->preemptions;
     out->iterations = e->iterations;
     out->sim_s = e->end_time * 1e-9;
+    out->itl = sk.itl_n > 0 ? sk.itl_sum / sk.itl_n * 1e-9 : 0;
+out:
+    hs_engine_destroy(e);
+    hs_source_close(src);
+    hs_replicas_free(reps, d->n);
+    if (rc) hs_exegpt_play_free(out);
+    return rc;
+}
+
+void hs_exegpt_play_free(hs_exegpt_play *p)
+{
+    free(p->rec);
+    p->rec = NULL;
+    p->n = 0;
+}
+
+int hs_exegpt_measure(const hs_exegpt_play *p, int32_t p99, double *thr, double *lat, int64_t *n_lat)
+{
     /* Records arrive in finish order: the steady part is the middle 60%. */
-    lo = sk.n / 5;
-    hi = sk.n - sk.n / 5 - 1;
-    if (hi <= lo || sk.rec[hi].finish <= sk.rec[lo].finish) {
-        rc = hs_errf(err, HS_ESTATE, "exegpt: DES run too short to measure");
-        goto out;
-    }
-    out->thr = (double)(hi - lo) / ((sk.rec[hi].finish - sk.rec[lo].finish) * 1e-9);
+    int64_t lo = p->n / 5, hi = p->n - p->n / 5 - 1, cnt = 0;
+    double sum = 0;
+    *thr = 0;
+    *lat = NAN;
+    *n_lat = 0;
+    if (hi <= lo || p->rec[hi].finish <= p->rec[lo].finish) return HS_ESTATE;
+    *thr = (double)(hi - lo) / ((p->rec[hi].finish - p->rec[lo].finish) * 1e-9);
     /* Latency is close to linear in the output length near the p99, so
-     * the queries within two tokens of it average to its latency. */
+     * the queries within two tokens of it average to its latency (wider
+     * when none is that close). */
     for (int pass = 2; pass < 8 && cnt == 0; pass++)
         for (int64_t i = lo; i <= hi; i++) {
-            const hs_req_record *r = &sk.rec[i];
+            const hs_req_record *r = &p->rec[i];
             if (r->dropped || abs(r->output - p99) > pass) continue;
             sum += (r->finish - r->first_sched) * 1e-9;
             cnt++;
         }
-    out->n_lat = cnt;
-    out->itl = sk.itl_n > 0 ? sk.itl_sum / sk.itl_n * 1e-9 : 0;
-    out->lat_b = cnt ? sum / cnt : NAN;
-out:
-    hs_engine_destroy(e);
-    hs_source_close(src);
-    hs_replicas_free(reps, d.n);
+    *n_lat = cnt;
+    if (cnt) *lat = sum / cnt;
+    return 0;
+}
+
+int hs_exegpt_des_run(hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs_workload_cfg *wc, int64_t n,
+                      double bd_steady, double adjust, const hs_perf_cfg *pc, hs_exegpt_des *out,
+                      hs_err *err)
+{
+    const hs_model *m = hs_exegpt_model(x);
+    const hs_cluster *c = hs_exegpt_cluster(x);
+    hs_deploy d;
+    hs_engine_cfg ec;
+    hs_exegpt_play pl;
+    int rc;
+    memset(out, 0, sizeof *out);
+    if (n < 50) return hs_errf(err, HS_EINVAL, "exegpt: a DES check needs at least 50 queries, not %lld", (long long)n);
+    hs_engine_cfg_defaults(&ec);
+    {
+        hs_exegpt_est est;
+        if ((rc = hs_exegpt_estimate(x, cfg, &est, err))) return rc;
+        est.bd = bd_steady;
+        hs_exegpt_engine_cfg(x, cfg, &est, adjust, &ec);
+    }
+    if ((rc = hs_exegpt_deploy(x, cfg, &d, err))) return rc;
+    snprintf(d.cluster, sizeof d.cluster, "%s", c->name);
+    rc = hs_exegpt_play_run(m, c, &d, cfg->policy == HS_EXEGPT_RRA ? "rra" : "waa", &ec, wc, n, pc, &pl, err);
     hs_deploy_free(&d);
-    free(sk.rec);
+    if (rc) return rc;
+    out->wall_s = pl.wall_s;
+    out->completed = pl.completed;
+    out->preemptions = pl.preemptions;
+    out->iterations = pl.iterations;
+    out->sim_s = pl.sim_s;
+    out->itl = pl.itl;
+    if (hs_exegpt_measure(&pl, hs_exegpt_out_p99(x), &out->thr, &out->lat_b, &out->n_lat))
+        rc = hs_errf(err, HS_ESTATE, "exegpt: DES run too short to measure");
+    hs_exegpt_play_free(&pl);
     return rc;
 }
