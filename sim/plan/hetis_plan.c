@@ -218,16 +218,25 @@ static int best_layout(const hs_plan_req *q, const hp_grp *g, int ng, const int 
     return found ? 0 : HS_ENOFIT;
 }
 
-/* Steps 2 + 4 for one instance made of groups g (weights w). */
-static int instance_layout(const hs_plan_req *q, const hp_grp *g, int ng, const double *w, hs_layout *l,
+/* What a group's share of the layers follows: its GPUs' FLOP/s (Hetis),
+ * memory bandwidth (HexGen-style) or memory (Splitwise-style). */
+enum { HP_BY_FLOPS, HP_BY_BW, HP_BY_MEM };
+
+/* Steps 2 + 4 for one instance made of groups g, layers split in
+ * proportion to the groups' GPUs x the per-type metric `by`. */
+static int instance_layout(const hs_plan_req *q, const hp_grp *g, int ng, int by, hs_layout *l,
                            double *cost, hs_err *err)
 {
     int layers[HP_MAX_GRP];
     hp_grp gg[HP_MAX_GRP];
     double ww[HP_MAX_GRP];
     int n = 0;
-    for (int i = 0; i < ng; i++)
-        if (g[i].n > 0) gg[n] = g[i], ww[n++] = w[i];
+    for (int i = 0; i < ng; i++) {
+        const hs_gpu *t = &q->cluster->types[g[i].type];
+        if (g[i].n <= 0) continue;
+        gg[n] = g[i];
+        ww[n++] = g[i].n * (by == HP_BY_FLOPS ? t->flops16 : by == HP_BY_BW ? t->mem_bw : t->mem_bytes);
+    }
     if (!n || !split_layers(q, gg, n, ww, layers)) return HS_ENOFIT;
     return best_layout(q, gg, n, layers, l, cost, err);
 }
@@ -302,14 +311,13 @@ static int plan_hetis(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     type_order(c, ord);
     for (int n = 1; n <= dmax; n++) {
         hp_grp g[HP_MAX_GRP];
-        double w[HP_MAX_GRP], cost;
+        double cost;
         hs_layout l;
         int ng;
         if (dmax % n) continue;
         ng = instance_groups(c, ord, 0, n, g);
         if (ng < 0) continue;
-        for (int i = 0; i < ng; i++) w[i] = g[i].n * c->types[g[i].type].flops16;
-        if (instance_layout(q, g, ng, w, &l, &cost, err)) continue; /* step 1 filter */
+        if (instance_layout(q, g, ng, HP_BY_FLOPS, &l, &cost, err)) continue; /* step 1 filter */
         /* step 3: prune from the lowest-end type up, one GPU at a time */
         for (int i = ng - 1; i >= 1; i--) {
             while (g[i].n > 0) {
@@ -318,8 +326,7 @@ static int plan_hetis(const hs_plan_req *q, hs_deploy *out, hs_err *err)
                 hs_layout l2;
                 memcpy(trial, g, sizeof trial);
                 trial[i].n--;
-                for (int k = 0; k < ng; k++) w[k] = trial[k].n * c->types[trial[k].type].flops16;
-                if (instance_layout(q, trial, ng, w, &l2, &c2, err)) break;
+                if (instance_layout(q, trial, ng, HP_BY_FLOPS, &l2, &c2, err)) break;
                 if ((c2 - cost) / cost > HP_EPSILON) break;
                 g[i].n--;
                 cost = c2;
@@ -339,7 +346,7 @@ static int plan_hetis(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     /* Every instance repeats instance 0's shape on its own slice. */
     for (int k = 0; k < best_n; k++) {
         hp_grp g[HP_MAX_GRP];
-        double w[HP_MAX_GRP], cost, room[HS_MAX_PP];
+        double cost, room[HS_MAX_PP];
         hs_layout l;
         int ng = instance_groups(c, ord, k, best_n, g), np = 0;
         int workers[HS_MAX_TP * HP_MAX_GRP];
@@ -348,8 +355,7 @@ static int plan_hetis(const hs_plan_req *q, hs_deploy *out, hs_err *err)
             for (int j = keep; j < g[i].n; j++) workers[np++] = g[i].gpus[j];
             g[i].n = keep;
         }
-        for (int i = 0; i < ng; i++) w[i] = g[i].n * c->types[g[i].type].flops16;
-        if ((rc = instance_layout(q, g, ng, w, &l, &cost, err))) {
+        if ((rc = instance_layout(q, g, ng, HP_BY_FLOPS, &l, &cost, err))) {
             hs_deploy_free(out);
             return hs_errf(err, rc, "hetis: instance %d of %d does not fit", k, best_n);
         }
@@ -393,14 +399,13 @@ static int plan_hexgen(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     type_order(c, ord);
     for (int n = 1; n <= dmax; n++) {
         hp_grp g[HP_MAX_GRP];
-        double w[HP_MAX_GRP], cost;
+        double cost;
         hs_layout l;
         int ng;
         if (dmax % n) continue;
         ng = instance_groups(c, ord, 0, n, g);
         if (ng < 0) continue;
-        for (int i = 0; i < ng; i++) w[i] = g[i].n * c->types[g[i].type].mem_bw;
-        if (instance_layout(q, g, ng, w, &l, &cost, err)) continue;
+        if (instance_layout(q, g, ng, HP_BY_BW, &l, &cost, err)) continue;
         if (!best_n || n / cost > best_score) best_score = n / cost, best_n = n;
     }
     if (!best_n)
@@ -409,11 +414,10 @@ static int plan_hexgen(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     init_out(q, out, "hetis-hexgen");
     for (int k = 0; k < best_n; k++) {
         hp_grp g[HP_MAX_GRP];
-        double w[HP_MAX_GRP], cost;
+        double cost;
         hs_layout l;
         int ng = instance_groups(c, ord, k, best_n, g);
-        for (int i = 0; i < ng; i++) w[i] = g[i].n * c->types[g[i].type].mem_bw;
-        if ((rc = instance_layout(q, g, ng, w, &l, &cost, err)) || (rc = add_replica(out, &l, "colocated", err))) {
+        if ((rc = instance_layout(q, g, ng, HP_BY_BW, &l, &cost, err)) || (rc = add_replica(out, &l, "colocated", err))) {
             hs_deploy_free(out);
             return rc == HS_ENOFIT ? hs_errf(err, rc, "hetis-hexgen: instance %d does not fit", k) : rc;
         }
@@ -461,7 +465,7 @@ static int plan_splitwise(const hs_plan_req *q, hs_deploy *out, hs_err *err)
         if (borrow) dmax = gcd(dmax, borrow);
         for (int n = dmax; n >= 1; n--) {
             hp_grp g[HP_MAX_GRP];
-            double w[HP_MAX_GRP], cost;
+            double cost;
             hs_layout dl[16];
             int ok = 1, ng;
             if (dmax % n || n > 16) continue;
@@ -484,8 +488,7 @@ static int plan_splitwise(const hs_plan_req *q, hs_deploy *out, hs_err *err)
                     ng++;
                 }
                 if (!ok) break;
-                for (int i = 0; i < ng; i++) w[i] = g[i].n * c->types[g[i].type].mem_bytes;
-                ok = !instance_layout(q, g, ng, w, &dl[k], &cost, err);
+                ok = !instance_layout(q, g, ng, HP_BY_MEM, &dl[k], &cost, err);
             }
             if (!ok) continue;
             init_out(q, out, "hetis-splitwise");
