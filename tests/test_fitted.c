@@ -16,6 +16,10 @@
  *     HS_ENOTFOUND; two fits of the same data are bit-identical;
  *   - the "fitted" builder on the unit-test table fixture names itself, and
  *     the `perf fit` report lists the table and every kind;
+ *   - `perf compare` on tables made from the roofline times 1.25: every
+ *     row, precision, attention kind and the layer read 20% error and -20%
+ *     bias; the fitted column leaves the target's GPU out of its training;
+ *     the roofline's attention times equal its builder's hot path;
  *   - with $HS_SHARED_DATA: the cross-validation of the brief (7B A100 ->
  *     70B A100; A100 -> A40) keeps every operator's median error under 10%
  *     for A and the GEMMs' and the whole layer's under 10% for B (the
@@ -331,6 +335,140 @@ static void test_crossval(void)
     }
 }
 
+/* A table of llama-2-7b on gpu g whose times are the roofline's times k. */
+static int write_scaled(const char *root, const hs_gpu *g, const hs_model *m, double k, hs_err *err)
+{
+    static const int toks[] = {1, 8, 64, 256, 1024};
+    char dir[1200];
+    hs_ptable *t = NULL;
+    hs_perf_cfg cfg;
+    int rc;
+    hs_perf_cfg_defaults(&cfg);
+    if ((rc = hs_ptable_create(&t, err))) return rc;
+    snprintf(t->meta.gpu, sizeof t->meta.gpu, "%s", g->name);
+    snprintf(t->meta.model, sizeof t->meta.model, "%s", m->name);
+    for (int tp = 1; !rc && tp <= 2; tp++)
+        for (int op = 0; !rc && op < HS_OP_COUNT; op++)
+            for (size_t i = 0; !rc && i < sizeof toks / sizeof toks[0]; i++) {
+                rc = hs_ptable_add_dense(t, op, tp, 16, toks[i],
+                                         k * hs_roofline_op_us(op, m, g, tp, 16, toks[i], &cfg), err);
+                if (!rc && (op == HS_OP_QKV || op == HS_OP_MLP_DOWN)) /* INT8 GEMMs too */
+                    rc = hs_ptable_add_dense(t, op, tp, 8, toks[i],
+                                             k * hs_roofline_op_us(op, m, g, tp, 8, toks[i], &cfg), err);
+            }
+    for (int a = 1; !rc && a <= 64; a *= 4)
+        for (int b = 0; !rc && b <= 2048; b += 512) {
+            rc = hs_ptable_add_attn(t, HS_ATTN_DECODE, 1, a, b,
+                                    k * hs_roofline_attn_us(HS_ATTN_DECODE, m, g, 1, 16, a, b, &cfg), err);
+            if (!rc)
+                rc = hs_ptable_add_attn(t, HS_ATTN_PREFILL, 1, a * 16, b,
+                                        k * hs_roofline_attn_us(HS_ATTN_PREFILL, m, g, 1, 16, a * 16, b, &cfg),
+                                        err);
+        }
+    snprintf(dir, sizeof dir, "%s/%s/%s", root, g->name, m->name);
+    if (!rc) rc = hs_ptable_sort(t, err);
+    if (!rc) rc = hs_ptable_write(t, dir, err);
+    hs_ptable_destroy(t);
+    return rc;
+}
+
+static void test_compare(const hs_model *m7)
+{
+    char root[64] = "/tmp/hs_test_compare_XXXXXX", target[200], own[200], cmd[300];
+    hs_gpu a100, a40;
+    hs_compare r;
+    hs_compare_opts o = {0};
+    hs_err err = {0};
+    if (hs_gpu_find(&a100, "a100-80g", &err) || hs_gpu_find(&a40, "a40", &err) || !mkdtemp(root)) {
+        CHECK_OK(1, &err);
+        return;
+    }
+    CHECK_OK(write_scaled(root, &a100, m7, 1.25, &err), &err);
+    CHECK_OK(write_scaled(root, &a40, m7, 1.0, &err), &err);
+    snprintf(target, sizeof target, "%s/a100-80g/llama-2-7b", root);
+    o.fit_dirs = root;
+    CHECK_OK(hs_perf_compare(target, &o, &r, NULL, &err), &err);
+    CHECK_INT(r.n_pred, 2);
+    for (int slot = 0; slot < HS_CMP_N; slot++) {
+        int want = slot >= HS_CMP_DECODE || slot % 4 == 0 ||
+                   (slot % 4 == 1 && (slot / 4 == HS_OP_QKV || slot / 4 == HS_OP_MLP_DOWN));
+        CHECK_INT(r.st[0][slot].n > 0, want);
+        if (!want) continue;
+        /* measured = 1.25 x predicted: |1/1.25 - 1| = 20% on every row */
+        CHECK_NEAR(r.st[0][slot].med_ape, 20.0, 1e-6);
+        CHECK_NEAR(r.st[0][slot].p90_ape, 20.0, 1e-6);
+        CHECK_NEAR(r.bias[0][slot], -20.0, 1e-6);
+        /* the fitted column exists for dense rows (attention too: the A40
+         * table has attention rows to fit on) */
+        CHECK(r.st[1][slot].n == r.st[0][slot].n);
+    }
+    /* (tp, tokens) at 16 bits; INT8 has no complete layer (two GEMMs) */
+    CHECK_INT(r.st[0][HS_CMP_LAYER].n, 10);
+    CHECK_INT(r.st[0][HS_CMP_ALL].n, 2 * 5 * (HS_OP_COUNT + 2));    /* + two INT8 GEMMs */
+    /* given ceilings replace the datasheet's: twice the bandwidth halves
+     * memory-bound times, so the error moves off 20% */
+    o.gbs = a100.mem_bw / 1e9 * 2;
+    o.fit_dirs = NULL;
+    CHECK_OK(hs_perf_compare(target, &o, &r, NULL, &err), &err);
+    CHECK_INT(r.n_pred, 1);
+    CHECK_INT(r.st[1][HS_CMP_ALL].n, 0);
+    CHECK(r.bias[0][HS_OP_ADD * 4] < -21);
+    CHECK(r.bias[0][HS_CMP_DECODE] < -21);
+    /* the fitted column never trains on the target's own GPU */
+    snprintf(own, sizeof own, "%s/a100-80g", root);
+    o = (hs_compare_opts){own, 0, 0};
+    CHECK_INT(hs_perf_compare(target, &o, &r, NULL, &err), HS_ENOTFOUND);
+    CHECK(strstr(err.msg, "no table of a GPU other than a100-80g") != NULL);
+    /* the output names every row kind */
+    {
+        FILE *out = tmpfile();
+        if (out) {
+            char buf[8192];
+            size_t n;
+            o = (hs_compare_opts){root, 0, 0};
+            CHECK_OK(hs_perf_compare(target, &o, NULL, out, &err), &err);
+            rewind(out);
+            n = fread(buf, 1, sizeof buf - 1, out);
+            buf[n] = '\0';
+            CHECK(strstr(buf, "fitted: trained on 1 table of other GPUs: a40/llama-2-7b") != NULL);
+            CHECK(strstr(buf, "qkv/int8") != NULL && strstr(buf, "attn_prefill") != NULL);
+            CHECK(strstr(buf, "datasheet 312.0 TFLOP/s and 2039 GB/s") != NULL);
+            fclose(out);
+        }
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+    /* the roofline's attention times are its builder's hot-path terms */
+    {
+        hs_cluster *c = NULL;
+        hs_perf_cfg cfg;
+        hs_perf p;
+        hs_layout *l = calloc(1, sizeof *l);
+        if (!l || hs_cluster_find(&c, "dgx-a100", &err)) {
+            CHECK_OK(1, &err);
+            free(l);
+            return;
+        }
+        l->pp = 1;
+        l->kv_bits = 16;
+        l->stage[0] = (hs_stage_layout){.tp = 2, .layers = 1, .bits = 16, .gpus = {0, 1}};
+        hs_perf_cfg_defaults(&cfg);
+        snprintf(cfg.model, sizeof cfg.model, "roofline");
+        CHECK_OK(hs_perf_build(&p, &cfg, m7, c, l, 64, 8, &err), &err);
+        if (p.pp == 1) {
+            const hs_perf_stage *s = &p.stage[0];
+            CHECK_REL(hs_roofline_attn_us(HS_ATTN_DECODE, m7, &c->types[0], 2, 16, 8, 700, &cfg) * 1e3,
+                      s->dec_fixed + s->dec_seq * 8 + s->dec_ctx * 8 * 700, 1e-12);
+            CHECK_REL(hs_roofline_attn_us(HS_ATTN_PREFILL, m7, &c->types[0], 2, 16, 300, 900, &cfg) * 1e3,
+                      s->pre_fixed + s->pre_self * 300 * 301 / 2 + s->pre_cross * 300 * 900 + s->pre_ctx * 900,
+                      1e-12);
+            hs_perf_free(&p);
+        }
+        hs_cluster_destroy(c);
+        free(l);
+    }
+}
+
 int main(void)
 {
     hs_model m7, m70, m13;
@@ -344,6 +482,7 @@ int main(void)
     }
     test_recovery(&m7, &m70, &m13);
     test_builder(&m7);
+    test_compare(&m7);
     test_crossval();
     return hs_check_result();
 }

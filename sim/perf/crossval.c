@@ -76,16 +76,17 @@ static void stat_of(hs_fitstat *st, const pairs *v)
     else memset(st, 0, sizeof *st);
 }
 
-static int layer_count(int op)
+static int layer_count(const hs_model *m, int op)
 {
     switch (op) {
     case HS_OP_NORM: case HS_OP_ADD: return 2;
     case HS_OP_EMB: case HS_OP_LM_HEAD: return 0;
+    case HS_OP_ROPE: return !strcmp(m->position, "rope");
     default: return 1;
     }
 }
 
-/* A per-operator predictor: the fitted model, or the datasheet roofline. */
+/* A predictor: the fitted model, or the roofline with cfg. */
 typedef struct predictor {
     const hs_fit *fit;          /* NULL: roofline with cfg */
     const hs_perf_cfg *cfg;
@@ -98,55 +99,123 @@ static double predict(const predictor *f, int op, const hs_model *m, const hs_gp
                   : hs_roofline_op_us(op, m, g, tp, bits, tokens, f->cfg);
 }
 
-/* Predicts every row of the targets; fills per-op, layer and pooled
- * statistics. */
+/* 0 when the predictor has no attention model of that kind. */
+static double predict_attn(const predictor *f, int kind, const hs_model *m, const hs_gpu *g, int tp,
+                           double x, double y)
+{
+    /* tables hold FP16 KV caches */
+    if (f->fit) return hs_fit_attn_us(f->fit, kind == HS_ATTN_DECODE ? HS_FK_DECODE : HS_FK_PREFILL,
+                                      m, g, tp, 16, x, y);
+    return hs_roofline_attn_us(kind, m, g, tp, 16, x, y, f->cfg);
+}
+
+/* Accumulated (predicted, measured) pairs: per operator and weight
+ * precision, per attention kind, per decoder layer, and every dense row. */
+#define BITS_N 4
+enum { ACC_DEC = HS_OP_COUNT * BITS_N, ACC_PRE, ACC_LAYER, ACC_ALL, ACC_N };
+
+typedef struct acc {
+    pairs v[ACC_N];
+} acc;
+
+static int bits_index(int bits)
+{
+    return bits == 8 ? 1 : bits == 4 ? 2 : bits == 3 ? 3 : 0;
+}
+
+static const int bits_of_index[BITS_N] = {16, 8, 4, 3};
+
+static void acc_free(acc *a)
+{
+    for (int i = 0; i < ACC_N; i++) {
+        free(a->v[i].p);
+        free(a->v[i].m);
+    }
+    memset(a, 0, sizeof *a);
+}
+
+/* The measured row of op at (tp, bits, tokens); ops other than the four
+ * GEMMs may be given at 16 bits only (profiles/README.md). */
+static const hs_dense_row *find_dense(const hs_ptable *t, int op, int tp, int bits, int tokens)
+{
+    const hs_dense_row *at16 = NULL;
+    for (size_t q = 0; q < t->n_dense; q++) {
+        const hs_dense_row *d = &t->dense[q];
+        if (d->op != op || d->tp != tp || d->tokens != tokens) continue;
+        if (d->bits == bits) return d;
+        if (d->bits == 16 && op != HS_OP_QKV && op != HS_OP_ATTN_OUT && op != HS_OP_MLP_UP &&
+            op != HS_OP_MLP_DOWN)
+            at16 = d;
+    }
+    return at16;
+}
+
+/* Predicts every row of one table.  A layer point is one qkv row's (tp,
+ * bits, tokens) with every op of the layer measured there. */
+static int accumulate(const predictor *f, const hs_ptable *t, const hs_model *m, const hs_gpu *g,
+                      int attn, acc *a)
+{
+    for (size_t r = 0; r < t->n_dense; r++) {
+        const hs_dense_row *d = &t->dense[r];
+        double p = predict(f, d->op, m, g, d->tp, d->bits, d->tokens);
+        if (pairs_add(&a->v[d->op * BITS_N + bits_index(d->bits)], p, d->us) ||
+            pairs_add(&a->v[ACC_ALL], p, d->us))
+            return -1;
+    }
+    for (size_t r = 0; r < t->n_dense; r++) {
+        const hs_dense_row *d = &t->dense[r];
+        double lp = 0, lm = 0;
+        int complete = 1;
+        if (d->op != HS_OP_QKV) continue;
+        for (int op = 0; op < HS_OP_COUNT && complete; op++) {
+            int c = layer_count(m, op);
+            const hs_dense_row *hit;
+            if (!c) continue;
+            if (!(hit = find_dense(t, op, d->tp, d->bits, d->tokens))) {
+                complete = 0;
+                break;
+            }
+            lm += c * hit->us;
+            lp += c * predict(f, op, m, g, d->tp, d->bits, d->tokens);
+        }
+        if (complete && pairs_add(&a->v[ACC_LAYER], lp, lm)) return -1;
+    }
+    for (int k = 0; attn && k < 2; k++)
+        for (size_t r = 0; r < t->n_attn[k]; r++) {
+            const hs_attn_row *d = &t->attn[k][r];
+            double p = predict_attn(f, k, m, g, d->tp, d->x, d->y);
+            if (p > 0 && pairs_add(&a->v[k == HS_ATTN_DECODE ? ACC_DEC : ACC_PRE], p, d->us)) return -1;
+        }
+    return 0;
+}
+
+/* Statistics of the pairs of keys [k0, k1). */
+static int stat_keys(hs_fitstat *st, const acc *a, int k0, int k1)
+{
+    pairs v = {0};
+    int rc = 0;
+    for (int k = k0; !rc && k < k1; k++)
+        for (int i = 0; !rc && i < a->v[k].n; i++) rc = pairs_add(&v, a->v[k].p[i], a->v[k].m[i]);
+    if (!rc) stat_of(st, &v);
+    free(v.p);
+    free(v.m);
+    return rc;
+}
+
+/* Predicts every row of the targets; fills per-op (all precisions pooled),
+ * layer and pooled statistics. */
 static int evaluate(const predictor *f, const cv_set *tg, hs_fitstat *op_st, hs_fitstat *layer_st,
                     hs_fitstat *all_st, hs_err *err)
 {
-    pairs per[HS_OP_COUNT], layer = {0}, all = {0};
+    acc a;
     int rc = 0;
-    memset(per, 0, sizeof per);
-    for (int i = 0; !rc && i < tg->n; i++) {
-        const hs_ptable *t = tg->t[i];
-        /* rows are sorted by (op, tp, bits, tokens); a layer point is the
-         * same (tp, tokens) across ops */
-        for (size_t r = 0; !rc && r < t->n_dense; r++) {
-            const hs_dense_row *d = &t->dense[r];
-            double p = predict(f, d->op, &tg->m[i], &tg->g[i], d->tp, d->bits, d->tokens);
-            if (pairs_add(&per[d->op], p, d->us) || pairs_add(&all, p, d->us)) rc = -1;
-        }
-        for (size_t r = 0; !rc && r < t->n_dense; r++) {
-            const hs_dense_row *d = &t->dense[r];
-            double lp = 0, lm = 0;
-            int complete = 1;
-            if (d->op != HS_OP_QKV) continue; /* one layer point per qkv row */
-            for (int op = 0; op < HS_OP_COUNT; op++) {
-                int c = layer_count(op);
-                const hs_dense_row *hit = NULL;
-                if (!c) continue;
-                for (size_t q = 0; q < t->n_dense && !hit; q++)
-                    if (t->dense[q].op == op && t->dense[q].tp == d->tp && t->dense[q].tokens == d->tokens)
-                        hit = &t->dense[q];
-                if (!hit) {
-                    complete = 0;
-                    break;
-                }
-                lm += c * hit->us;
-                lp += c * predict(f, op, &tg->m[i], &tg->g[i], d->tp, d->bits, d->tokens);
-            }
-            if (complete && pairs_add(&layer, lp, lm)) rc = -1;
-        }
-    }
-    if (rc) rc = hs_errf(err, HS_ENOMEM, "out of memory in cross-validation");
-    for (int op = 0; op < HS_OP_COUNT; op++) {
-        stat_of(&op_st[op], &per[op]);
-        free(per[op].p);
-        free(per[op].m);
-    }
-    stat_of(layer_st, &layer);
-    stat_of(all_st, &all);
-    free(layer.p); free(layer.m); free(all.p); free(all.m);
-    return rc;
+    memset(&a, 0, sizeof a);
+    for (int i = 0; !rc && i < tg->n; i++) rc = accumulate(f, tg->t[i], &tg->m[i], &tg->g[i], 0, &a);
+    for (int op = 0; !rc && op < HS_OP_COUNT; op++) rc = stat_keys(&op_st[op], &a, op * BITS_N, (op + 1) * BITS_N);
+    if (!rc) rc = stat_keys(layer_st, &a, ACC_LAYER, ACC_LAYER + 1);
+    if (!rc) rc = stat_keys(all_st, &a, ACC_ALL, ACC_ALL + 1);
+    acc_free(&a);
+    return rc ? hs_errf(err, HS_ENOMEM, "out of memory in cross-validation") : 0;
 }
 
 static int run_fit(hs_fit *f, const cv_set *tr, hs_err *err)
@@ -315,4 +384,140 @@ out:
 int hs_perf_crossval(const char *vidur_dir, FILE *out, hs_err *err)
 {
     return hs_perf_crossval_run(vidur_dir, NULL, out, err);
+}
+
+/* ---- a measured table against the models ------------------------------------ */
+
+/* Median of the signed error (pred / meas - 1), percent: the bias. */
+static double bias_of(const pairs *v)
+{
+    double *e, b;
+    if (!v->n || !(e = malloc((size_t)v->n * sizeof *e))) return 0;
+    for (int i = 0; i < v->n; i++) e[i] = (v->p[i] / v->m[i] - 1.0) * 100.0;
+    b = hs__percentile(e, v->n, 50);
+    free(e);
+    return b;
+}
+
+static void compare_line(FILE *out, const char *name, const acc *a, int key, int n_pred,
+                         hs_compare *res, int slot)
+{
+    if (!a[0].v[key].n) return;
+    fprintf(out, "%-14s %6d", name, a[0].v[key].n);
+    for (int k = 0; k < n_pred; k++) {
+        hs_fitstat st;
+        double b = bias_of(&a[k].v[key]);
+        stat_of(&st, &a[k].v[key]);
+        if (st.n) fprintf(out, " | %8.2f %8.2f %+9.2f", st.med_ape, st.p90_ape, b);
+        else fprintf(out, " | %8s %8s %9s", "-", "-", "-");
+        if (res && slot >= 0) {
+            res->st[k][slot] = st;
+            res->bias[k][slot] = b;
+        }
+    }
+    fputc('\n', out);
+}
+
+int hs_perf_compare(const char *dir, const hs_compare_opts *o, hs_compare *res, FILE *out,
+                    hs_err *err)
+{
+    hs_ptable *t = NULL;
+    hs_model m;
+    hs_gpu g, groof;
+    hs_fit_data d = {0};
+    hs_fit fit;
+    hs_fit_input *in = NULL;
+    hs_perf_cfg dflt;
+    predictor pr[2];
+    acc a[2];
+    int rc, n_pred = 1, n_in = 0;
+    FILE *null_out = NULL;
+    memset(a, 0, sizeof a);
+    if (res) memset(res, 0, sizeof *res);
+    if ((rc = hs_ptable_read(&t, dir, err))) return rc;
+    if ((rc = hs_model_find(&m, t->meta.model, err)) || (rc = hs_gpu_find(&g, t->meta.gpu, err))) {
+        hs_err_prefix(err, "%s/meta.json: ", dir);
+        goto out;
+    }
+    hs_perf_cfg_defaults(&dflt);
+    groof = g;
+    /* Given ceilings are rates reached (a large GEMM, a large copy): the
+     * efficiency factors that discount the datasheet for them become 1. */
+    if (o && o->tflops > 0) {
+        groof.flops16 = o->tflops * 1e12;
+        dflt.gemm_eff = 1;
+    }
+    if (o && o->gbs > 0) {
+        groof.mem_bw = o->gbs * 1e9;
+        dflt.mem_eff = 1;
+    }
+    pr[0] = (predictor){NULL, &dflt};
+    if (o && o->fit_dirs && *o->fit_dirs) {
+        /* Tables of the target's own GPU are left out: the column says how
+         * the model predicts a GPU it has never seen. */
+        if ((rc = hs_fit_data_load(&d, o->fit_dirs, err))) goto out;
+        if (!(in = calloc(d.n ? (size_t)d.n : 1, sizeof *in))) {
+            rc = hs_errf(err, HS_ENOMEM, "out of memory");
+            goto out;
+        }
+        for (int i = 0; i < d.n; i++)
+            if (strcmp(d.gpus[i].name, g.name)) in[n_in++] = d.in[i];
+        if (!n_in) {
+            rc = hs_errf(err, HS_ENOTFOUND, "--fit %s: no table of a GPU other than %s to fit on",
+                         o->fit_dirs, g.name);
+            goto out;
+        }
+        if ((rc = hs_fit_run(&fit, in, n_in, err))) goto out;
+        pr[1] = (predictor){&fit, NULL};
+        n_pred = 2;
+    }
+    for (int k = 0; k < n_pred; k++)
+        if (accumulate(&pr[k], t, &m, k ? &g : &groof, 1, &a[k])) {
+            rc = hs_errf(err, HS_ENOMEM, "out of memory comparing %s", dir);
+            goto out;
+        }
+    if (!out) out = null_out = fopen("/dev/null", "w");
+    if (!out) {
+        rc = hs_errf(err, HS_EIO, "cannot open /dev/null");
+        goto out;
+    }
+    fprintf(out, "hetsim perf compare: %s (%s on %s, backend %s, %s)\n", dir, t->meta.model, t->meta.gpu,
+            t->meta.backend, t->meta.dtype);
+    fprintf(out, "rows: %zu dense, %zu decode attention, %zu prefill attention\n", t->n_dense,
+            t->n_attn[HS_ATTN_DECODE], t->n_attn[HS_ATTN_PREFILL]);
+    fprintf(out, "roofline: %s %.1f TFLOP/s and %.0f GB/s with the perf.* defaults (gemm_eff %.2f, mem_eff %.2f, attn_eff %.2f, launch %.1f us)\n",
+            (o && (o->tflops > 0 || o->gbs > 0)) ? "given ceilings" : "datasheet", groof.flops16 / 1e12,
+            groof.mem_bw / 1e9, dflt.gemm_eff, dflt.mem_eff, dflt.attn_eff, dflt.launch_us);
+    if (n_pred == 2) {
+        fprintf(out, "fitted: trained on %d table%s of other GPUs:", n_in, n_in == 1 ? "" : "s");
+        for (int i = 0; i < n_in; i++) fprintf(out, " %s/%s", in[i].g->name, in[i].m->name);
+        fputc('\n', out);
+    }
+    fprintf(out, "error per row: median and p90 of |pred/meas - 1|, and bias = median of (pred/meas - 1), percent\n\n");
+    fprintf(out, "%-14s %6s", "", "");
+    fprintf(out, " | %-27s", "roofline");
+    if (n_pred == 2) fprintf(out, " | %-27s", "fitted");
+    fprintf(out, "\n%-14s %6s", "row", "n");
+    for (int k = 0; k < n_pred; k++) fprintf(out, " | %8s %8s %9s", "median%", "p90%", "bias%");
+    fputc('\n', out);
+    for (int op = 0; op < HS_OP_COUNT; op++)
+        for (int b = 0; b < BITS_N; b++) {
+            char name[32];
+            if (b) snprintf(name, sizeof name, "%s/int%d", hs_op_name(op), bits_of_index[b]);
+            else snprintf(name, sizeof name, "%s", hs_op_name(op));
+            compare_line(out, name, a, op * BITS_N + b, n_pred, res, op * BITS_N + b);
+        }
+    compare_line(out, "attn_decode", a, ACC_DEC, n_pred, res, HS_CMP_DECODE);
+    compare_line(out, "attn_prefill", a, ACC_PRE, n_pred, res, HS_CMP_PREFILL);
+    compare_line(out, "layer", a, ACC_LAYER, n_pred, res, HS_CMP_LAYER);
+    compare_line(out, "dense pooled", a, ACC_ALL, n_pred, res, HS_CMP_ALL);
+    fprintf(out, "\n(layer: qkv + rope + attn_out + mlp_up + act + mlp_down + 2 norm + 2 add at each measured (tp, bits, tokens))\n");
+    if (res) res->n_pred = n_pred;
+out:
+    if (null_out) fclose(null_out);
+    for (int k = 0; k < 2; k++) acc_free(&a[k]);
+    free(in);
+    hs_fit_data_free(&d);
+    hs_ptable_destroy(t);
+    return rc;
 }

@@ -133,6 +133,31 @@ typedef struct hs_crossval {
     hs_fitstat layer[2], all[2];
 } hs_crossval;
 
+/* `hetsim perf compare DIR`: how the latency models predict one measured
+ * table (a GPU's profile, say): the roofline on the GPU's datasheet (or on
+ * given ceilings, e.g. those `hetsim-exec info` measured) and, with
+ * fit_dirs, the fitted model trained on the tables found there except the
+ * target GPU's own.  Per operator and weight precision, per attention kind,
+ * per decoder layer and pooled over dense rows: median and p90 absolute
+ * percentage error and the bias (median signed error). */
+typedef struct hs_compare_opts {
+    const char *fit_dirs;     /* NULL or "": no fitted column */
+    double tflops, gbs;       /* > 0: the roofline's ceilings instead of the datasheet's,
+                                 reached rates: gemm_eff (mem_eff) is then 1 */
+} hs_compare_opts;
+
+/* Result slots: HS_OP_* x 4 precisions (16, 8, 4, 3 bits) then these. */
+enum { HS_CMP_DECODE = HS_OP_COUNT * 4, HS_CMP_PREFILL, HS_CMP_LAYER, HS_CMP_ALL, HS_CMP_N };
+
+typedef struct hs_compare {
+    int n_pred;                       /* 1: roofline only; 2: and fitted */
+    hs_fitstat st[2][HS_CMP_N];       /* [0] roofline, [1] fitted; n = 0: no rows */
+    double bias[2][HS_CMP_N];         /* percent */
+} hs_compare;
+
+int hs_perf_compare(const char *dir, const hs_compare_opts *o, hs_compare *res, FILE *out,
+                    hs_err *err);
+
 int hs_perf_crossval_run(const char *vidur_dir, hs_crossval *res, FILE *out, hs_err *err);
 int hs_perf_crossval(const char *vidur_dir, FILE *out, hs_err *err);
 

@@ -165,6 +165,13 @@ static inline double hs_perf_send_ns(const hs_perf *p, int s, int32_t tokens)
 double hs_roofline_op_us(int op, const hs_model *m, const hs_gpu *g, int tp, int bits,
                          double tokens, const hs_perf_cfg *cfg);
 
+/* The roofline's time of one layer's attention kernel on one rank, us, in
+ * the shapes of the measured tables: kind HS_ATTN_DECODE (perf/table.h), x
+ * sequences each decoding one token against y cached tokens; or
+ * HS_ATTN_PREFILL, one sequence adding a chunk of x tokens after y cached. */
+double hs_roofline_attn_us(int kind, const hs_model *m, const hs_gpu *g, int tp, int kv_bits,
+                           double x, double y, const hs_perf_cfg *cfg);
+
 /* Ring all-reduce of `bytes` over the GPUs (alpha-beta, slowest link), s. */
 double hs_allreduce_s(const hs_cluster *c, const int *gpus, int n,
                       double bytes, double link_eff);

@@ -70,6 +70,42 @@ double hs_roofline_op_us(int op, const hs_model *m, const hs_gpu *g, int tp, int
     return op_time_s(&r, op, m, tp, bits, tokens) * 1e6;
 }
 
+/* Attention coefficients of one layer on one rank (see perf.h for the
+ * terms); seconds, seconds per sequence, per context token, per pair. */
+typedef struct attn_coef {
+    double dec_fixed, dec_seq, dec_ctx;
+    double pre_fixed, pre_pair, pre_ctx;
+} attn_coef;
+
+static void attn_coefs(const rf *r, const hs_model *m, int tp, int kv_bits, attn_coef *a)
+{
+    double q = (double)m->heads * m->head_dim / tp;
+    double kvb = hs_model_kv_bytes_token_layer(m, tp, kv_bits);
+    /* Decode attention: reads every cached K and V once (memory bound
+     * except at very short contexts); 4 FLOPs per head-dim per pair. */
+    double per_ctx_c = 4.0 * q / (r->flops * r->cfg->attn_eff);
+    double per_ctx_m = kvb / (r->bw * r->cfg->mem_eff);
+    a->dec_ctx = per_ctx_c > per_ctx_m ? per_ctx_c : per_ctx_m;
+    a->dec_seq = 4.0 * q / (r->bw * r->cfg->mem_eff); /* q in, out */
+    a->dec_fixed = r->cfg->launch_us * 1e-6;
+    /* Prefill attention (FlashAttention-style): compute bound on the
+     * query-key pairs, plus reading the cached prefix of chunked prompts. */
+    a->pre_pair = 4.0 * q / (r->flops * r->cfg->attn_eff);
+    a->pre_ctx = kvb / (r->bw * r->cfg->mem_eff);
+    a->pre_fixed = r->cfg->launch_us * 1e-6;
+}
+
+double hs_roofline_attn_us(int kind, const hs_model *m, const hs_gpu *g, int tp, int kv_bits,
+                           double x, double y, const hs_perf_cfg *cfg)
+{
+    rf r = {g->flops16, g->mem_bw, cfg};
+    attn_coef a;
+    attn_coefs(&r, m, tp, kv_bits, &a);
+    if (kind == HS_ATTN_DECODE) return (a.dec_fixed + a.dec_seq * x + a.dec_ctx * x * y) * 1e6;
+    /* one chunk: x (x + 1) / 2 causal pairs, x * y against the prefix */
+    return (a.pre_fixed + a.pre_pair * (x * (x + 1) / 2 + x * y) + a.pre_ctx * y) * 1e6;
+}
+
 /* One decoder layer on one rank for t tokens (dense part, no attention
  * core), including its TP all-reduces; seconds. */
 static double layer_dense_s(const rf *r, const hs_model *m, const hs_cluster *c,
@@ -102,7 +138,7 @@ static int build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
         hs_perf_stage *ps = &p->stage[s];
         rf r = {0, 0, cfg};
         int tp = st->tp, first = s == 0, last = s == l->pp - 1;
-        double q, kvb, L = st->layers, h = m->hidden;
+        double L = st->layers, h = m->hidden;
         for (int i = 0; i < tp; i++) {
             const hs_gpu *g = hs_cluster_gpu(c, st->gpus[i]);
             if (r.flops == 0 || g->flops16 < r.flops) r.flops = g->flops16;
@@ -129,22 +165,16 @@ static int build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
                                       cfg->link_eff) / 2;
             ps->head[k] = sec * 1e9;
         }
-        /* Decode attention: reads every cached K and V once (memory bound
-         * except at very short contexts); 4 FLOPs per head-dim per pair. */
-        q = (double)m->heads * m->head_dim / tp;
-        kvb = hs_model_kv_bytes_token_layer(m, tp, l->kv_bits);
         {
-            double per_ctx_c = 4.0 * q / (r.flops * cfg->attn_eff);
-            double per_ctx_m = kvb / (r.bw * cfg->mem_eff);
-            ps->dec_ctx = L * (per_ctx_c > per_ctx_m ? per_ctx_c : per_ctx_m) * 1e9;
-            ps->dec_seq = L * (4.0 * q / (r.bw * cfg->mem_eff)) * 1e9; /* q in, out */
-            ps->dec_fixed = L * cfg->launch_us * 1e3;
+            attn_coef a;
+            attn_coefs(&r, m, tp, l->kv_bits, &a);
+            ps->dec_ctx = L * a.dec_ctx * 1e9;
+            ps->dec_seq = L * a.dec_seq * 1e9;
+            ps->dec_fixed = L * cfg->launch_us * 1e3;   /* = a.dec_fixed, exactly */
+            ps->pre_self = ps->pre_cross = L * a.pre_pair * 1e9;
+            ps->pre_ctx = L * a.pre_ctx * 1e9;
+            ps->pre_fixed = L * cfg->launch_us * 1e3;
         }
-        /* Prefill attention (FlashAttention-style): compute bound on the
-         * query-key pairs, plus reading the cached prefix of chunked prompts. */
-        ps->pre_self = ps->pre_cross = L * 4.0 * q / (r.flops * cfg->attn_eff) * 1e9;
-        ps->pre_ctx = L * kvb / (r.bw * cfg->mem_eff) * 1e9;
-        ps->pre_fixed = L * cfg->launch_us * 1e3;
         if (!last) {
             const hs_stage_layout *nx = &l->stage[s + 1];
             double bw = hs_cluster_bw(c, st->gpus[0], nx->gpus[0]);
