@@ -12,6 +12,7 @@ HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --quick --models tiny-test
     --out "$T/g" >"$T/out" 2>&1
 check_eq "gpu-run exits 0" "$?" "0"
 s=$T/g/summary.txt
+check_grep "kernels checked on the device" "$s" "checks passed, 0 failed"
 check_grep "ceilings measured" "$s" '^gemm: [0-9.]+ TFLOP/s'
 check_grep "table profiled" "$s" '[0-9]+ dense, [0-9]+ decode, [0-9]+ prefill lines'
 dev=$(sed -n 's/^profile name: //p' "$T/g/info.txt")
