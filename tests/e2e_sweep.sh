@@ -34,8 +34,10 @@ hs_run 0 "rerun" sweep "${args[@]}" --db "$T/par.db" -j 2
 check_grep "rerun: all stored" "$T/err" "all $N cases are stored"
 same_db "rerun changes nothing" "$T/ref.db" "$T/par.db"
 
-# Kill -9 mid-sweep, then resume.
-"$HS" sweep "${args[@]}" --db "$T/k.db" -j 2 --quiet 2>"$T/kill.err" &
+# Kill -9 mid-sweep, then resume.  A killed sweep cannot remove its scratch
+# folder: give it one under $T, removed with $T, not one left in /dev/shm.
+mkdir -p "$T/scratch-k"
+TMPDIR="$T/scratch-k" "$HS" sweep "${args[@]}" --db "$T/k.db" -j 2 --quiet 2>"$T/kill.err" &
 pid=$!
 n=0
 for _ in $(seq 1 600); do
@@ -135,20 +137,27 @@ check "out of range: no database" ! -e "$T/bad.db"
 
 # SIGINT stops the sweep cleanly: exit 1 with one line, workers gone, its
 # scratch folder removed, the stored cases whole; a rerun completes.
-shm_before=$(ls /dev/shm 2>/dev/null | grep -c '^hetsim-sweep' || true)
-"$HS" sweep --set workload.max_requests=20000 --grid seed=1:24:1 --db "$T/int.db" -j 2 --quiet 2>"$T/int.err" &
+# The sweep gets a scratch parent of its own (TMPDIR): under ctest -j, other
+# tests' sweeps (e2e_report, e2e_search, e2e_sweep_mpi) create and remove
+# their folders in /dev/shm meanwhile, so counting /dev/shm's folders before
+# and after failed now and then without any folder being left.
+mkdir -p "$T/scratch-int"
+TMPDIR="$T/scratch-int" "$HS" sweep --set workload.max_requests=20000 --grid seed=1:24:1 --db "$T/int.db" -j 2 \
+    --quiet 2>"$T/int.err" &
 pint=$!
 for _ in $(seq 1 100); do
     # plain sqlite3: the file may not exist yet, which q would count as a failed query
     [ "$(sqlite3 "$T/int.db" "select count(*) from sweep_cases" 2>/dev/null || echo 0)" -ge 2 ] 2>/dev/null && break
     sleep 0.1
 done
+# The sweep is still running here (24 long cases), so its folder exists.
+check_eq "SIGINT: the sweep's scratch folder is in TMPDIR" "$(ls "$T/scratch-int" | grep -c '^hetsim-sweep')" 1
 kill -INT $pint
 wait $pint
 rint=$?
 check_eq "SIGINT: exit 1" "$rint" 1
 check_grep "SIGINT: says how to resume" "$T/int.err" "interrupted by signal 2: .* run the sweep again to resume"
-check_eq "SIGINT: no scratch folder left" "$(ls /dev/shm 2>/dev/null | grep -c '^hetsim-sweep' || true)" "$shm_before"
+check_eq "SIGINT: no scratch folder left" "$(ls -A "$T/scratch-int" | wc -l)" 0
 check_eq "SIGINT: stored cases whole" "$(q "$T/int.db" "select count(*) from sweep_cases where run is not null and run not in (select id from runs)")" 0
 hs_run 0 "SIGINT: rerun completes" sweep --set workload.max_requests=20000 --grid seed=1:24:1 --db "$T/int.db" -j 2 --quiet
 check_eq "SIGINT: 24 runs after the rerun" "$(q "$T/int.db" "select count(*) from runs")" 24
