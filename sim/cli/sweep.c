@@ -390,6 +390,9 @@ static void on_stop(int sig)
 static int spawn(hs_sweep *s, int pos, pid_t *pid, hs_err *err)
 {
     pid_t p;
+#ifdef __linux__
+    pid_t parent = getpid();
+#endif
     fflush(stdout);
     fflush(stderr);
     p = fork();
@@ -401,7 +404,9 @@ static int spawn(hs_sweep *s, int pos, pid_t *pid, hs_err *err)
         signal(SIGTERM, SIG_DFL);
 #ifdef __linux__
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() == 1) _exit(1);
+        /* The coordinator died before prctl: the orphan may be adopted by
+         * a subreaper, not only by pid 1, so compare with the real parent. */
+        if (getppid() != parent) _exit(1);
 #endif
         /* The child never touches the coordinator's SQLite handle. */
         _exit(hs__sweep_run_case(s, pos, msg, sizeof msg) & 0xff);
