@@ -1,31 +1,75 @@
 #!/usr/bin/env bash
 # e2e_gpu_run.sh - tools/gpu-run, the one command a GPU machine runs, as a
-# dry run on the CPU backend with tiny-test: every step completes and
-# reports (info, profile, compare -- skipped for want of a datasheet --,
-# the fidelity loop, fingerprints); `hetsim perf compare` on the unit-test
+# dry run on the CPU backend (a 4-layer tiny-test and a datasheet for this
+# CPU in a data root of the test's own): every step completes and reports
+# (kernel check, info, profile, compare on the datasheet and on the measured
+# ceilings, the fidelity loop, fingerprints with the extrapolation checked
+# against the CSV); $OUT receives the summary and a tarball; a stale
+# info.txt does not name the device; `hetsim perf compare` on the unit-test
 # table; and the arguments both refuse.
 set -u
 source "$(dirname "$0")/fixtures/lib.sh"
 if [ ! -x "$HS_BIN/exec/hetsim-exec" ]; then echo "SKIP: hetsim-exec not built"; exit 77; fi
 
-HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --quick --models tiny-test --requests 24 --rate 4 \
-    --out "$T/g" >"$T/out" 2>&1
+# A data root of our own: the repository's models and datasheets, a
+# datasheet for this CPU (so that compare runs) and a 4-layer tiny-test (so
+# that the fingerprint extrapolation is not trivially exact).
+R=$T/root
+mkdir -p "$R/models" "$R/profiles/gpus"
+cp "$HS_ROOT"/models/*.json "$R/models/"
+cp "$HS_ROOT"/profiles/gpus/*.json "$R/profiles/gpus/"
+dev=$("$HS_BIN/exec/hetsim-exec" info --backend cpu | sed -n 's/^profile name: //p')
+check "the CPU has a profile name" -n "$dev"
+python3 - "$R" "$dev" <<'PY'
+import json, sys
+root, dev = sys.argv[1], sys.argv[2]
+json.dump({"name": dev, "display": "this CPU", "fp16_tflops": 0.1, "bf16": False, "int8_tops": 0,
+           "mem_gib": 16, "mem_bw_gbs": 20, "nvlink_gbs": 0, "pcie_gbs": 1, "tdp_w": 100,
+           "price_per_hour": 0.1, "price_source": "test fixture"}, open(f"{root}/profiles/gpus/{dev}.json", "w"))
+m = json.load(open(f"{root}/models/tiny-test.json"))
+h, q, kv = m["hidden"], m["heads"] * m["head_dim"], m["kv_heads"] * m["head_dim"]
+per_layer = 2 * h * q + 2 * h * kv + 3 * h * m["ffn"] + 2 * h
+m.update(name="tiny4", layers=4, params_b=round(m["params_b"] + 2 * per_layer / 1e9, 6))
+json.dump(m, open(f"{root}/models/tiny4.json", "w"))
+PY
+mkdir -p "$T/ret"
+HETSIM_ROOT=$R OUT=$T/ret HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --quick --models tiny4 \
+    --requests 24 --rate 4 --fit "$FIX/perf/tables" --out "$T/g" >"$T/out" 2>&1
 check_eq "gpu-run exits 0" "$?" "0"
 s=$T/g/summary.txt
 check_grep "kernels checked on the device" "$s" "checks passed, 0 failed"
 check_grep "ceilings measured" "$s" '^gemm: [0-9.]+ TFLOP/s'
 check_grep "table profiled" "$s" '[0-9]+ dense, [0-9]+ decode, [0-9]+ prefill lines'
-dev=$(sed -n 's/^profile name: //p' "$T/g/info.txt")
-check "table written under profiles/<device>/<model>" -f "$T/g/profiles/$dev/tiny-test/dense.csv"
-check_grep "compare skipped without a datasheet" "$s" "skipped: no datasheet profiles/gpus/$dev.json"
+check "table written under profiles/<device>/<model>" -f "$T/g/profiles/$dev/tiny4/dense.csv"
+check_grep "compared with the datasheet" "$s" '^roofline: datasheet 0.1 TFLOP/s and 20 GB/s'
+tf=$(sed -n 's/^gemm: \([0-9.]*\) TFLOP.*/\1/p' "$T/g/info.txt")
+check_grep "and with the measured ceilings" "$s" "^roofline: given ceilings .* attn_eff 0.71"
+check_grep "the measured GEMM rate" "$s" "given ceilings $(printf '%.1f' "$tf") TFLOP/s"
+check_grep "compare has a layer row" "$s" '^layer +[0-9]+ \|'
+check_grep "and a fitted column (--fit)" "$s" '^fitted: trained on 1 table of other GPUs: a100-80g/tiny-test$'
 check_grep "fidelity validated" "$s" 'absolute error per iteration: median [0-9.]+%'
-check_grep "fingerprints compared" "$s" 'output 16: latency extrapolated [0-9.]+ ms, measured [0-9.]+ ms'
 check_grep "summary ends done" "$s" '^tools/gpu-run: done;'
+# the extrapolation printed is f1 + (L - 1) (f2 - f1) of the measured CSV
+line=$(grep -m1 'output 16: 1 layer' "$s")
+check "fingerprint line" -n "$line"
+want=$(awk -F, '!/^#/ && $9 == 16 { f[$2] = $10 } END { printf "%.2f", f[1] + 3 * (f[2] - f[1]) }' "$T/g/fingerprint-tiny4.csv")
+case "$line" in
+*"4 layers extrapolated $want ms"*"measured "*) ok "fingerprint extrapolation = f1 + 3 (f2 - f1) = $want" ;;
+*) bad "fingerprint extrapolation" "want $want in: $line" ;;
+esac
+# what comes back from a lent machine: two files, the whole output in a tarball
+check "\$OUT gets the summary" -f "$T/ret/summary.txt"
+check_eq "\$OUT gets the tables" "$(tar tzf "$T/ret/gpu-out.tgz" | grep -c "profiles/$dev/tiny4/dense.csv")" 1
+check_eq "\$OUT holds nothing else" "$(ls "$T/ret" | wc -l)" 2
+# an info.txt of another machine is not trusted for the device's name
+mkdir -p "$T/h"
+printf 'profile name: h100-sxm-80g\ngemm: 700.0 TFLOP/s\n' >"$T/h/info.txt"
+HETSIM_ROOT=$R HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --out "$T/h" --backend cpu --models tiny4 compare >"$T/out" 2>&1
+check_eq "compare before profile fails" "$?" "1"
+check_grep "and says why, naming this device" "$T/h/summary.txt" "FAILED: no table at .*/profiles/$dev/tiny4 \(run the profile step first\)"
+check_grep "info.txt now describes this device" "$T/h/info.txt" "^profile name: $dev\$"
 HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend tpu >"$T/out" 2>&1
 check_eq "bad backend refused" "$?" "2"
-HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --out "$T/h" --backend cpu compare >"$T/out" 2>&1
-check_eq "compare before profile fails" "$?" "1"
-check_grep "and says why" "$T/h/summary.txt" 'FAILED: no table at .* \(run the profile step first\)'
 
 # perf compare on the unit-test fixture (tiny-test on a100-80g)
 tab=$FIX/perf/tables/a100-80g/tiny-test

@@ -158,6 +158,7 @@ static int accumulate(const predictor *f, const hs_ptable *t, const hs_model *m,
     for (size_t r = 0; r < t->n_dense; r++) {
         const hs_dense_row *d = &t->dense[r];
         double p = predict(f, d->op, m, g, d->tp, d->bits, d->tokens);
+        if (p <= 0) continue; /* a kind the fitted model has nothing for */
         if (pairs_add(&a->v[d->op * BITS_N + bits_index(d->bits)], p, d->us) ||
             pairs_add(&a->v[ACC_ALL], p, d->us))
             return -1;
@@ -444,7 +445,10 @@ int hs_perf_compare(const char *dir, const hs_compare_opts *o, hs_compare *res, 
     /* Given ceilings are rates reached (a large GEMM, a large copy): the
      * efficiency factors that discount the datasheet for them become 1. */
     if (o && o->tflops > 0) {
+        /* attn_eff is a fraction of peak: keep attention's ratio to what
+         * GEMMs reach */
         groof.flops16 = o->tflops * 1e12;
+        dflt.attn_eff /= dflt.gemm_eff;
         dflt.gemm_eff = 1;
     }
     if (o && o->gbs > 0) {
@@ -456,6 +460,11 @@ int hs_perf_compare(const char *dir, const hs_compare_opts *o, hs_compare *res, 
         /* Tables of the target's own GPU are left out: the column says how
          * the model predicts a GPU it has never seen. */
         if ((rc = hs_fit_data_load(&d, o->fit_dirs, err))) goto out;
+        if (!d.n) {
+            rc = hs_errf(err, HS_ENOTFOUND, "--fit %s: no measured tables (<gpu>/<model>/meta.json)",
+                         o->fit_dirs);
+            goto out;
+        }
         if (!(in = calloc(d.n ? (size_t)d.n : 1, sizeof *in))) {
             rc = hs_errf(err, HS_ENOMEM, "out of memory");
             goto out;

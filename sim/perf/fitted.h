@@ -143,7 +143,8 @@ typedef struct hs_crossval {
 typedef struct hs_compare_opts {
     const char *fit_dirs;     /* NULL or "": no fitted column */
     double tflops, gbs;       /* > 0: the roofline's ceilings instead of the datasheet's,
-                                 reached rates: gemm_eff (mem_eff) is then 1 */
+                                 reached rates: gemm_eff (mem_eff) is then 1 and
+                                 attn_eff becomes attn_eff / gemm_eff */
 } hs_compare_opts;
 
 /* Result slots: HS_OP_* x 4 precisions (16, 8, 4, 3 bits) then these. */
