@@ -392,6 +392,24 @@ static void test_compare(const hs_model *m7)
     CHECK_OK(write_scaled(root, &a100, m7, 1.25, 2.0, &err), &err);
     CHECK_OK(write_scaled(root, &a40, m7, 1.0, 1.0, &err), &err);
     snprintf(target, sizeof target, "%s/a100-80g/llama-2-7b", root);
+    {
+        /* which rows serve a precision: GEMMs only their own, other ops the
+         * 16-bit rows, the embedding always 16 */
+        hs_ptable *t = NULL;
+        CHECK_OK(hs_ptable_read(&t, target, &err), &err);
+        if (t) {
+            const hs_dense_row *d;
+            CHECK((d = hs_ptable_dense_at(t, HS_OP_QKV, 2, 8, 64)) && d->bits == 8 && d->tokens == 64);
+            CHECK((d = hs_ptable_dense_at(t, HS_OP_NORM, 2, 8, 64)) && d->bits == 16 && d->tp == 2);
+            CHECK((d = hs_ptable_dense_at(t, HS_OP_EMB, 1, 4, 8)) && d->bits == 16);
+            CHECK(hs_ptable_dense_at(t, HS_OP_QKV, 2, 4, 64) == NULL);   /* no INT4 GEMM rows */
+            CHECK(hs_ptable_dense_at(t, HS_OP_QKV, 2, 8, 65) == NULL);   /* no such token count */
+            CHECK_INT(hs_ptable_op_bits(t, HS_OP_ACT, 4, 4), 16);
+            CHECK_INT(hs_ptable_op_bits(t, HS_OP_MLP_UP, 4, 4), 0);
+            CHECK_INT(hs_ptable_op_bits(t, HS_OP_MLP_UP, 3, 16), 0);     /* no tp 3 */
+            hs_ptable_destroy(t);
+        }
+    }
     o.fit_dirs = root;
     CHECK_OK(hs_perf_compare(target, &o, &r, NULL, &err), &err);
     CHECK_INT(r.n_pred, 2);

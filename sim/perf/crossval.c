@@ -112,7 +112,9 @@ static double predict_attn(const predictor *f, int kind, const hs_model *m, cons
 /* Accumulated (predicted, measured) pairs: per operator and weight
  * precision, per attention kind, per decoder layer, and every dense row. */
 #define BITS_N 4
-enum { ACC_DEC = HS_OP_COUNT * BITS_N, ACC_PRE, ACC_LAYER, ACC_ALL, ACC_N };
+/* the keys are hs_compare's slots (fitted.h) */
+enum { ACC_DEC = HS_CMP_DECODE, ACC_PRE, ACC_LAYER, ACC_ALL, ACC_N };
+_Static_assert(HS_CMP_DECODE == HS_OP_COUNT * BITS_N && (int)ACC_N == (int)HS_CMP_N, "slots");
 
 typedef struct acc {
     pairs v[ACC_N];
@@ -134,22 +136,6 @@ static void acc_free(acc *a)
     memset(a, 0, sizeof *a);
 }
 
-/* The measured row of op at (tp, bits, tokens); ops other than the four
- * GEMMs may be given at 16 bits only (profiles/README.md). */
-static const hs_dense_row *find_dense(const hs_ptable *t, int op, int tp, int bits, int tokens)
-{
-    const hs_dense_row *at16 = NULL;
-    for (size_t q = 0; q < t->n_dense; q++) {
-        const hs_dense_row *d = &t->dense[q];
-        if (d->op != op || d->tp != tp || d->tokens != tokens) continue;
-        if (d->bits == bits) return d;
-        if (d->bits == 16 && op != HS_OP_QKV && op != HS_OP_ATTN_OUT && op != HS_OP_MLP_UP &&
-            op != HS_OP_MLP_DOWN)
-            at16 = d;
-    }
-    return at16;
-}
-
 /* Predicts every row of one table.  A layer point is one qkv row's (tp,
  * bits, tokens) with every op of the layer measured there. */
 static int accumulate(const predictor *f, const hs_ptable *t, const hs_model *m, const hs_gpu *g,
@@ -168,16 +154,19 @@ static int accumulate(const predictor *f, const hs_ptable *t, const hs_model *m,
         double lp = 0, lm = 0;
         int complete = 1;
         if (d->op != HS_OP_QKV) continue;
-        for (int op = 0; op < HS_OP_COUNT && complete; op++) {
+        for (int op = 0; op < HS_OP_COUNT; op++) {
             int c = layer_count(m, op);
             const hs_dense_row *hit;
+            double p;
             if (!c) continue;
-            if (!(hit = find_dense(t, op, d->tp, d->bits, d->tokens))) {
+            hit = hs_ptable_dense_at(t, op, d->tp, d->bits, d->tokens);
+            p = hit ? predict(f, op, m, g, d->tp, d->bits, d->tokens) : 0;
+            if (p <= 0) { /* not measured there, or nothing to predict it with */
                 complete = 0;
                 break;
             }
             lm += c * hit->us;
-            lp += c * predict(f, op, m, g, d->tp, d->bits, d->tokens);
+            lp += c * p;
         }
         if (complete && pairs_add(&a->v[ACC_LAYER], lp, lm)) return -1;
     }
@@ -400,21 +389,15 @@ static double bias_of(const pairs *v)
     return b;
 }
 
-static void compare_line(FILE *out, const char *name, const acc *a, int key, int n_pred,
-                         hs_compare *res, int slot)
+static void print_line(FILE *out, const char *name, const hs_compare *r, int slot)
 {
-    if (!a[0].v[key].n) return;
-    fprintf(out, "%-14s %6d", name, a[0].v[key].n);
-    for (int k = 0; k < n_pred; k++) {
-        hs_fitstat st;
-        double b = bias_of(&a[k].v[key]);
-        stat_of(&st, &a[k].v[key]);
-        if (st.n) fprintf(out, " | %8.2f %8.2f %+9.2f", st.med_ape, st.p90_ape, b);
-        else fprintf(out, " | %8s %8s %9s", "-", "-", "-");
-        if (res && slot >= 0) {
-            res->st[k][slot] = st;
-            res->bias[k][slot] = b;
-        }
+    if (!r->st[0][slot].n) return;
+    fprintf(out, "%-14s %6d", name, r->st[0][slot].n);
+    for (int k = 0; k < r->n_pred; k++) {
+        if (r->st[k][slot].n)
+            fprintf(out, " | %8.2f %8.2f %+9.2f", r->st[k][slot].med_ape, r->st[k][slot].p90_ape, r->bias[k][slot]);
+        else
+            fprintf(out, " | %8s %8s %9s", "-", "-", "-");
     }
     fputc('\n', out);
 }
@@ -431,9 +414,10 @@ int hs_perf_compare(const char *dir, const hs_compare_opts *o, hs_compare *res, 
     hs_perf_cfg dflt;
     predictor pr[2];
     acc a[2];
+    hs_compare r;
     int rc, n_pred = 1, n_in = 0;
-    FILE *null_out = NULL;
     memset(a, 0, sizeof a);
+    memset(&r, 0, sizeof r);
     if (res) memset(res, 0, sizeof *res);
     if ((rc = hs_ptable_read(&t, dir, err))) return rc;
     if ((rc = hs_model_find(&m, t->meta.model, err)) || (rc = hs_gpu_find(&g, t->meta.gpu, err))) {
@@ -465,7 +449,7 @@ int hs_perf_compare(const char *dir, const hs_compare_opts *o, hs_compare *res, 
                          o->fit_dirs);
             goto out;
         }
-        if (!(in = calloc(d.n ? (size_t)d.n : 1, sizeof *in))) {
+        if (!(in = calloc((size_t)d.n, sizeof *in))) {
             rc = hs_errf(err, HS_ENOMEM, "out of memory");
             goto out;
         }
@@ -485,11 +469,14 @@ int hs_perf_compare(const char *dir, const hs_compare_opts *o, hs_compare *res, 
             rc = hs_errf(err, HS_ENOMEM, "out of memory comparing %s", dir);
             goto out;
         }
-    if (!out) out = null_out = fopen("/dev/null", "w");
-    if (!out) {
-        rc = hs_errf(err, HS_EIO, "cannot open /dev/null");
-        goto out;
-    }
+    r.n_pred = n_pred;
+    for (int k = 0; k < n_pred; k++)
+        for (int slot = 0; slot < HS_CMP_N; slot++) {
+            stat_of(&r.st[k][slot], &a[k].v[slot]);
+            r.bias[k][slot] = bias_of(&a[k].v[slot]);
+        }
+    if (res) *res = r;
+    if (!out) goto out;
     fprintf(out, "hetsim perf compare: %s (%s on %s, backend %s, %s)\n", dir, t->meta.model, t->meta.gpu,
             t->meta.backend, t->meta.dtype);
     fprintf(out, "rows: %zu dense, %zu decode attention, %zu prefill attention\n", t->n_dense,
@@ -503,8 +490,7 @@ int hs_perf_compare(const char *dir, const hs_compare_opts *o, hs_compare *res, 
         fputc('\n', out);
     }
     fprintf(out, "error per row: median and p90 of |pred/meas - 1|, and bias = median of (pred/meas - 1), percent\n\n");
-    fprintf(out, "%-14s %6s", "", "");
-    fprintf(out, " | %-27s", "roofline");
+    fprintf(out, "%-14s %6s | %-27s", "", "", "roofline");
     if (n_pred == 2) fprintf(out, " | %-27s", "fitted");
     fprintf(out, "\n%-14s %6s", "row", "n");
     for (int k = 0; k < n_pred; k++) fprintf(out, " | %8s %8s %9s", "median%", "p90%", "bias%");
@@ -514,16 +500,14 @@ int hs_perf_compare(const char *dir, const hs_compare_opts *o, hs_compare *res, 
             char name[32];
             if (b) snprintf(name, sizeof name, "%s/int%d", hs_op_name(op), bits_of_index[b]);
             else snprintf(name, sizeof name, "%s", hs_op_name(op));
-            compare_line(out, name, a, op * BITS_N + b, n_pred, res, op * BITS_N + b);
+            print_line(out, name, &r, op * BITS_N + b);
         }
-    compare_line(out, "attn_decode", a, ACC_DEC, n_pred, res, HS_CMP_DECODE);
-    compare_line(out, "attn_prefill", a, ACC_PRE, n_pred, res, HS_CMP_PREFILL);
-    compare_line(out, "layer", a, ACC_LAYER, n_pred, res, HS_CMP_LAYER);
-    compare_line(out, "dense pooled", a, ACC_ALL, n_pred, res, HS_CMP_ALL);
+    print_line(out, "attn_decode", &r, HS_CMP_DECODE);
+    print_line(out, "attn_prefill", &r, HS_CMP_PREFILL);
+    print_line(out, "layer", &r, HS_CMP_LAYER);
+    print_line(out, "dense pooled", &r, HS_CMP_ALL);
     fprintf(out, "\n(layer: qkv + rope + attn_out + mlp_up + act + mlp_down + 2 norm + 2 add at each measured (tp, bits, tokens))\n");
-    if (res) res->n_pred = n_pred;
 out:
-    if (null_out) fclose(null_out);
     for (int k = 0; k < 2; k++) acc_free(&a[k]);
     free(in);
     hs_fit_data_free(&d);

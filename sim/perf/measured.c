@@ -183,19 +183,6 @@ static unsigned stage_ops(const hs_model *m, int first, int last)
     return ops;
 }
 
-/* Weight bits under which the table has op at tp, 0 when it has not: the
- * stage's bits, else 16 for ops whose cost does not depend on weight
- * precision (everything but the four quantised GEMMs; the LM head and the
- * embedding stay FP16). */
-static int op_bits(const hs_ptable *t, int op, int tp, int bits)
-{
-    int gemm = op == HS_OP_QKV || op == HS_OP_ATTN_OUT || op == HS_OP_MLP_UP || op == HS_OP_MLP_DOWN;
-    if (op == HS_OP_LM_HEAD || op == HS_OP_EMB) bits = 16;
-    if (hs_ptable_has_op(t, op, tp, bits)) return bits;
-    if (!gemm && bits != 16 && hs_ptable_has_op(t, op, tp, 16)) return 16;
-    return 0;
-}
-
 static void src_free(src *s)
 {
     for (int op = 0; op < HS_OP_COUNT; op++) hs_curve_free(&s->curve[op]);
@@ -220,7 +207,7 @@ static int src_init(src *s, bctx *b, const hs_gpu *g, const hs_stage_layout *st,
         if (!s->t)
             return hs_errf(err, HS_ENOTFOUND, "perf.model table: no measured table %s (run hetsim-exec profile or perf import-vidur)", dir);
         for (int op = 0; op < HS_OP_COUNT; op++)
-            if ((need & (1u << op)) && !op_bits(s->t, op, st->tp, st->bits)) nd.ops |= 1u << op;
+            if ((need & (1u << op)) && !hs_ptable_op_bits(s->t, op, st->tp, st->bits)) nd.ops |= 1u << op;
         if ((rc = hs_ptable_check(s->t, &nd, err))) return rc;
         if (b->l->kv_bits != 16)
             return hs_errf(err, HS_EUNSUPPORTED, "perf.model table: %s holds FP16 KV caches, layout has %d-bit KV (use perf.model auto or fitted)",
@@ -228,7 +215,7 @@ static int src_init(src *s, bctx *b, const hs_gpu *g, const hs_stage_layout *st,
     }
     for (int op = 0; op < HS_OP_COUNT; op++) {
         if (!(need & (1u << op))) continue;
-        int ob = s->t ? op_bits(s->t, op, st->tp, st->bits) : 0;
+        int ob = s->t ? hs_ptable_op_bits(s->t, op, st->tp, st->bits) : 0;
         if (ob) {
             if ((rc = hs_ptable_op_curve(s->t, op, st->tp, ob, &s->curve[op], err))) goto fail;
             b->used_table = 1;

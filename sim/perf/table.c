@@ -497,6 +497,26 @@ int hs_ptable_has_op(const hs_ptable *t, int op, int tp, int bits)
     return dense_run(t, op, tp, bits, &f) > 0;
 }
 
+int hs_ptable_op_bits(const hs_ptable *t, int op, int tp, int bits)
+{
+    int gemm = op == HS_OP_QKV || op == HS_OP_ATTN_OUT || op == HS_OP_MLP_UP || op == HS_OP_MLP_DOWN;
+    if (op == HS_OP_LM_HEAD || op == HS_OP_EMB) bits = 16;
+    if (hs_ptable_has_op(t, op, tp, bits)) return bits;
+    if (!gemm && bits != 16 && hs_ptable_has_op(t, op, tp, 16)) return 16;
+    return 0;
+}
+
+const hs_dense_row *hs_ptable_dense_at(const hs_ptable *t, int op, int tp, int bits, int tokens)
+{
+    size_t first, n;
+    int b = hs_ptable_op_bits(t, op, tp, bits);
+    if (!b) return NULL;
+    n = dense_run(t, op, tp, b, &first);
+    for (size_t i = first; i < first + n; i++)
+        if (t->dense[i].tokens == tokens) return &t->dense[i];
+    return NULL;
+}
+
 int hs_ptable_has_attn(const hs_ptable *t, int kind, int tp)
 {
     for (size_t i = 0; i < t->n_attn[kind]; i++)

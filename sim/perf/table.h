@@ -127,6 +127,13 @@ typedef struct hs_ptable_need {
 int hs_ptable_check(const hs_ptable *t, const hs_ptable_need *need, hs_err *err);
 /* 1 when the table has rows for op at (tp, bits). */
 int hs_ptable_has_op(const hs_ptable *t, int op, int tp, int bits);
+/* The weight bits whose rows serve op at (tp, bits), 0 when none: bits
+ * itself, else 16 for ops whose cost does not depend on weight precision
+ * (all but the four quantised GEMMs); the LM head and the embedding are
+ * always read at 16 bits (profiles/README.md). */
+int hs_ptable_op_bits(const hs_ptable *t, int op, int tp, int bits);
+/* The row serving op at (tp, bits, tokens) by hs_ptable_op_bits, or NULL. */
+const hs_dense_row *hs_ptable_dense_at(const hs_ptable *t, int op, int tp, int bits, int tokens);
 int hs_ptable_has_attn(const hs_ptable *t, int kind, int tp);
 
 /* A 1-D interpolant y(x) over measured points, x strictly increasing.
