@@ -1,5 +1,6 @@
 -- hetsim results database, schema version 2.
--- sim/out/db.c embeds this exact text (tests/test_db.c checks that both
+-- sim/out/db.c embeds this text up to version 2 and applies the later
+-- versions as migrations (tests/test_db.c checks that both
 -- create the same sqlite_master); change them together and bump
 -- HS_DB_SCHEMA_VERSION in sim/out/db.h with a migration in db.c.
 -- Times in requests are seconds; validations are nanoseconds.
@@ -80,3 +81,14 @@ CREATE TABLE IF NOT EXISTS samples (
     PRIMARY KEY (run, replica, t)
 ) WITHOUT ROWID;
 INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '2');
+-- Schema version 3: how far to trust each replica's latencies (db.c applies
+-- these as its migration from version 2; kept in this order).
+-- calibration: per GPU type, where the kernel times come from, e.g.
+--   "a100-80g: measured table; h100-sxm-80g: transferred from a100-80g,a40, uncalibrated"
+-- expected_err_pct: cross-validated error per decoder layer of the least
+--   trusted source, %; NULL for measured tables
+-- engine: the engine profile of the host cost per iteration ("none": flat)
+ALTER TABLE replicas ADD COLUMN calibration TEXT;
+ALTER TABLE replicas ADD COLUMN expected_err_pct REAL;
+ALTER TABLE replicas ADD COLUMN engine TEXT;
+UPDATE meta SET value = '3' WHERE key = 'schema_version';

@@ -100,7 +100,7 @@ static inline void fx_sink_itl(void *ctx, hs_ns dt, int64_t n)
 /* End of an iteration started at `start`: exactly the engine's arithmetic. */
 static inline hs_ns fx_step(const hs_perf *p, hs_ns start, const hs_batch_shape *b)
 {
-    return (hs_ns)ceil((double)start + p->step_overhead + hs_perf_stage_ns(p, 0, b));
+    return (hs_ns)ceil((double)start + hs_perf_step_ns(p, b) + hs_perf_stage_ns(p, 0, b));
 }
 
 /* n prefill chunks of len[i] tokens after prefix[i] cached ones (NULL: 0);
@@ -113,6 +113,7 @@ static inline hs_batch_shape fx_prefill(int n, const int *len, const int *prefix
         b.tokens += len[i];
         b.pre_chunks++;
         b.pre_self += (double)len[i] * (len[i] + 1) / 2.0;
+        b.pre_tokens += len[i];
         b.pre_cross += (double)len[i] * p;
         b.pre_prefix += p;
     }

@@ -137,8 +137,8 @@ static int64_t write_run(hs_db *db, int nreq, const char *label)
     hs_metrics *m = hs_metrics_create(&slo);
     CHECK_OK(hs_db_run_begin(db, &info, &run, &err), &err);
     hs_replica_row rep[2] = {
-        {0, "prefill", "a100-80g:0,1", 2, 1, 16, 4096, "roofline"},
-        {1, "decode", "l4:0", 1, 1, 4, 1024, "table"},
+        {0, "prefill", "a100-80g:0,1", 2, 1, 16, 4096, "roofline", "a100-80g: datasheet roofline, uncalibrated", -1, "vllm"},
+        {1, "decode", "l4:0", 1, 1, 4, 1024, "table", "l4: measured table", 3.5, "none"},
     };
     for (int i = 0; i < 2; i++) CHECK_OK(hs_db_replica(db, run, &rep[i], &err), &err);
     for (int i = 1; i <= nreq; i++) {
@@ -179,8 +179,8 @@ static void test_write_read(void)
     CHECK_STR(buf, want);
 
     q_dump(h, "SELECT * FROM replicas ORDER BY id", buf, sizeof buf);
-    CHECK_STR(buf, "1|0|prefill|a100-80g:0,1|2|1|16|4096|roofline\n"
-                   "1|1|decode|l4:0|1|1|4|1024|table\n");
+    CHECK_STR(buf, "1|0|prefill|a100-80g:0,1|2|1|16|4096|roofline|a100-80g: datasheet roofline, uncalibrated|NULL|vllm\n"
+                   "1|1|decode|l4:0|1|1|4|1024|table|l4: measured table|3.5|none\n");
 
     CHECK_INT(q_int(h, "SELECT count(*) FROM requests WHERE run = 1"), 10);
     /* Request 3: arrival 0.3 s, 8 tokens: ttft 50 ms, tpot 20 ms,
@@ -229,7 +229,7 @@ static void test_abort_and_errors(void)
     hs_run_info info = {"{}", "", "aborted", 1};
     int64_t run = -1;
     CHECK_OK(hs_db_run_begin(db, &info, &run, &err), &err);
-    hs_replica_row rep = {0, "colocated", "h100:0", 1, 1, 16, 100, "roofline"};
+    hs_replica_row rep = {0, "colocated", "h100:0", 1, 1, 16, 100, "roofline", "h100: datasheet roofline, uncalibrated", -1, "none"};
     CHECK_OK(hs_db_replica(db, run, &rep, &err), &err);
     hs_req_record r = mkrec(1, 4, 0);
     CHECK_OK(hs_db_request(db, run, &r, 1, &err), &err);

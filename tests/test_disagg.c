@@ -51,6 +51,7 @@ static void exact_one(void)
     b.samples = 1;
     b.pre_chunks = 1;
     b.pre_self = 100 * 101 / 2.0;
+    b.pre_tokens = 100;
     t1 = fx_step(&p, 0, &b);
     /* KV of 32 layers x 100 tokens x (2 x 32 heads x 128 x 2 bytes) over GPU 0 -> 1 */
     bytes = 32.0 * 100 * 16384;

@@ -457,6 +457,7 @@ static void test_recompute(void)
                 r.tokens = g;
                 r.pre_chunks = 1;
                 r.pre_self = g * (g + 1) / 2.0;
+                r.pre_tokens = g;
                 r.pre_cross = 60.0 * g;
                 r.samples = 1;
                 t = fx_step(&o.perf[0], a->finish, &r);

@@ -171,6 +171,7 @@ static void static_slots(void)
     b.samples = 2;
     b.pre_chunks = 2;
     b.pre_self = 2.0 * 80 * 81 / 2.0;
+    b.pre_tokens = 160;
     t = fx_step(&p, t, &b);
     CHECK_INT(fx_find(&x, 1)->first_token, t);
     CHECK_INT(fx_find(&x, 1)->first_sched, fx_find(&x, 0)->finish);

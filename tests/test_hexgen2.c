@@ -76,6 +76,7 @@ static void estimator_matches_tables(void)
             pre.samples = 1;
             pre.pre_chunks = 1;
             pre.pre_self = 1000 * 1001 / 2.0;
+            pre.pre_tokens = 1000;
             dec.tokens = dec.samples = dec.dec_seqs = 64;
             dec.dec_ctx = 64 * 900;
             CHECK_REL(hs_hg2_stage_s(x, &l, s, &pre), hs_perf_stage_ns(&p, s, &pre) * 1e-9, 1e-9);

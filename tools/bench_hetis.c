@@ -280,11 +280,12 @@ static void table1(void)
         b.samples = 1;
         b.pre_chunks = 1;
         b.pre_self = 512.0 * 513 / 2;
-        pre[i] = (hs_perf_stage_ns(&p, 0, &b) + p.step_overhead) * 1e-9;
+        b.pre_tokens = 512;
+        pre[i] = (hs_perf_stage_ns(&p, 0, &b) + hs_perf_step_ns(&p, &b)) * 1e-9;
         memset(&b, 0, sizeof b);
         b.tokens = b.samples = b.dec_seqs = 8;
         b.dec_ctx = 8 * 512;
-        dec[i] = (hs_perf_stage_ns(&p, 0, &b) + p.step_overhead) * 1e-9;
+        dec[i] = (hs_perf_stage_ns(&p, 0, &b) + hs_perf_step_ns(&p, &b)) * 1e-9;
         hs_perf_free(&p);
     }
     printf("Table 1 check (roofline latency model, Llama-2-13B TP1; prefill 512 tokens, decode 8 x 512 ctx):\n");

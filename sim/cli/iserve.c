@@ -371,7 +371,7 @@ static int store_run(const isv_args *a, hs_multi *mm, const hs_model *ms, const 
         if (!l) break;
         hs_layout_gpus_str(l, c, gpus, sizeof gpus);
         snprintf(role, sizeof role, "%s %s", ms[model].name, lab);
-        row = (hs_replica_row){i, role, gpus, l->stage[0].tp, l->pp, l->stage[0].bits, 0, a->perf_model};
+        row = (hs_replica_row){i, role, gpus, l->stage[0].tp, l->pp, l->stage[0].bits, 0, a->perf_model, "", -1, ""};
         rc = hs_db_replica(db, run, &row, err);
     }
     if (!rc) rc = hs_db_summary(db, run, v, (int)(sizeof v / sizeof v[0]), err);

@@ -6,14 +6,18 @@
  *   crossval [VIDUR_DIR]            cross-validate the fitted model on
  *                                   Vidur's A100/A40 tables
  *   compare DIR [options]           error of the roofline (and the fitted
- *                                   model) on one measured table */
+ *                                   model) on one measured table
+ *   fit-overhead CSV [options]      fit an engine profile (host cost per
+ *                                   iteration) on Vidur's cpu_overheads.csv */
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "hw/hw.h"
+#include "perf/calib.h"
 #include "perf/fitted.h"
+#include "perf/overhead.h"
 #include "perf/table.h"
 
 static void usage(FILE *fp)
@@ -31,7 +35,17 @@ static void usage(FILE *fp)
             "                                   error per operator of the datasheet roofline\n"
             "                                   (or one on the given ceilings) and, with --fit,\n"
             "                                   of the model fitted on DIRS' tables of other\n"
-            "                                   GPUs, against the measured table DIR\n");
+            "                                   GPUs, against the measured table DIR\n"
+            "  calibrate [DIRS] [--out FILE]    fit the shipped calibration on every measured\n"
+            "                                   table (default <data root>/profiles) with\n"
+            "                                   leave-one-model-out and leave-one-GPU-out errors;\n"
+            "                                   writes profiles/calibration.json (or FILE)\n"
+            "  fit-overhead CSV [--out FILE] [--name N] [--display TEXT] [--source TEXT]\n"
+            "               [--licence TEXT] [--collective-launch-us X]\n"
+            "                                   fit an engine profile (host cost per iteration:\n"
+            "                                   schedule, prepare inputs, sample, process outputs,\n"
+            "                                   Ray) on Vidur's cpu_overheads.csv; prints the fit\n"
+            "                                   and leave-one-model-out errors\n");
 }
 
 int hs_cli_perf(int argc, char **argv)
@@ -58,6 +72,60 @@ int hs_cli_perf(int argc, char **argv)
             dir = def;
         }
         rc = hs_perf_crossval(dir, stdout, &err);
+    } else if (!strcmp(argv[1], "calibrate")) {
+        char root[700], outp[760];
+        const char *dirs = NULL, *out = NULL;
+        static hs_calib cal;
+        for (int i = 2; i < argc; i++) {
+            if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+                out = argv[++i];
+            } else if (argv[i][0] == '-' || dirs) {
+                fprintf(stderr, "hetsim: perf calibrate: unexpected argument \"%s\" (see hetsim perf --help)\n", argv[i]);
+                return 2;
+            } else {
+                dirs = argv[i];
+            }
+        }
+        snprintf(root, sizeof root, "%s/profiles", hs_data_root());
+        snprintf(outp, sizeof outp, "%s/calibration.json", root);
+        rc = hs_calib_build(&cal, dirs ? dirs : root, stdout, &err);
+        if (!rc) rc = hs_calib_write(&cal, out ? out : outp, &err);
+        if (!rc) printf("wrote %s\n", out ? out : outp);
+    } else if (!strcmp(argv[1], "fit-overhead")) {
+        hs_ovh_opts o = {0};
+        const char *csv = NULL;
+        o.collective_launch_us = 20;
+        for (int i = 2; i < argc; i++) {
+            const char *a = argv[i];
+            const char **slot = !strcmp(a, "--out") ? &o.out : !strcmp(a, "--name") ? &o.name
+                              : !strcmp(a, "--display") ? &o.display : !strcmp(a, "--source") ? &o.source
+                              : !strcmp(a, "--licence") ? &o.licence : NULL;
+            if ((slot || !strcmp(a, "--collective-launch-us")) && i + 1 >= argc) {
+                fprintf(stderr, "hetsim: perf fit-overhead: %s needs a value\n", a);
+                return 2;
+            }
+            if (slot) {
+                *slot = argv[++i];
+            } else if (!strcmp(a, "--collective-launch-us")) {
+                char *end;
+                double v = strtod(argv[++i], &end);
+                if (end == argv[i] || *end || !(v >= 0) || v > 1e5) {
+                    fprintf(stderr, "hetsim: perf fit-overhead: --collective-launch-us \"%s\": expected a number in 0..1e5\n", argv[i]);
+                    return 2;
+                }
+                o.collective_launch_us = v;
+            } else if (a[0] == '-' || csv) {
+                fprintf(stderr, "hetsim: perf fit-overhead: unexpected argument \"%s\" (see hetsim perf --help)\n", a);
+                return 2;
+            } else {
+                csv = a;
+            }
+        }
+        if (!csv) {
+            fprintf(stderr, "hetsim: perf fit-overhead: expected Vidur's cpu_overheads.csv\n");
+            return 2;
+        }
+        rc = hs_ovh_report(csv, &o, stdout, NULL, NULL, &err);
     } else if (!strcmp(argv[1], "compare")) {
         hs_compare_opts o = {0};
         const char *dir = NULL;

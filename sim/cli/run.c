@@ -386,6 +386,8 @@ static int open_schedule(const hs_run_cfg *cfg, const setup *s, hs_sched_writer 
         h.block_size = cfg->engine.block_size;
         h.kv_blocks = r->kv_blocks;
         h.step_overhead_ns = r->perf.step_overhead;
+        h.step_seq_ns = r->perf.step_seq;
+        h.step_tok_ns = r->perf.step_tok;
         hs_sched_write_header(*out, &h);
     }
     return 0;
@@ -476,6 +478,31 @@ static void show_progress(void *ctx, const hs_engine *e)
     fflush(stderr);
 }
 
+/* One warning per run naming every GPU type whose kernel times rest on no
+ * measurement of its own (perf.calib segments marked "uncalibrated"). */
+static void warn_uncalibrated(const setup *s, FILE *fp)
+{
+    char seen[1024] = "";
+    size_t len = 0;
+    for (int32_t i = 0; i < s->deploy.n; i++) {
+        const char *c = s->replicas[i].perf.calib;
+        if (!s->replicas[i].perf.uncalibrated) continue;
+        while (*c) {
+            const char *end = strstr(c, "; ");
+            size_t n = end ? (size_t)(end - c) : strlen(c);
+            char seg[256];
+            snprintf(seg, sizeof seg, "%.*s", (int)n, c);
+            if (strstr(seg, "uncalibrated") && !strstr(seen, seg) && len + n + 3 < sizeof seen)
+                len += (size_t)snprintf(seen + len, sizeof seen - len, "%s%s", len ? "; " : "", seg);
+            c += n;
+            if (*c) c += 2;
+        }
+    }
+    if (len)
+        fprintf(fp, "hetsim: warning: kernel times of a GPU with no measurement of its own: %s "
+                    "(profiles/README.md, \"Where a replica's kernel times come from\")\n", seen);
+}
+
 static void print_header(const hs_run_cfg *cfg, const setup *s, FILE *fp)
 {
     int64_t blocks = 0;
@@ -491,8 +518,14 @@ static void print_header(const hs_run_cfg *cfg, const setup *s, FILE *fp)
             s->deploy.n, s->deploy.planner[0] ? s->deploy.planner : "file",
             s->deploy.r[0].layout.stage[0].tp, s->deploy.r[0].layout.pp,
             s->deploy.r[0].layout.stage[0].bits, (long long)blocks, cfg->engine.block_size, price);
-    fprintf(fp, "policy    %s, router %s, latency model %s\n", s->policy->name, cfg->router,
-            s->replicas[0].perf.model_name);
+    fprintf(fp, "policy    %s, router %s, latency model %s, engine %s\n", s->policy->name, cfg->router,
+            s->replicas[0].perf.model_name, s->replicas[0].perf.engine);
+    /* every distinct calibration once: how far to trust the numbers */
+    for (int32_t i = 0; i < s->deploy.n; i++) {
+        int seen = 0;
+        for (int32_t j = 0; j < i; j++) seen |= !strcmp(s->replicas[j].perf.calib, s->replicas[i].perf.calib);
+        if (!seen && s->replicas[i].perf.calib[0]) fprintf(fp, "trust     %s\n", s->replicas[i].perf.calib);
+    }
 }
 
 int hs_cli_run(int argc, char **argv)
@@ -555,6 +588,9 @@ int hs_cli_run(int argc, char **argv)
         row.bits = r->layout.stage[0].bits;
         row.kv_blocks = r->kv_blocks;
         row.perf_model = r->perf.model_name;
+        row.calibration = r->perf.calib;
+        row.expected_err_pct = r->perf.expected_err;
+        row.engine = r->perf.engine;
         if ((rc = hs_db_replica(db, run_id, &row, &err))) goto fail;
     }
     sc = (sink_ctx){m, db, run_id, cfg.write_requests, &err};
@@ -577,6 +613,7 @@ int hs_cli_run(int argc, char **argv)
         e->sample_period = hs_ns_from_s(cfg.sample_s);
         if (e->sample_period <= 0) e->sample_period = 1;
     }
+    warn_uncalibrated(&s, stderr);
     t0 = wall_now();
     prog = (progress){t0, t0};
     if (isatty(2) && !o.quiet) {

@@ -47,6 +47,7 @@ typedef struct vdata {
     int *chained;                 /* started right at its predecessor's end */
     int64_t n_it, cap_it;
     double *meas;                 /* measured ns per iteration */
+    double *ovh;                  /* predicted host cost per iteration, ns */
     char device[128];
     int64_t exec_kv_blocks;       /* -1: not reported */
 } vdata;
@@ -82,7 +83,7 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
     hs_sched_request q;
     hs_sched_iter it;
     int kind, rc;
-    int64_t cap_it2 = 0, cap_it3 = 0, cap_it4 = 0;
+    int64_t cap_it2 = 0, cap_it3 = 0, cap_it4 = 0, cap_it5 = 0;
     /* first/finished ids per iteration, resolved once requests are sorted */
     int64_t *ev_id = NULL, *ev_it = NULL, n_ev = 0, cap_ev = 0, cap_ev2 = 0;
     char *ev_first = NULL;
@@ -105,8 +106,15 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
             if (grow((void **)&d->start, &d->cap_it, i + 1, sizeof *d->start) ||
                 grow((void **)&d->end, &cap_it2, i + 1, sizeof *d->end) ||
                 grow((void **)&d->chained, &cap_it3, i + 1, sizeof *d->chained) ||
-                grow((void **)&d->arrived, &cap_it4, i + 1, sizeof *d->arrived))
+                grow((void **)&d->arrived, &cap_it4, i + 1, sizeof *d->arrived) ||
+                grow((void **)&d->ovh, &cap_it5, i + 1, sizeof *d->ovh))
                 goto nomem;
+            {
+                double tok = it.n_dec;
+                for (int k = 0; k < it.n_pre; k++) tok += it.pre[k].len;
+                d->ovh[i] = d->h.step_overhead_ns + d->h.step_seq_ns * (it.n_pre + it.n_dec) +
+                            d->h.step_tok_ns * tok;
+            }
             d->start[i] = it.start;
             d->end[i] = it.end;
             d->arrived[i] = 0;
@@ -226,6 +234,7 @@ static void free_data(vdata *d)
 {
     free(d->req);
     free(d->start);
+    free(d->ovh);
     free(d->end);
     free(d->chained);
     free(d->arrived);
@@ -329,7 +338,7 @@ int hs_cli_validate(int argc, char **argv)
         goto fail;
     }
     for (int64_t i = 0; i < d.n_it; i++) {
-        double p = (double)(d.end[i] - d.start[i]) - d.h.step_overhead_ns;
+        double p = (double)(d.end[i] - d.start[i]) - d.ovh[i];
         hs_ns st = d.start[i];
         iti[i] = i;
         pred[i] = llround(p);
@@ -337,7 +346,7 @@ int hs_cli_validate(int argc, char **argv)
         ape[i] = fabs(p - d.meas[i]) / d.meas[i] * 100.0;
         if (i > 0) st = d.chained[i] ? mend[i - 1] : (st > mend[i - 1] ? st : mend[i - 1]);
         if (st < d.arrived[i]) st = d.arrived[i];
-        mend[i] = st + llround(d.meas[i] + d.h.step_overhead_ns);
+        mend[i] = st + llround(d.meas[i] + d.ovh[i]);
     }
     if ((rc = hs_db_open(&db, dbpath, &err))) goto fail;
     if (run < 0 && (rc = hs_db_latest_run(db, &run, &err))) goto fail;

@@ -51,10 +51,12 @@
     "    PRIMARY KEY (run, replica, t)\n" \
     ") WITHOUT ROWID;\n"
 
-/* Identical to results/schema.sql. */
+/* results/schema.sql up to version 2; the versions after it are the
+ * migrations below, which the file lists at its end. */
 static const char schema_sql[] =
     "-- hetsim results database, schema version 2.\n"
-    "-- sim/out/db.c embeds this exact text (tests/test_db.c checks that both\n"
+    "-- sim/out/db.c embeds this text up to version 2 and applies the later\n"
+    "-- versions as migrations (tests/test_db.c checks that both\n"
     "-- create the same sqlite_master); change them together and bump\n"
     "-- HS_DB_SCHEMA_VERSION in sim/out/db.h with a migration in db.c.\n"
     "-- Times in requests are seconds; validations are nanoseconds.\n"
@@ -124,6 +126,10 @@ static const char schema_sql[] =
 static const char *const migrations[HS_DB_SCHEMA_VERSION] = {
     NULL,   /* 0 -> 1: no hetsim database ever had version 0 */
     SCHEMA_V2_TABLES,   /* 1 -> 2: sweep_cases and samples */
+    /* 2 -> 3: how far to trust each replica's latencies */
+    "ALTER TABLE replicas ADD COLUMN calibration TEXT;\n"      /* e.g. a100-80g: measured table */
+    "ALTER TABLE replicas ADD COLUMN expected_err_pct REAL;\n" /* cross-validated, per layer */
+    "ALTER TABLE replicas ADD COLUMN engine TEXT;\n",          /* engine profile, none */
 };
 
 struct hs_db {
@@ -305,7 +311,8 @@ int hs_db_open(hs_db **out, const char *path, hs_err *err)
             "VALUES (?1, ?2, ?3, ?4, ?5)", err)) ||
         (rc = prepare(db, &db->ins_replica,
             "INSERT INTO replicas (run, id, role, gpus, tp, pp, bits, kv_blocks, "
-            "perf_model) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", err)) ||
+            "perf_model, calibration, expected_err_pct, engine) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)", err)) ||
         (rc = prepare(db, &db->ins_request,
             "INSERT INTO requests (run, id, arrival, prompt, output, replica, "
             "ttft, tpot, e2e, queue_delay, preemptions, slo_met, dropped, drop_reason) "
@@ -404,7 +411,10 @@ int hs_db_replica(hs_db *db, int64_t run_id, const hs_replica_row *r,
         bind_text(st, 3, r->role) || bind_text(st, 4, r->gpus) ||
         sqlite3_bind_int(st, 5, r->tp) || sqlite3_bind_int(st, 6, r->pp) ||
         sqlite3_bind_int(st, 7, r->bits) || sqlite3_bind_int64(st, 8, r->kv_blocks) ||
-        bind_text(st, 9, r->perf_model)) {
+        bind_text(st, 9, r->perf_model) || bind_text(st, 10, r->calibration ? r->calibration : "") ||
+        (r->expected_err_pct >= 0 ? sqlite3_bind_double(st, 11, r->expected_err_pct)
+                                  : sqlite3_bind_null(st, 11)) ||
+        bind_text(st, 12, r->engine ? r->engine : "")) {
         rc = db_fail(db, err, "inserting a replica");
         sqlite3_reset(st);
         return rc;

@@ -22,7 +22,7 @@
 #include "out/metrics.h"
 #include "serve/sink.h"
 
-#define HS_DB_SCHEMA_VERSION 2
+#define HS_DB_SCHEMA_VERSION 3
 
 typedef struct hs_db hs_db;
 
@@ -51,6 +51,9 @@ typedef struct hs_replica_row {
     int32_t bits;           /* weight bits (16, 8, 4, 3) */
     int64_t kv_blocks;
     const char *perf_model; /* which latency model served it, e.g. "roofline" */
+    const char *calibration;/* per GPU type, where its kernel times come from */
+    double expected_err_pct;/* cross-validated error per layer, %; < 0: NULL */
+    const char *engine;     /* engine profile of the host cost, "none" */
 } hs_replica_row;
 
 int hs_db_replica(hs_db *db, int64_t run_id, const hs_replica_row *r,

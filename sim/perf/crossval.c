@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "perf/calib.h"
 #include "perf/fitted.h"
 #include "perf/table_int.h"
 
@@ -512,5 +513,154 @@ out:
     free(in);
     hs_fit_data_free(&d);
     hs_ptable_destroy(t);
+    return rc;
+}
+
+/* ---- the shipped calibration (calib.h) -------------------------------------- */
+
+/* Fits on the inputs whose GPU is (or, with keep 0, is not) `gpu` and whose
+ * index is not `skip`; f->n_inputs == 0 when there is nothing to fit on. */
+static int fit_subset(hs_fit *f, const hs_fit_data *d, const char *gpu, int keep, int skip,
+                      hs_err *err)
+{
+    hs_fit_input *in = malloc((size_t)(d->n ? d->n : 1) * sizeof *in);
+    int n = 0, rc = 0;
+    memset(f, 0, sizeof *f);
+    if (!in) return hs_errf(err, HS_ENOMEM, "out of memory");
+    for (int i = 0; i < d->n; i++)
+        if (i != skip && (!gpu || !strcmp(d->in[i].g->name, gpu) == !!keep)) in[n++] = d->in[i];
+    if (n) rc = hs_fit_run(f, in, n, err);
+    free(in);
+    return rc;
+}
+
+/* Statistics of an accumulation into an entry's cv and, per op, into
+ * op_st (op rows pooled over precisions). */
+static int cv_stats(const acc *a, hs_calib_cv *cv, hs_fitstat *op_st, double *op_bias)
+{
+    hs_fitstat st;
+    pairs att = {0};
+    int rc = stat_keys(&st, a, ACC_LAYER, ACC_LAYER + 1);
+    cv->layer_med = st.n ? st.med_ape : -1;
+    cv->layer_p90 = st.p90_ape;
+    cv->n = st.n;
+    cv->layer_bias = bias_of(&a->v[ACC_LAYER]);
+    for (int k = ACC_DEC; !rc && k <= ACC_PRE; k++)
+        for (int i = 0; !rc && i < a->v[k].n; i++) rc = pairs_add(&att, a->v[k].p[i], a->v[k].m[i]);
+    if (!rc) {
+        stat_of(&st, &att);
+        cv->attn_med = st.n ? st.med_ape : -1;
+    }
+    free(att.p);
+    free(att.m);
+    for (int op = 0; !rc && op < HS_OP_COUNT; op++) {
+        pairs v = {0};
+        for (int k = op * BITS_N; !rc && k < (op + 1) * BITS_N; k++)
+            for (int i = 0; !rc && i < a->v[k].n; i++) rc = pairs_add(&v, a->v[k].p[i], a->v[k].m[i]);
+        if (!rc) {
+            stat_of(&op_st[op], &v);
+            op_bias[op] = bias_of(&v);
+        }
+        free(v.p);
+        free(v.m);
+    }
+    return rc;
+}
+
+static void cv_print(FILE *log, const char *what, const hs_calib_cv *cv, const hs_fitstat *op_st,
+                     const double *op_bias, const acc *a)
+{
+    if (!log) return;
+    fprintf(log, "  %s:\n", what);
+    for (int op = 0; op < HS_OP_COUNT; op++)
+        if (op_st[op].n)
+            fprintf(log, "    %-13s median %6.1f%%  p90 %6.1f%%  bias %+6.1f%%  (%d rows)\n", hs_op_name(op),
+                    op_st[op].med_ape, op_st[op].p90_ape, op_bias[op], op_st[op].n);
+    for (int k = ACC_DEC; k <= ACC_PRE; k++)
+        if (a->v[k].n) {
+            hs_fitstat st;
+            stat_of(&st, &a->v[k]);
+            fprintf(log, "    %-13s median %6.1f%%  p90 %6.1f%%  bias %+6.1f%%  (%d rows)\n",
+                    k == ACC_DEC ? "attn_decode" : "attn_prefill", st.med_ape, st.p90_ape,
+                    bias_of(&a->v[k]), st.n);
+        }
+    if (cv->n)
+        fprintf(log, "    %-13s median %6.1f%%  p90 %6.1f%%  bias %+6.1f%%  (%d points)\n", "layer",
+                cv->layer_med, cv->layer_p90, cv->layer_bias, cv->n);
+}
+
+int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
+{
+    hs_fit_data d;
+    char gpus[HS_FIT_MAX_GPUS][32];
+    int ng = 0, rc;
+    hs_fit *f = NULL;
+    memset(c, 0, sizeof *c);
+    if ((rc = hs_fit_data_load(&d, dirs, err))) return rc;
+    if (!d.n) return hs_errf(err, HS_ENOTFOUND, "%s: no measured tables (<gpu>/<model>/meta.json)", dirs);
+    if (!(f = malloc(sizeof *f))) {
+        rc = hs_errf(err, HS_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < d.n; i++) {
+        int seen = 0;
+        for (int j = 0; j < ng; j++) seen |= !strcmp(gpus[j], d.in[i].g->name);
+        if (!seen && ng < HS_FIT_MAX_GPUS) snprintf(gpus[ng++], sizeof gpus[0], "%s", d.in[i].g->name);
+    }
+    snprintf(c->source, sizeof c->source, "hetsim perf calibrate on %d measured tables of %d GPU types", d.n, ng);
+    /* per GPU: fit on its tables; leave one model out among them */
+    for (int g = 0; g < ng && !rc; g++) {
+        hs_calib_entry *e = &c->e[c->n++];
+        hs_fitstat op_st[HS_OP_COUNT];
+        double op_bias[HS_OP_COUNT];
+        acc a;
+        char what[96];
+        memset(&a, 0, sizeof a);
+        snprintf(e->gpu, sizeof e->gpu, "%s", gpus[g]);
+        for (int i = 0; i < d.n; i++)
+            if (!strcmp(d.in[i].g->name, gpus[g])) {
+                size_t len = strlen(e->models);
+                snprintf(e->models + len, sizeof e->models - len, "%s%s", e->n_tables++ ? "," : "",
+                         d.in[i].m->name);
+            }
+        if ((rc = fit_subset(&e->fit, &d, gpus[g], 1, -1, err))) break;
+        for (int i = 0; !rc && e->n_tables > 1 && i < d.n; i++) {
+            predictor p = {f, NULL};
+            if (strcmp(d.in[i].g->name, gpus[g])) continue;
+            if ((rc = fit_subset(f, &d, gpus[g], 1, i, err))) break;
+            if (accumulate(&p, d.tables[i], d.in[i].m, d.in[i].g, 1, &a))
+                rc = hs_errf(err, HS_ENOMEM, "out of memory");
+        }
+        if (!rc && cv_stats(&a, &e->cv, op_st, op_bias)) rc = hs_errf(err, HS_ENOMEM, "out of memory");
+        snprintf(what, sizeof what, "%s: fitted on %d table%s, leave-one-model-out", e->gpu, e->n_tables,
+                 e->n_tables == 1 ? "" : "s");
+        if (!rc) cv_print(log, what, &e->cv, op_st, op_bias, &a);
+        acc_free(&a);
+    }
+    /* transfer: fit on everything; leave one GPU type out */
+    if (!rc) {
+        hs_calib_entry *e = &c->e[c->n++];
+        hs_fitstat op_st[HS_OP_COUNT];
+        double op_bias[HS_OP_COUNT];
+        acc a;
+        memset(&a, 0, sizeof a);
+        e->n_tables = d.n;
+        snprintf(e->models, sizeof e->models, "all");
+        rc = fit_subset(&e->fit, &d, NULL, 1, -1, err);
+        for (int g = 0; !rc && ng > 1 && g < ng; g++) {
+            predictor p = {f, NULL};
+            if ((rc = fit_subset(f, &d, gpus[g], 0, -1, err))) break;
+            for (int i = 0; i < d.n && !rc; i++)
+                if (!strcmp(d.in[i].g->name, gpus[g]) && accumulate(&p, d.tables[i], d.in[i].m, d.in[i].g, 1, &a))
+                    rc = hs_errf(err, HS_ENOMEM, "out of memory");
+        }
+        if (!rc && cv_stats(&a, &e->cv, op_st, op_bias)) rc = hs_errf(err, HS_ENOMEM, "out of memory");
+        if (!rc) cv_print(log, "transfer (all tables): leave-one-GPU-out", &e->cv, op_st, op_bias, &a);
+        acc_free(&a);
+    }
+out:
+    free(f);
+    hs_fit_data_free(&d);
+    if (rc) memset(c, 0, sizeof *c);
     return rc;
 }

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "perf/calib.h"
 #include "perf/fitted.h"
 #include "perf/perf.h"
 #include "perf/table_int.h"
@@ -140,8 +141,45 @@ static int cache_fit(const char *dirs, const hs_fit **out, hs_err *err)
     return 0;
 }
 
+/* The shipped calibration at path (calib.h), cached by path, size and
+ * mtime; *out NULL when the file does not exist. */
+static struct {
+    char path[1100];
+    int64_t size, sec, nsec;
+    hs_calib *cal;
+} ccache;
+
+static int cache_calib(const char *path, const hs_calib **out, hs_err *err)
+{
+    struct stat st;
+    hs_calib *c;
+    int rc;
+    *out = NULL;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    if (ccache.cal && !strcmp(ccache.path, path) && ccache.size == (int64_t)st.st_size &&
+        ccache.sec == (int64_t)st.st_mtim.tv_sec && ccache.nsec == (int64_t)st.st_mtim.tv_nsec) {
+        *out = ccache.cal;
+        return 0;
+    }
+    if (!(c = malloc(sizeof *c))) return hs_errf(err, HS_ENOMEM, "out of memory");
+    if ((rc = hs_calib_load(c, path, err))) {
+        free(c);
+        return rc;
+    }
+    free(ccache.cal);
+    ccache.cal = c;
+    snprintf(ccache.path, sizeof ccache.path, "%s", path);
+    ccache.size = (int64_t)st.st_size;
+    ccache.sec = (int64_t)st.st_mtim.tv_sec;
+    ccache.nsec = (int64_t)st.st_mtim.tv_nsec;
+    *out = c;
+    return 0;
+}
+
 void hs_perf_cache_clear(void)
 {
+    free(ccache.cal);
+    ccache.cal = NULL;
     for (int i = 0; i < CACHE_TABLES; i++) {
         hs_ptable_destroy(tcache[i].t);
         tcache[i].t = NULL;
@@ -162,14 +200,22 @@ typedef struct bctx {
     const hs_layout *l;
     int mode;
     char tables[512];         /* tables root */
-    const hs_fit *fit;        /* NULL: none */
+    const hs_fit *fit;        /* fitted on perf.fit_from, or on the tables when no
+                                 calibration ships; NULL: none */
+    const hs_calib *cal;      /* the shipped calibration; NULL: none */
     int used_table, used_fit, used_roof;
+    char prov[256];           /* per GPU type: where its numbers came from */
+    double exp_err;           /* % expected per layer, max over types; < 0: unknown */
+    int uncalibrated;         /* a GPU type with no measurement of its own */
 } bctx;
 
 /* One GPU type of one stage: where each number comes from. */
 typedef struct src {
     const hs_gpu *g;
     const hs_ptable *t;       /* this GPU and model; NULL: none */
+    const hs_fit *fit;        /* model for what the table lacks; NULL: none */
+    const hs_calib_entry *ce; /* calibration entry behind fit; NULL: none */
+    int n_table, n_fit;       /* ops served by each */
     hs_curve curve[HS_OP_COUNT]; /* n > 0: from the table */
 } src;
 
@@ -195,6 +241,8 @@ static int src_init(src *s, bctx *b, const hs_gpu *g, const hs_stage_layout *st,
     int rc;
     memset(s, 0, sizeof *s);
     s->g = g;
+    s->fit = b->fit;
+    if (b->cal && (s->ce = hs_calib_for(b->cal, g->name))) s->fit = &s->ce->fit;
     if (b->mode != MODE_FITTED) {
         snprintf(dir, sizeof dir, "%s/%s/%s", b->tables, g->name, b->m->name);
         if ((rc = cache_table(dir, &s->t, err))) return rc;
@@ -219,8 +267,10 @@ static int src_init(src *s, bctx *b, const hs_gpu *g, const hs_stage_layout *st,
         if (ob) {
             if ((rc = hs_ptable_op_curve(s->t, op, st->tp, ob, &s->curve[op], err))) goto fail;
             b->used_table = 1;
-        } else if (b->fit && b->fit->k[op].from >= 0) {
+            s->n_table++;
+        } else if (s->fit && s->fit->k[op].from >= 0) {
             b->used_fit = 1;
+            s->n_fit++;
         } else {
             rc = hs_errf(err, HS_ENOTFOUND, "no table or fit data for op %s on %s at tp %d, bits %d",
                          hs_op_name(op), g->name, st->tp, st->bits);
@@ -233,17 +283,53 @@ fail:
     return rc;
 }
 
+/* Records where one GPU type's numbers came from (once per type) and the
+ * error cross-validation measured for that source. */
+static void note_source(bctx *b, const src *s)
+{
+    char one[256], from[96] = "";
+    size_t len = strlen(b->prov);
+    double e = -1;
+    int own = s->ce && s->ce->gpu[0];
+    if (strstr(b->prov, s->g->name)) return;
+    /* a fit on perf.fit_from (no calibration entry) may include this GPU */
+    for (int i = 0; !s->ce && s->fit && i < s->fit->n_gpus; i++) own |= !strcmp(s->fit->gpus[i], s->g->name);
+    if (s->t && !s->n_fit) {
+        snprintf(one, sizeof one, "%s: measured table", s->g->name);
+    } else if (s->fit && own) {
+        e = s->ce ? s->ce->cv.layer_med : -1;
+        snprintf(one, sizeof one, "%s: %sfitted on its tables", s->g->name, s->t ? "table + " : "");
+    } else if (s->fit) {
+        for (int i = 0; i < s->fit->n_gpus; i++) {
+            size_t l = strlen(from);
+            snprintf(from + l, sizeof from - l, "%s%s", i ? "," : "", s->fit->gpus[i]);
+        }
+        e = s->ce ? s->ce->cv.layer_med : -1;
+        snprintf(one, sizeof one, "%s: transferred from %s, uncalibrated", s->g->name, from);
+        b->uncalibrated = 1;
+    } else {
+        snprintf(one, sizeof one, "%s: datasheet roofline, uncalibrated", s->g->name);
+        b->uncalibrated = 1;
+    }
+    if (e >= 0) {
+        size_t l = strlen(one);
+        snprintf(one + l, sizeof one - l, " (+-%.0f%% per layer)", e);
+        if (e > b->exp_err) b->exp_err = e;
+    }
+    snprintf(b->prov + len, sizeof b->prov - len, "%s%s", len ? "; " : "", one);
+}
+
 static double op_us(const src *s, const bctx *b, int op, int tp, int bits, double tokens)
 {
     if (s->curve[op].n) return hs_curve_eval(&s->curve[op], tokens);
-    return hs_fit_op_us(b->fit, op, b->m, s->g, tp, bits, tokens);
+    return hs_fit_op_us(s->fit, op, b->m, s->g, tp, bits, tokens);
 }
 
 /* Synthesises attention rows from the fitted model over a grid that covers
  * what a replica meets (batches up to max_seqs, contexts up to the model's
  * length, chunks up to max_tokens) and fits the hot-path coefficients. */
 static int fit_attn_coef(const src *s, const bctx *b, int kind, int tp, int max_tokens, int max_seqs,
-                         double coef[4], hs_err *err)
+                         double coef[HS_ATTN_NCOEF], hs_err *err)
 {
     hs_attn_row rows[2048];
     size_t n = 0;
@@ -257,23 +343,23 @@ static int fit_attn_coef(const src *s, const bctx *b, int kind, int tp, int max_
             int yi = (int)y;
             if (yi > lim_y) break;
             rows[n++] = (hs_attn_row){tp, xi, yi,
-                                      hs_fit_attn_us(b->fit, fk, b->m, s->g, tp, b->l->kv_bits, xi, yi), 0};
+                                      hs_fit_attn_us(s->fit, fk, b->m, s->g, tp, b->l->kv_bits, xi, yi), 0};
         }
         if (xi >= lim_x) break;
     }
-    return hs_attn_coef_rows(kind, rows, n, coef, NULL, err);
+    return hs_attn_coef5_rows(kind, rows, n, coef, NULL, err);
 }
 
 /* Attention coefficients of one layer (us) for one GPU type. */
 static int attn_coef(const src *s, bctx *b, int kind, int tp, int max_tokens, int max_seqs,
-                     double coef[4], hs_err *err)
+                     double coef[HS_ATTN_NCOEF], hs_err *err)
 {
     int fk = kind == HS_ATTN_DECODE ? HS_FK_DECODE : HS_FK_PREFILL;
     if (s->t && b->l->kv_bits == 16 && hs_ptable_has_attn(s->t, kind, tp)) {
         b->used_table = 1;
-        return hs_ptable_attn_coef(s->t, kind, tp, coef, NULL, err);
+        return hs_ptable_attn_coef5(s->t, kind, tp, coef, NULL, err);
     }
-    if (b->fit && b->fit->k[fk].from >= 0) {
+    if (s->fit && s->fit->k[fk].from >= 0) {
         b->used_fit = 1;
         return fit_attn_coef(s, b, kind, tp, max_tokens, max_seqs, coef, err);
     }
@@ -284,13 +370,15 @@ static int attn_coef(const src *s, bctx *b, int kind, int tp, int max_tokens, in
         double kvb = hs_model_kv_bytes_token_layer(b->m, tp, b->l->kv_bits);
         double cc = 4.0 * q / (s->g->flops16 * cfg->attn_eff), cm = kvb / (s->g->mem_bw * cfg->mem_eff);
         b->used_roof = 1;
+        memset(coef, 0, HS_ATTN_NCOEF * sizeof *coef);
         coef[0] = cfg->launch_us;
         if (kind == HS_ATTN_DECODE) {
             coef[1] = 4.0 * q / (s->g->mem_bw * cfg->mem_eff) * 1e6;
             coef[2] = (cc > cm ? cc : cm) * 1e6;
-        } else {
-            coef[1] = cc * 1e6;
-            coef[2] = cm * 1e6;
+        } else { /* as roofline.c: the causal triangle at twice a pair */
+            coef[1] = 2 * cc * 1e6;
+            coef[2] = cc * 1e6;
+            coef[3] = cm * 1e6;
         }
     }
     return 0;
@@ -350,9 +438,10 @@ static int build_stage(bctx *b, hs_perf *p, int s, int max_tokens, int max_seqs,
     for (int k = 0; k < nt && !rc; k++) {
         src sc;
         hs_curve ar;
-        double dc[4], pc[4];
+        double dc[HS_ATTN_NCOEF], pc[HS_ATTN_NCOEF];
         int group_local = same_node(c, st->gpus, tp);
         if ((rc = src_init(&sc, b, &c->types[types[k]], st, need, err))) break;
+        note_source(b, &sc);
         memset(&ar, 0, sizeof ar);
         if (tp > 1 && group_local) rc = comm_curve(b, &sc, tp, &ar, err);
         if (!rc) rc = attn_coef(&sc, b, HS_ATTN_DECODE, tp, max_tokens, max_seqs, dc, err);
@@ -391,6 +480,7 @@ static int build_stage(bctx *b, hs_perf *p, int s, int max_tokens, int max_seqs,
             if (L * q[1] * 1e3 > ps->pre_self) ps->pre_self = L * q[1] * 1e3;
             if (L * q[2] * 1e3 > ps->pre_cross) ps->pre_cross = L * q[2] * 1e3;
             if (L * q[3] * 1e3 > ps->pre_ctx) ps->pre_ctx = L * q[3] * 1e3;
+            if (L * q[HS_ATTN_TOK] * 1e3 > ps->pre_tok) ps->pre_tok = L * q[HS_ATTN_TOK] * 1e3;
         }
         /* the send to the next stage, from rank 0 (whose type is types[0]):
          * measured when both ends share a node and a GPU type */
@@ -434,7 +524,14 @@ static int build_mode(int mode, hs_perf *p, const hs_perf_cfg *cfg, const hs_mod
     b.mode = mode;
     if (cfg->tables[0]) snprintf(b.tables, sizeof b.tables, "%s", cfg->tables);
     else snprintf(b.tables, sizeof b.tables, "%s/profiles", hs_data_root());
-    if (mode != MODE_TABLE) {
+    b.exp_err = -1;
+    if (mode != MODE_TABLE && !cfg->fit_from[0]) {
+        /* the shipped calibration: fitted once, loaded here (no fit in a run) */
+        char cpath[1100];
+        snprintf(cpath, sizeof cpath, "%s/calibration.json", b.tables);
+        if ((rc = cache_calib(cpath, &b.cal, err))) return rc;
+    }
+    if (mode != MODE_TABLE && !b.cal) {
         const char *from = cfg->fit_from[0] ? cfg->fit_from : b.tables;
         if ((rc = cache_fit(from, &b.fit, err))) return rc;
         if (!b.fit && mode == MODE_FITTED)
@@ -458,6 +555,9 @@ static int build_mode(int mode, hs_perf *p, const hs_perf_cfg *cfg, const hs_mod
              b.used_fit ? "fitted" : "",
              b.used_fit && b.used_roof ? "+" : "",
              b.used_roof ? "roofline" : "");
+    snprintf(p->calib, sizeof p->calib, "%s", b.prov);
+    p->expected_err = b.exp_err;
+    p->uncalibrated = b.uncalibrated;
     return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/conf.h"
+#include "perf/overhead.h"
 
 extern const hs_perf_builder hs_perf_roofline;
 extern const hs_perf_builder hs_perf_table;
@@ -26,10 +27,12 @@ const hs_perf_builder *hs_perf_find(const char *name)
     return NULL;
 }
 
-/* Defaults: efficiencies typical of FP16 inference kernels on NVIDIA data
- * centre GPUs (cuBLAS reaches 70-80% of dense peak on large GEMMs;
- * FlashAttention 40-60%; HBM copies 80-90%; NCCL ring all-reduce about 80%
- * of link bandwidth).  The measured-table model replaces these guesses. */
+/* Defaults of the plain roofline (the last resort: perf.model auto uses
+ * measured tables and the shipped calibration first): efficiencies typical
+ * of FP16 inference kernels on NVIDIA data centre GPUs (cuBLAS reaches
+ * 70-80% of dense peak on large GEMMs; HBM copies 80-90%; NCCL ring
+ * all-reduce about 80% of link bandwidth), and attention's fitted on the
+ * one measured attention table (roofline.c). */
 void hs_perf_cfg_defaults(hs_perf_cfg *c)
 {
     hs_conf_defaults(c, hs_perf_cfg_fields);
@@ -38,15 +41,59 @@ void hs_perf_cfg_defaults(hs_perf_cfg *c)
 const hs_field hs_perf_cfg_fields[] = {
     HS_FIELD_STR(hs_perf_cfg, model, 0, "auto", "latency model: auto (measured table, else fitted, else roofline), table, fitted, roofline"),
     HS_FIELD_NUM(hs_perf_cfg, gemm_eff, HS_F_DOUBLE, 0, 0.7, 0.01, 1, "GEMM fraction of peak FLOP/s"),
-    HS_FIELD_NUM(hs_perf_cfg, attn_eff, HS_F_DOUBLE, 0, 0.5, 0.01, 1, "attention fraction of peak FLOP/s"),
+    HS_FIELD_NUM(hs_perf_cfg, attn_eff, HS_F_DOUBLE, 0, 0.38, 0.01, 1, "attention fraction of peak FLOP/s (0.38: fitted on Vidur's A100 FlashAttention prefill table)"),
     HS_FIELD_NUM(hs_perf_cfg, mem_eff, HS_F_DOUBLE, 0, 0.8, 0.01, 1, "fraction of memory bandwidth"),
     HS_FIELD_NUM(hs_perf_cfg, link_eff, HS_F_DOUBLE, 0, 0.8, 0.01, 1, "fraction of link bandwidth"),
     HS_FIELD_NUM(hs_perf_cfg, launch_us, HS_F_DOUBLE, 0, 4, 0, 1e4, "per kernel launch, us"),
-    HS_FIELD_NUM(hs_perf_cfg, step_overhead_us, HS_F_DOUBLE, 0, 300, 0, 1e6, "per iteration, us"),
+    HS_FIELD_STR(hs_perf_cfg, engine, 0, "vllm", "serving engine's host cost per iteration: a profile in profiles/engines (or a path), none: only perf.step_overhead_us"),
+    HS_FIELD_NUM(hs_perf_cfg, step_overhead_us, HS_F_DOUBLE, 0, 0, 0, 1e6, "per iteration, us, added to the engine profile's cost"),
     HS_FIELD_STR(hs_perf_cfg, tables, 0, "", "measured tables root (empty: <data root>/profiles)"),
     HS_FIELD_STR(hs_perf_cfg, fit_from, 0, "", "comma-separated table dirs or roots the fitted model learns from (empty: perf.tables)"),
     {0},
 };
+
+/* Host launch of every TP collective on the critical path of the stages
+ * built by a builder (two all-reduces per layer, one with parallel
+ * attention, and the logits gather of the last stage), ns each. */
+static void add_launch(hs_perf *p, const hs_model *m, const hs_layout *l, double launch,
+                       int dense)
+{
+    for (int s = 0; s < l->pp && launch > 0; s++) {
+        hs_perf_stage *ps = &p->stage[s];
+        double per_pass;
+        if (l->stage[s].tp < 2) continue;
+        per_pass = launch * (m->parallel_attn ? 1 : 2) * l->stage[s].layers;
+        for (int t = 1; dense && t <= ps->max_tokens; t++) ps->dense[t] += per_pass;
+        for (int k = 1; s == l->pp - 1 && k <= ps->max_seqs; k++) ps->head[k] += launch;
+    }
+}
+
+/* The serving engine's host cost (perf/overhead.h): the per-iteration
+ * coefficients into p (builders leave step_overhead at
+ * perf.step_overhead_us; the profile adds to it), and the host launch of
+ * one collective (ns; 0 without a profile). */
+static int engine_terms(hs_perf *p, const hs_perf_cfg *cfg, const hs_layout *l, double *launch,
+                        hs_err *err)
+{
+    hs_ovh_profile prof;
+    double fixed, seq, tok;
+    int tp = 1, rc;
+    p->step_overhead = cfg->step_overhead_us * 1e3;
+    p->step_seq = p->step_tok = 0;
+    *launch = 0;
+    snprintf(p->engine, sizeof p->engine, "none");
+    if (!cfg->engine[0] || !strcmp(cfg->engine, "none")) return 0;
+    if ((rc = hs_ovh_find(&prof, cfg->engine, err))) return rc;
+    for (int s = 0; s < l->pp; s++)
+        if (l->stage[s].tp > tp) tp = l->stage[s].tp;
+    hs_ovh_coef(&prof, tp, l->pp, &fixed, &seq, &tok);
+    p->step_overhead += fixed;
+    p->step_seq = seq;
+    p->step_tok = tok;
+    snprintf(p->engine, sizeof p->engine, "%s", prof.name);
+    *launch = prof.collective_launch_us * 1e3;
+    return 0;
+}
 
 /* Encoder-decoder models.  Builders time the decoder layers of a decoder-
  * only model; the encoder terms and the decoder's cross-attention come from
@@ -64,7 +111,7 @@ const hs_field hs_perf_cfg_fields[] = {
  * as the encoder output passes (the estimator's model too). */
 static int encdec_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg *cfg,
                         const hs_model *m, const hs_cluster *c, const hs_layout *l,
-                        int max_tokens, hs_err *err)
+                        int max_tokens, double launch, hs_err *err)
 {
     double rd = hs_model_dec_ratio(m), fkv = hs_model_cross_kv_ratio(m);
     int has_enc = 0;
@@ -83,6 +130,9 @@ static int encdec_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg 
         one.stage[0].layers = one.stage[0].enc_layers = one.stage[1].enc_layers = 0;
         one.stage[1].layers = 1;
         if ((rc = b->build(&aux, cfg, m, c, &one, max_tokens, 1, err))) return rc;
+        /* the one layer's collectives are launched like any other, so every
+         * term derived from it below carries them in proportion */
+        add_launch(&aux, m, &one, launch, 1);
         e0 = &aux.stage[0];
         e1 = &aux.stage[1];
         if (!(ps->enc = calloc((size_t)max_tokens + 1, sizeof *ps->enc))) {
@@ -94,7 +144,7 @@ static int encdec_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg 
             ps->dense[t] = emb + L * rd * e1->dense[t];
             /* prompt tokens are embedded where the encoder starts; a
              * decoder replica only projects the encoder output it got */
-            ps->enc[t] = (has_enc ? emb : 0) + (E + L * fkv) * e1->dense[t];
+            ps->enc[t] = (has_enc ? emb : 0) + (E + L * fkv) * e1->dense[t] + E * e1->pre_tok * t;
         }
         ps->dec_fixed = 2 * L * e1->dec_fixed;
         ps->dec_seq = 2 * L * e1->dec_seq;
@@ -111,6 +161,7 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
                   int max_seqs, hs_err *err)
 {
     const hs_perf_builder *b = hs_perf_find(cfg->model);
+    double launch;
     int rc;
     memset(p, 0, sizeof *p);
     if (!b) return hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", cfg->model);
@@ -133,8 +184,14 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
             return hs_errf(err, HS_ERANGE, "layout: stage %d: %d decoder and %d encoder layers (%s has %d encoder layers)",
                            s, l->stage[s].layers, l->stage[s].enc_layers, m->name, m->encoder_layers);
     if ((rc = b->build(p, cfg, m, c, l, max_tokens, max_seqs, err))) return rc;
-    if (m->encoder_layers && (rc = encdec_terms(b, p, cfg, m, c, l, max_tokens, err))) hs_perf_free(p);
-    return rc;
+    if ((rc = engine_terms(p, cfg, l, &launch, err)) ||
+        (m->encoder_layers && (rc = encdec_terms(b, p, cfg, m, c, l, max_tokens, launch, err)))) {
+        hs_perf_free(p);
+        return rc;
+    }
+    /* encoder-decoder dense and encoder terms carry it already (encdec_terms) */
+    add_launch(p, m, l, launch, !m->encoder_layers);
+    return 0;
 }
 
 void hs_perf_free(hs_perf *p)

@@ -12,13 +12,16 @@
  * Stage time for one iteration (ns) =
  *     dense[T] + head[S]                       (tabulated by tokens / samples)
  *   + dec_fixed + dec_seq * B + dec_ctx * C    (decode attention)
- *   + pre_fixed + pre_self * Q + pre_cross * X + pre_ctx * P
+ *   + pre_fixed + pre_self * Q + pre_cross * X + pre_ctx * P + pre_tok * N
  *                                              (prefill attention)
  * where T = tokens in the pass, S = sequences sampled, B = decode sequences,
  * C = their total context; over the prefill chunks (c new tokens after a
  * cached prefix of p), Q = sum c(c+1)/2 (causal pairs inside the chunk),
- * X = sum c*p (pairs against the prefix) and P = sum p (prefix tokens
- * read).  Q and X are kept apart because kernels reach different speeds on
+ * X = sum c*p (pairs against the prefix), P = sum p (prefix tokens
+ * read) and N = sum c (new tokens: per-query work outside the pairs; on
+ * Vidur's A100 FlashAttention table a chunk's time grows as 0.10 c +
+ * 1.2e-4 c^2 us, which pairs alone fit at -16% at 1,024 tokens and +10% at
+ * 4,096; with N the median error is 2.9%).  Q and X are kept apart because kernels reach different speeds on
  * the causal triangle and on the dense block (measured on Vidur's tables:
  * one shared coefficient fits with 18% median error, two with 8%).
  * Activations are sent to the next stage in send_alpha + send_token * T.
@@ -70,6 +73,7 @@ typedef struct hs_perf_stage {
     double *head;             /* [max_seqs + 1] ns */
     double dec_fixed, dec_seq, dec_ctx;   /* ns, ns/seq, ns/token */
     double pre_fixed, pre_self, pre_cross, pre_ctx; /* ns, ns/pair, ns/pair, ns/token */
+    double pre_tok;                       /* ns per new prefill token */
     double send_alpha, send_token;        /* ns, ns/token to next stage */
     double *enc;              /* [max_tokens + 1] ns, encoder-decoder models only (else NULL) */
     double enc_fixed, enc_pair;           /* ns, ns/pair */
@@ -78,7 +82,20 @@ typedef struct hs_perf_stage {
 typedef struct hs_perf {
     int pp;
     char model_name[32];      /* which builder made it, recorded per replica */
-    double step_overhead;     /* ns per iteration (scheduler, sampling launch) */
+    char engine[48];          /* engine profile of the host cost, "none": flat */
+    char calib[256];          /* per GPU type, where the kernel times come from
+                                 ("a100-80g: measured table; h100-sxm-80g:
+                                 transferred from a100-80g,a40, uncalibrated") */
+    double expected_err;      /* %, cross-validated error per layer of the least
+                                 trusted source; < 0: not measured (a table) */
+    int uncalibrated;         /* 1: some GPU type has no measurement of its own */
+    /* Host cost of one iteration (the serving framework: schedule, prepare
+     * inputs, sample, process outputs; perf/overhead.h), paid before the
+     * first stage runs: step_overhead + step_seq * sequences + step_tok *
+     * tokens (hs_perf_step_ns). */
+    double step_overhead;     /* ns per iteration */
+    double step_seq;          /* ns per sequence in the batch */
+    double step_tok;          /* ns per token in the pass */
     hs_perf_stage stage[HS_MAX_PP];
 } hs_perf;
 
@@ -91,6 +108,7 @@ typedef struct hs_batch_shape {
     double pre_self;          /* Q, pairs */
     double pre_cross;         /* X, pairs */
     int64_t pre_prefix;       /* P, tokens */
+    int64_t pre_tokens;       /* N, new tokens of the prefill chunks */
     int32_t pre_chunks;       /* prefill chunks in the pass */
     int32_t enc_tokens;       /* E: prompt tokens encoded (encoder-decoder) */
     double enc_pairs;         /* Y, pairs */
@@ -104,7 +122,8 @@ typedef struct hs_perf_cfg {
     double mem_eff;           /* fraction of peak memory bandwidth */
     double link_eff;          /* fraction of link bandwidth in collectives */
     double launch_us;         /* per kernel launch */
-    double step_overhead_us;  /* per iteration */
+    char engine[48];          /* engine profile (profiles/engines), "none" */
+    double step_overhead_us;  /* per iteration, on top of the engine profile */
     char tables[256];         /* measured tables root, "": <data root>/profiles */
     char fit_from[512];       /* comma-separated tables/roots to fit on, "": tables */
 } hs_perf_cfg;
@@ -145,7 +164,7 @@ static inline double hs_perf_stage_ns(const hs_perf *p, int s,
         ns += st->dec_fixed + st->dec_seq * b->dec_seqs + st->dec_ctx * (double)b->dec_ctx;
     if (b->pre_chunks)
         ns += st->pre_fixed + st->pre_self * b->pre_self + st->pre_cross * b->pre_cross +
-              st->pre_ctx * (double)b->pre_prefix;
+              st->pre_ctx * (double)b->pre_prefix + st->pre_tok * (double)b->pre_tokens;
     if (b->enc_tokens && st->enc) {
         int e = b->enc_tokens < st->max_tokens ? b->enc_tokens : st->max_tokens;
         ns += st->enc[e] + st->enc_fixed + st->enc_pair * b->enc_pairs;
@@ -153,6 +172,13 @@ static inline double hs_perf_stage_ns(const hs_perf *p, int s,
             ns += st->enc[st->max_tokens] * (double)(b->enc_tokens - st->max_tokens) / st->max_tokens;
     }
     return ns;
+}
+
+/* Host cost of one iteration of the batch, ns. */
+static inline double hs_perf_step_ns(const hs_perf *p, const hs_batch_shape *b)
+{
+    return p->step_overhead + p->step_seq * (double)(b->dec_seqs + b->pre_chunks) +
+           p->step_tok * (double)b->tokens;
 }
 
 static inline double hs_perf_send_ns(const hs_perf *p, int s, int32_t tokens)

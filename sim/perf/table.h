@@ -150,6 +150,18 @@ typedef struct hs_curve {
 int hs_curve_init(hs_curve *c, const double *x, const double *y, int n, hs_err *err);
 double hs_curve_eval(const hs_curve *c, double x);
 void hs_curve_free(hs_curve *c);
+/* Replaces measured y(x) (x > 0, strictly increasing) by a robust,
+ * non-decreasing fit: a point more than twice or under half the median of
+ * the 7 points centred on it takes that median (the first point: when over
+ * twice the median of the first 7; a low one is the latency floor); a last point above twice
+ * the extension in proportion to x from its neighbour takes that
+ * extension; then isotonic regression by pooled means (a pool keeps the
+ * mean time of its points: the simulator sums many collectives).  Non-decreasing
+ * data comes out unchanged unless its last point is such an outlier.  The
+ * first value is the smallest, so with hs_curve_eval's flat start it is the
+ * latency floor.  hs_ptable_allreduce_curve passes its points through it.
+ * Returns 0, HS_EINVAL (n < 1, x not positive and increasing) or HS_ENOMEM. */
+int hs_curve_smooth(const double *x, double *y, int n, hs_err *err);
 
 /* Curve of op time (us) over tokens at (tp, bits); HS_ENOTFOUND naming the
  * file, op, tp and bits when there are no rows. */
@@ -174,6 +186,13 @@ void hs_fitstat_compute(hs_fitstat *st, const double *pred, const double *meas, 
  * row-major, k <= 4.  Returns 0, HS_EINVAL when n < 1. */
 int hs_linfit_rel(const double *X, const double *y, int n, int k,
                   double *coef, hs_fitstat *st, hs_err *err);
+/* The same with a weight w_i >= 0 on row i's squared relative error (w
+ * NULL: all 1, as hs_linfit_rel), k <= HS_LINFIT_MAXK; st is unweighted.
+ * Returns 0, HS_EINVAL (n < 1, k out of range, a weight negative or not
+ * finite), HS_ERANGE (singular design) or HS_ENOMEM. */
+#define HS_LINFIT_MAXK 8
+int hs_linfit_relw(const double *X, const double *y, const double *w, int n, int k,
+                   double *coef, hs_fitstat *st, hs_err *err);
 
 /* Hot-path attention coefficients of one layer at tp, in us, fitted (above)
  * on every row of the table at that tp:
@@ -189,6 +208,23 @@ int hs_ptable_attn_coef(const hs_ptable *t, int kind, int tp, double coef[4],
 int hs_attn_coef_rows(int kind, const hs_attn_row *rows, size_t n, double coef[4],
                       hs_fitstat *st, hs_err *err);
 
+/* Attention coefficients with a per-token prefill term, HS_ATTN_NCOEF of
+ * them, the first four laid out as above:
+ *   prefill: coef[0] + coef[1] * Q + coef[2] * X + coef[3] * P
+ *            + coef[HS_ATTN_TOK] * N        (N = sum c, the chunks' new tokens)
+ * fitted with each row's relative error weighted by its time;
+ *   decode:  as hs_ptable_attn_coef, coef[3] = coef[HS_ATTN_TOK] = 0.
+ * The N term carries what grows with a chunk's length alone (the kernel's
+ * work per query block, its tail waves), which Q's c^2 cannot: without it
+ * large chunks are under- and small ones over-predicted.  Errors as
+ * hs_ptable_attn_coef / hs_attn_coef_rows. */
+#define HS_ATTN_NCOEF 5
+enum { HS_ATTN_TOK = 4 };
+int hs_ptable_attn_coef5(const hs_ptable *t, int kind, int tp, double coef[HS_ATTN_NCOEF],
+                         hs_fitstat *st, hs_err *err);
+int hs_attn_coef5_rows(int kind, const hs_attn_row *rows, size_t n, double coef[HS_ATTN_NCOEF],
+                       hs_fitstat *st, hs_err *err);
+
 /* Send/recv as alpha + beta * bytes (us, us/byte) fitted as above. */
 int hs_ptable_sendrecv_coef(const hs_ptable *t, double coef[2],
                             hs_fitstat *st, hs_err *err);
@@ -200,6 +236,20 @@ void hs_perf_cache_clear(void);
 
 /* ---- Vidur importer (vidur.c) ------------------------------------------ */
 
+/* Flags of hs_vidur_import_ex. */
+enum { HS_VIDUR_LM_HEAD = 1 };  /* synthesise lm_head rows (hs_vidur_lm_head) */
+
+/* What an import left out or added, for the log (counts). */
+typedef struct hs_vidur_stats {
+    size_t lm_head;            /* lm_head rows synthesised */
+    size_t other[2];           /* rows of another collective (column collective),
+                                  per HS_COMM_* file */
+    char other_name[2][24];    /* the first such collective's name */
+    size_t spans_nodes[2];     /* collective rows with devices_per_node != num_workers */
+    size_t empty;              /* collective rows of 0 bytes or one GPU */
+    size_t zero_ms;            /* times of 0 ms (below the profiler's resolution) */
+} hs_vidur_stats;
+
 /* Imports Vidur's profiles of one GPU and one model.  vidur_dir holds
  * compute/<gpu>/<model_path>/mlp.csv, network/<net>/{all_reduce,send_recv}.csv
  * and <gpu>_attention_*.csv files.  gpu is Vidur's device name ("a100",
@@ -208,18 +258,54 @@ void hs_perf_cache_clear(void);
  * a40_pairwise_nvlink, h100: h100_dgx), NULL for none.  Attention files of
  * the device whose shape (n_embd, heads, kv heads) equals the model's are
  * imported.  Times convert from ms to us; duplicate keys are averaged; the
- * two norms of a layer both feed "norm".  *out is owned by the caller. */
+ * two norms of a layer both feed "norm".  Only measured rows: no lm_head.
+ * *out is owned by the caller; on failure it is NULL.  Errors: HS_EIO (a
+ * file that does not open), HS_EPARSE / HS_ERANGE "<file>:<line>: <column>:
+ * ...", HS_ENOTFOUND (a named network folder that is not there), HS_ENOMEM. */
 int hs_vidur_import(hs_ptable **out, const char *vidur_dir, const char *gpu,
                     const char *model_path, const char *network, hs_err *err);
 
-/* Our names for Vidur's: "a100" -> "a100-80g", "Llama-2-7b-hf" ->
- * "llama-2-7b" (lower case, "-hf" dropped).  Return 0 or HS_ERANGE. */
+/* The same with flags (HS_VIDUR_LM_HEAD: also lm_head rows, which needs the
+ * n_expanded_embd, vocab_size and use_gated_mlp columns of mlp.csv, else
+ * HS_EPARSE naming the column) and, when st is not NULL, the counts of what
+ * was added and skipped. */
+int hs_vidur_import_ex(hs_ptable **out, const char *vidur_dir, const char *gpu,
+                       const char *model_path, const char *network, unsigned flags,
+                       hs_vidur_stats *st, hs_err *err);
+
+/* Adds an lm_head row (bits 16) for every mlp_up row at 16 bits of t:
+ * lm_head is [T x h] x [h x vocab/tp] and mlp_up [T x h] x [h x g ffn/tp]
+ * (g = 2 when gated: gate and up fused), the same K, so FLOPs and weight bytes
+ * both scale with N and time is taken as mlp_up x vocab / (g ffn).  Rows are
+ * appended unsorted (then hs_ptable_sort); *added (may be NULL) gets their
+ * count.  HS_EINVAL for a shape that is not one or a table that already has
+ * lm_head rows, HS_ENOTFOUND without mlp_up rows; t is unchanged on error. */
+int hs_vidur_lm_head(hs_ptable *t, long vocab, long ffn, int gated, size_t *added,
+                     hs_err *err);
+
+/* Our names for Vidur's: "a100" -> "a100-80g"; a model id (its part after
+ * the last '/') is looked up among Vidur's published models
+ * ("Meta-Llama-3-8B" -> "llama-3-8b", "CodeLlama-34b-Instruct-hf" ->
+ * "codellama-34b", ...), else lower-cased with "-hf" dropped and then one
+ * fine-tune suffix, "-instruct" or "-chat" (a fine-tune has its base model's
+ * shape, hence its kernel times): "Llama-2-13b-chat-hf" -> "llama-2-13b".
+ * Return 0 or HS_ERANGE (empty or longer than cap). */
 int hs_vidur_gpu_name(char *buf, size_t cap, const char *vidur_gpu, hs_err *err);
 int hs_vidur_model_name(char *buf, size_t cap, const char *model_path, hs_err *err);
 
-/* Imports every compute/<gpu>/<org>/<model>/mlp.csv under vidur_dir and
- * writes each as outdir/<our gpu>/<our model>/.  Prints one line per table
- * to log when not NULL.  Returns 0 or the first error. */
+/* Imports every table under vidur_dir and writes each as
+ * outdir/<our gpu>/<our model>/, with lm_head rows synthesised.  Layouts:
+ * the current one (compute/<gpu>/<org>/<model>/mlp.csv, as above), or, when
+ * there is no compute/, Vidur's old single-folder one: <gpu>/mlp.csv holding
+ * several models told apart by shape (each becomes the models/ file of that
+ * shape; shapes no model has are reported and skipped) and/or
+ * <gpu>/[<org>/]<model>/mlp.csv, with <gpu>/attention.csv (and an
+ * attention.csv beside mlp.csv), <gpu>/all_reduce.csv, <gpu>/send_recv.csv;
+ * see vidur.c.  Every table is built before the first is written, and two
+ * sources landing on one table are an error (HS_EINVAL).  Prints one line
+ * per table to log when not NULL: rows per file, lm_head rows synthesised,
+ * rows skipped and why.  Returns 0 or the first error (HS_ENOTFOUND when
+ * there is nothing to import). */
 int hs_vidur_import_all(const char *vidur_dir, const char *outdir, FILE *log,
                         hs_err *err);
 

@@ -498,13 +498,13 @@ static double enc_stage_s(const hs_exegpt *x, const stg *s, double b)
     double tok = b * x->pin_mean, ns = 0;
     if (!(b > 0)) return 0;
     if (!x->encdec) {
-        ns += s->dec * (lay_ns(t, tok) + a->pre_fixed + a->pre_self * b * x->pin_tri);
+        ns += s->dec * (lay_ns(t, tok) + a->pre_fixed + a->pre_self * b * x->pin_tri + a->pre_tok * tok);
         if (s->last) ns += head_ns(t, b);
     } else {
-        ns += s->enc * (lay_ns(t, tok) + a->pre_fixed + a->pre_cross * b * x->pin_sq);
+        ns += s->enc * (lay_ns(t, tok) + a->pre_fixed + a->pre_cross * b * x->pin_sq + a->pre_tok * tok);
         ns += s->dec * x->f_kv * lay_ns(t, tok);
     }
-    if (s->first) ns += emb_ns(t, tok) + t->perf.step_overhead;
+    if (s->first) ns += emb_ns(t, tok) + t->perf.step_overhead + t->perf.step_seq * b + t->perf.step_tok * tok;
     return ns * 1e-9 * (1 + x->o.enc_slack);
 }
 
@@ -518,7 +518,7 @@ static double dec_stage_s(const hs_exegpt *x, const stg *s, double b, double ctx
     ns = s->dec * (x->r_dec * lay_ns(t, b) + twice * (a->dec_fixed + a->dec_seq * b) +
                    a->dec_ctx * ctx);
     if (s->last) ns += head_ns(t, b);
-    if (s->first) ns += emb_ns(t, b) + t->perf.step_overhead;
+    if (s->first) ns += emb_ns(t, b) + t->perf.step_overhead + (t->perf.step_seq + t->perf.step_tok) * b;
     return ns * 1e-9;
 }
 

@@ -112,6 +112,7 @@ static int layout_cost(const hs_plan_req *q, const hs_layout *l, double *cost, h
     pre.samples = 2;
     pre.pre_chunks = 2;
     pre.pre_self = 2.0 * 1024 * 1025 / 2;
+    pre.pre_tokens = 2048;
     memset(&dec, 0, sizeof dec);
     dec.tokens = 64;
     dec.samples = 64;

@@ -9,6 +9,7 @@
 
 #include "plan/maxflow.h"
 #include "plan/partition.h"
+#include "perf/overhead.h"
 #include "perf/table.h"
 
 /* ---------------------------------------------------------------- options */
@@ -98,6 +99,7 @@ struct hs_hg2_ctx {
     const hs_cluster *c;
     hs_engine_cfg ec;
     hs_perf_cfg pc;
+    hs_ovh_profile ovh;         /* engine profile of pc.engine; n = 0: none */
     int bits, max_tokens;
     int32_t mml;
     hs_hg2_opts o;
@@ -150,6 +152,14 @@ int hs_hg2_ctx_create(hs_hg2_ctx **out, const hs_plan_req *req,
     x->ec = *req->engine;
     if (req->perf) x->pc = *req->perf;
     else hs_perf_cfg_defaults(&x->pc);
+    /* the host cost the simulation will charge (perf.c engine_terms) */
+    if (x->pc.engine[0] && strcmp(x->pc.engine, "none")) {
+        int rc = hs_ovh_find(&x->ovh, x->pc.engine, err);
+        if (rc) {
+            free(x);
+            return rc;
+        }
+    }
     x->bits = req->bits ? req->bits : 16;
     x->max_tokens = req->max_tokens > 0 ? req->max_tokens : 8192;
     x->mml = req->max_model_len > 0 ? req->max_model_len : hs_model_max_context(req->model);
@@ -250,7 +260,10 @@ static double stage_time(const hs_hg2_ctx *x, const int *gpus, int tp, int layer
         us += 2 * hs_roofline_op_us(HS_OP_ADD, m, &g, tp, bits, t, cfg);
         if (!strcmp(m->position, "rope")) us += hs_roofline_op_us(HS_OP_ROPE, m, &g, tp, bits, t, cfg);
         layer = us * 1e-6;
-        if (tp > 1) layer += (m->parallel_attn ? 1 : 2) * hs_allreduce_s(x->c, gpus, tp, t * h * 2.0, cfg->link_eff);
+        /* all-reduces, each with the engine's host launch (perf.c engine_terms) */
+        if (tp > 1)
+            layer += (m->parallel_attn ? 1 : 2) * (hs_allreduce_s(x->c, gpus, tp, t * h * 2.0, cfg->link_eff) +
+                                                   x->ovh.collective_launch_us * 1e-6);
         s += L * layer;
         if (first) s += hs_roofline_op_us(HS_OP_EMB, m, &g, tp, bits, t, cfg) * 1e-6;
     }
@@ -258,7 +271,9 @@ static double stage_time(const hs_hg2_ctx *x, const int *gpus, int tp, int layer
         double k = b->samples;
         s += (hs_roofline_op_us(HS_OP_LM_HEAD, m, &g, tp, 16, k, cfg) +
               hs_roofline_op_us(HS_OP_NORM, m, &g, tp, 16, k, cfg)) * 1e-6;
-        if (tp > 1) s += hs_allreduce_s(x->c, gpus, tp, k * (double)m->vocab / tp * 4.0, cfg->link_eff) / 2;
+        if (tp > 1)
+            s += hs_allreduce_s(x->c, gpus, tp, k * (double)m->vocab / tp * 4.0, cfg->link_eff) / 2 +
+                 x->ovh.collective_launch_us * 1e-6;
     }
     if (b->dec_seqs) {
         double per_c = 4.0 * q / (g.flops16 * cfg->attn_eff), per_m = kvb / (g.mem_bw * cfg->mem_eff);
@@ -267,7 +282,7 @@ static double stage_time(const hs_hg2_ctx *x, const int *gpus, int tp, int layer
     }
     if (b->pre_chunks) {
         double pair = L * 4.0 * q / (g.flops16 * cfg->attn_eff);
-        s += pair * (b->pre_self + b->pre_cross) + L * kvb / (g.mem_bw * cfg->mem_eff) * (double)b->pre_prefix +
+        s += pair * (2 * b->pre_self + b->pre_cross) + L * kvb / (g.mem_bw * cfg->mem_eff) * (double)b->pre_prefix +
              L * cfg->launch_us * 1e-6;
     }
     return s;
@@ -404,7 +419,8 @@ static int build_layout(const hs_hg2_ctx *x, const int *g, int n, int role, int 
 static void time_layout(const hs_hg2_ctx *x, const int *g, int pp, const int *tp,
                         const int *layers, int role, hs_hg2_group *out)
 {
-    double sum = 0, mx = 0, ovh = x->pc.step_overhead_us * 1e-6, pre_rate, lat;
+    double sum = 0, mx = 0, ovh, pre_rate, lat, of = 0, os = 0, ot = 0;
+    int tpmax = 1;
     double si = x->o.s_in, so = x->o.s_out;
     int64_t blocks = INT64_MAX;
     hs_batch_shape b;
@@ -415,6 +431,10 @@ static void time_layout(const hs_hg2_ctx *x, const int *g, int pp, const int *tp
     b.samples = 1;
     b.pre_chunks = 1;
     b.pre_self = si * (si + 1) / 2;
+    b.pre_tokens = (int64_t)si;
+    for (int s = 0; s < pp; s++) tpmax = tp[s] > tpmax ? tp[s] : tpmax;
+    if (x->ovh.n) hs_ovh_coef(&x->ovh, tpmax, pp, &of, &os, &ot);
+    ovh = x->pc.step_overhead_us * 1e-6 + (of + os + ot * si) * 1e-9;
     for (int s = 0; s < pp; s++) {
         double v = stage_time(x, g + off, tp[s], layers[s], x->bits, x->ec.kv_bits, s == 0, s == pp - 1, &b);
         if (s + 1 < pp) v += send_time(x, g[off], g[off + tp[s]], si);
@@ -454,6 +474,7 @@ static void time_layout(const hs_hg2_ctx *x, const int *g, int pp, const int *tp
             if (v > mx) mx = v;
             off += tp[s];
         }
+        ovh = x->pc.step_overhead_us * 1e-6 + (of + (os + ot) * bl) * 1e-9;
         round = fmax(sum, pp * mx) + ovh;
         tok_s = pp * bl / round;
         out->batch = pp * bl;

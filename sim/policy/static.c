@@ -98,6 +98,7 @@ static int schedule(hs_engine *e, hs_lane *l)
         s->samples = b->n;
         s->pre_chunks = b->n;
         s->pre_self = (double)b->n * b->max_prompt * (b->max_prompt + 1) / 2.0;
+        s->pre_tokens = (int64_t)b->n * b->max_prompt;
         return 1;
     }
     /* A decode step of every slot, padded contexts. */

@@ -300,7 +300,7 @@ static hs_ns ff_step_end(const hs_replica *rp, const hs_lane *l, int32_t i, hs_n
 {
     hs_batch_shape b = l->it.shape;
     b.dec_ctx += (int64_t)i * l->n_dec;
-    return (hs_ns)ceil((double)start + rp->perf.step_overhead + hs_perf_stage_ns(&rp->perf, 0, &b));
+    return (hs_ns)ceil((double)start + hs_perf_step_ns(&rp->perf, &b) + hs_perf_stage_ns(&rp->perf, 0, &b));
 }
 
 static int32_t ff_need(const hs_engine *e, const hs_lane *l, int32_t i)
@@ -669,9 +669,15 @@ static void try_start(hs_engine *e, hs_lane *l)
     l->it.decode = 0;
     l->it.n_chunks = 0;
     if (!e->policy->schedule(e, l)) return;
-    in = (double)e->q.now + rp->perf.step_overhead;
+    /* The engine's host work (schedule, prepare inputs; hs_perf_step_ns)
+     * runs in the driver, which is also the first stage's rank: it holds
+     * stage 0 before the stage's kernels, so micro-batches of a pipeline
+     * queue for it one at a time (vLLM's virtual engines share one driver),
+     * as the planners' estimators charge it to the first stage. */
+    in = (double)e->q.now;
     for (int s = 0; s < rp->perf.pp; s++) {
-        double start = in > rp->stage_free[s] ? in : rp->stage_free[s];
+        double start = (in > rp->stage_free[s] ? in : rp->stage_free[s]) +
+                       (s == 0 ? hs_perf_step_ns(&rp->perf, &l->it.shape) : 0);
         double end = start + (rp->stage_ns ? rp->stage_ns(e, l, s)
                                            : hs_perf_stage_ns(&rp->perf, s, &l->it.shape));
         rp->stage_free[s] = end;

@@ -207,6 +207,7 @@ int hs_iter_add_chunk(hs_engine *e, hs_lane *l, int32_t r, int32_t len)
             s->tokens += gen;
             s->pre_chunks++;
             s->pre_self += (double)gen * (gen + 1) / 2.0;
+            s->pre_tokens += gen;
             s->pre_cross += (double)gen * q->prompt;
             s->samples++;
         }
@@ -214,6 +215,7 @@ int hs_iter_add_chunk(hs_engine *e, hs_lane *l, int32_t r, int32_t len)
         s->tokens += len;
         s->pre_chunks++;
         s->pre_self += (double)len * (len + 1) / 2.0;
+        s->pre_tokens += len;
         s->pre_cross += (double)len * p;
         s->pre_prefix += q->prefilled;
         if (q->prefilled + len == q->prefill_len) s->samples++;

@@ -27,7 +27,7 @@ void hs_solo_free(hs_solo *s)
 
 static double pass_ns(const hs_solo *t, const hs_batch_shape *b)
 {
-    double ns = t->perf.step_overhead + t->pass_extra_ns;
+    double ns = hs_perf_step_ns(&t->perf, b) + t->pass_extra_ns;
     for (int s = 0; s < t->perf.pp; s++) {
         ns += hs_perf_stage_ns(&t->perf, s, b);
         if (s + 1 < t->perf.pp) ns += hs_perf_send_ns(&t->perf, s, b->tokens);
@@ -44,6 +44,7 @@ double hs_solo_req_ns(const hs_solo *t, int prompt, int output, double *ttft)
     b.samples = 1;
     b.pre_chunks = 1;
     b.pre_self = (double)prompt * (prompt + 1) / 2;
+    b.pre_tokens = prompt;
     pre = pass_ns(t, &b) * t->lat_factor;
     memset(&b, 0, sizeof b);
     b.tokens = 1;

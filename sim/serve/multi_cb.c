@@ -54,6 +54,8 @@ static void cb_itl(void *ctx, hs_ns interval, int64_t count)
 static void scale_perf(hs_perf *p, double f, double extra_ns)
 {
     p->step_overhead = p->step_overhead * f + extra_ns;
+    p->step_seq *= f;
+    p->step_tok *= f;
     for (int s = 0; s < p->pp; s++) {
         hs_perf_stage *st = &p->stage[s];
         for (int t = 0; t <= st->max_tokens; t++) st->dense[t] *= f;
@@ -65,6 +67,7 @@ static void scale_perf(hs_perf *p, double f, double extra_ns)
         st->pre_self *= f;
         st->pre_cross *= f;
         st->pre_ctx *= f;
+        st->pre_tok *= f;
         st->send_alpha *= f;
         st->send_token *= f;
     }

@@ -99,9 +99,10 @@ void hs_sched_write_header(hs_sched_writer *w, const hs_sched_header *h)
     jstr(w->fp, "perf_model", h->perf_model);
     fprintf(w->fp,
             ",\"tp\":%d,\"pp\":%d,\"bits\":%d,\"kv_bits\":%d,\"layers\":%d,"
-            "\"block_size\":%d,\"kv_blocks\":%lld,\"step_overhead_ns\":%.17g}\n",
+            "\"block_size\":%d,\"kv_blocks\":%lld,\"step_overhead_ns\":%.17g,"
+            "\"step_seq_ns\":%.17g,\"step_tok_ns\":%.17g}\n",
             h->tp, h->pp, h->bits, h->kv_bits, h->layers, h->block_size, (long long)h->kv_blocks,
-            h->step_overhead_ns);
+            h->step_overhead_ns, h->step_seq_ns, h->step_tok_ns);
 }
 
 void hs_sched_write_request(hs_sched_writer *w, const hs_sched_request *q)
@@ -268,7 +269,7 @@ static int read_iter(hs_sched_reader *r, const cJSON *o, hs_sched_iter *it, hs_e
     double v = 0;
     int rc;
     int64_t *tmp = NULL;
-    int32_t cap = 0, n;
+    int32_t cap = 0, n = 0;
     memset(it, 0, sizeof *it);
     if ((rc = num(o, "replica", 0, 1e9, &v, r, err))) return rc;
     it->replica = (int32_t)v;
@@ -367,6 +368,13 @@ int hs_sched_next(hs_sched_reader *r, hs_sched_header *h, hs_sched_request *q,
             if ((rc = num(o, "kv_blocks", 0, 9e15, &v, r, err))) goto done;
             h->kv_blocks = (int64_t)v;
             if ((rc = num(o, "step_overhead_ns", 0, 1e12, &h->step_overhead_ns, r, err))) goto done;
+            /* schedules written before engine profiles have neither */
+            if (cJSON_GetObjectItemCaseSensitive(o, "step_seq_ns") &&
+                (rc = num(o, "step_seq_ns", 0, 1e12, &h->step_seq_ns, r, err)))
+                goto done;
+            if (cJSON_GetObjectItemCaseSensitive(o, "step_tok_ns") &&
+                (rc = num(o, "step_tok_ns", 0, 1e12, &h->step_tok_ns, r, err)))
+                goto done;
         } else if (!strcmp(type, "request")) {
             memset(q, 0, sizeof *q);
             kind = HS_SCHED_REQUEST;

@@ -12,7 +12,8 @@
  *   {"type":"header","version":1,"model":"llama-2-7b","gpu":"a100-80g",
  *    "replica":0,"tp":1,"pp":1,"bits":16,"kv_bits":16,"layers":32,
  *    "block_size":16,"kv_blocks":N,"perf_model":"roofline",
- *    "step_overhead_ns":300000}                      one per replica, first
+ *    "step_overhead_ns":300000,"step_seq_ns":3000,   one per replica, first;
+ *    "step_tok_ns":0}                                the host cost of an iteration
  *   {"type":"request","replica":0,"id":7,"arrival_ns":123,"prompt":512,
  *    "output":128}                                   when first routed there
  *   {"type":"iter","replica":0,"it":0,"start_ns":..,"end_ns":..,
@@ -43,7 +44,9 @@ typedef struct hs_sched_header {
     char perf_model[32];
     int32_t tp, pp, bits, kv_bits, layers, block_size;
     int64_t kv_blocks;
-    double step_overhead_ns;
+    double step_overhead_ns;  /* host cost per iteration: this, */
+    double step_seq_ns;       /* + this per sequence (prefill chunks and decodes), */
+    double step_tok_ns;       /* + this per token (optional keys, 0 when absent) */
 } hs_sched_header;
 
 typedef struct hs_sched_request {

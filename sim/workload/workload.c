@@ -50,6 +50,7 @@ static const hs_field workload_fields[] = {
     NUM(window_end, HS_F_DOUBLE, 0, 0, 1e9, "azure: stop at this offset from the first row, s (0: none)"),
     NUM(time_scale, HS_F_DOUBLE, 1, 1e-6, 1e6, "arrival times are divided by this (2: twice the rate)"),
     NUM(max_prompt, HS_F_INT, 0, 0, HS__TOKENS_ABSURD, "prompts above this are errors (synthetic: clamp), tokens (0: none)"),
+    NUM(fit_context, HS_F_INT, 0, 0, HS__TOKENS_ABSURD, "shorten prompts so that prompt + output fits this many tokens, keeping the output (Vidur's rule), 0: off"),
     NUM(seed, HS_F_I64, 1, 0, 9007199254740992.0, "random seed (integer below 2^53)"),
     SIDE(prompt),
     SIDE(output),
@@ -437,6 +438,12 @@ int hs_source_next(hs_source *s, hs_arrival *a, hs_err *err)
     if (rc == 0) {
         s->done = 1;
         return 0;
+    }
+    /* Vidur caps prompt + output by shortening the prompt; replaying its
+     * jobs needs the same requests */
+    if (s->cfg.fit_context > 0 && (int64_t)a->prompt + a->output > s->cfg.fit_context) {
+        int64_t p = (int64_t)s->cfg.fit_context - a->output;
+        a->prompt = (int32_t)(p > 1 ? p : 1);
     }
     a->id = s->emitted++;
     return 1;
