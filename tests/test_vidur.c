@@ -1,4 +1,4 @@
-/* test_vidur.c - the importer of Vidur's published profiles (sim/perf/vidur.c).
+/* test_vidur.c - the importer of Vidur's published profiles (sim/perf/vidur.c, vidur_all.c).
  *
  * Part 1 needs nothing outside the repository: tests/fixtures/perf/vidur/ is
  * a tiny tree in Vidur's layout written for this test (synthetic numbers):

@@ -8,10 +8,14 @@
  *   compare DIR [options]           error of the roofline (and the fitted
  *                                   model) on one measured table
  *   fit-overhead CSV [options]      fit an engine profile (host cost per
- *                                   iteration) on Vidur's cpu_overheads.csv */
+ *                                   iteration) on Vidur's cpu_overheads.csv
+ *   step --model M --cluster C ...  one iteration's predicted time, split into
+ *                                   dense kernels, LM head, attention and host */
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "core/conf.h"
 
 #include "cli/cli.h"
 #include "hw/hw.h"
@@ -40,12 +44,150 @@ static void usage(FILE *fp)
             "                                   table (default <data root>/profiles) with\n"
             "                                   leave-one-model-out and leave-one-GPU-out errors;\n"
             "                                   writes profiles/calibration.json (or FILE)\n"
+            "  step --model M --cluster C [--tp N] [--bits B] [--batch B,...] [--context X,...]\n"
+            "       [--prefill C,...] [--set perf.KEY=VALUE ...]\n"
+            "                                   one iteration's predicted time on GPUs 0..N-1 of\n"
+            "                                   the cluster, split into dense kernels (with TP\n"
+            "                                   collectives), LM head, attention and engine host\n"
+            "                                   cost: decode steps of B sequences of X context\n"
+            "                                   tokens, or one prompt of C tokens\n"
             "  fit-overhead CSV [--out FILE] [--name N] [--display TEXT] [--source TEXT]\n"
             "               [--licence TEXT] [--collective-launch-us X]\n"
             "                                   fit an engine profile (host cost per iteration:\n"
             "                                   schedule, prepare inputs, sample, process outputs,\n"
             "                                   Ray) on Vidur's cpu_overheads.csv; prints the fit\n"
-            "                                   and leave-one-model-out errors\n");
+            "                                   and leave-one-model-out errors; the host launch\n"
+            "                                   per TP collective is given (default 0: hidden\n"
+            "                                   under CUDA graphs)\n");
+}
+
+/* Parses a comma-separated list of integers in [lo, hi] into v (at most
+ * cap); returns the count, -1 on a bad list (reported). */
+static int int_list(const char *opt, const char *s, long lo, long hi, long *v, int cap)
+{
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < lo || x > hi || (*end && *end != ',') || n == cap) {
+            fprintf(stderr, "hetsim: perf step: %s \"%s\": expected up to %d integers in %ld..%ld, comma-separated\n",
+                    opt, s, cap, lo, hi);
+            return -1;
+        }
+        v[n++] = x;
+        p = *end ? end + 1 : end;
+    }
+    if (!n) fprintf(stderr, "hetsim: perf step: %s: empty list\n", opt);
+    return n ? n : -1;
+}
+
+/* `hetsim perf step`: the hot path's arithmetic for chosen batches, so
+ * users (and tools/bench-fidelity) can see what one iteration costs and
+ * where the time goes. */
+static int perf_step(int argc, char **argv)
+{
+    const char *model = NULL, *cluster = NULL;
+    long tp = 1, bits = 16, batch[64] = {1, 8, 32, 128}, ctx[64] = {1024}, pre[64];
+    int nb = 4, nc = 1, np = 0, rc, maxt = 1, maxs = 1;
+    hs_perf_cfg cfg;
+    hs_model m;
+    hs_cluster *c = NULL;
+    hs_layout l;
+    hs_perf p;
+    hs_err err = {0};
+    hs_perf_cfg_defaults(&cfg);
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc) {
+            fprintf(stderr, "hetsim: perf step: %s needs a value (see hetsim perf --help)\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--model")) model = argv[++i];
+        else if (!strcmp(a, "--cluster")) cluster = argv[++i];
+        else if (!strcmp(a, "--tp") || !strcmp(a, "--bits")) {
+            long v[1];
+            if (int_list(a, argv[++i], a[2] == 't' ? 1 : 3, a[2] == 't' ? HS_MAX_TP : 16, v, 1) < 0) return 2;
+            if (a[2] == 't') tp = v[0];
+            else bits = v[0];
+        } else if (!strcmp(a, "--batch")) {
+            if ((nb = int_list(a, argv[++i], 1, 1 << 16, batch, 64)) < 0) return 2;
+        } else if (!strcmp(a, "--context")) {
+            if ((nc = int_list(a, argv[++i], 0, 1 << 24, ctx, 64)) < 0) return 2;
+        } else if (!strcmp(a, "--prefill")) {
+            if ((np = int_list(a, argv[++i], 1, 1 << 20, pre, 64)) < 0) return 2;
+        } else if (!strcmp(a, "--set")) {
+            const char *kv = argv[++i], *eq = strchr(kv, '=');
+            char key[64];
+            if (!eq || strncmp(kv, "perf.", 5) || (size_t)(eq - kv - 5) >= sizeof key) {
+                fprintf(stderr, "hetsim: perf step: --set \"%s\": expected perf.KEY=VALUE\n", kv);
+                return 2;
+            }
+            snprintf(key, sizeof key, "%.*s", (int)(eq - kv - 5), kv + 5);
+            if ((rc = hs_conf_set(&cfg, hs_perf_cfg_fields, key, eq + 1, "--set", &err))) {
+                fprintf(stderr, "hetsim: perf step: %s\n", err.msg);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "hetsim: perf step: unexpected argument \"%s\" (see hetsim perf --help)\n", a);
+            return 2;
+        }
+    }
+    if (!model || !cluster) {
+        fprintf(stderr, "hetsim: perf step: --model and --cluster are required\n");
+        return 2;
+    }
+    if ((rc = hs_model_find(&m, model, &err)) || (rc = hs_cluster_find(&c, cluster, &err))) goto out;
+    if (tp > c->n_gpus) {
+        rc = hs_errf(&err, HS_ERANGE, "--tp %ld: cluster %s has %d GPUs", tp, c->name, c->n_gpus);
+        goto out;
+    }
+    memset(&l, 0, sizeof l);
+    l.pp = 1;
+    l.kv_bits = 16;
+    l.stage[0].tp = (int)tp;
+    l.stage[0].layers = m.layers;
+    l.stage[0].bits = (int)bits;
+    for (int i = 0; i < tp; i++) l.stage[0].gpus[i] = i;
+    for (int i = 0; i < nb; i++) maxs = batch[i] > maxs ? (int)batch[i] : maxs;
+    for (int i = 0; i < np; i++) maxt = pre[i] > maxt ? (int)pre[i] : maxt;
+    maxt = maxs > maxt ? maxs : maxt;
+    if ((rc = hs_perf_build(&p, &cfg, &m, c, &l, maxt, maxs, &err))) goto out;
+    printf("%s on %s, TP %ld, %ld-bit: latency model %s, engine %s\n", m.name, c->name, tp, bits,
+           p.model_name, p.engine);
+    if (p.calib[0]) printf("trust: %s\n", p.calib);
+    /* tokens: the context of each decoding sequence, or the prompt */
+    printf("%-8s %7s %9s %9s %9s %9s %9s %10s\n", "kind", "batch", "tokens", "dense_ms", "head_ms",
+           "attn_ms", "host_ms", "total_ms");
+    for (int j = 0; j < nc && nb; j++)
+        for (int i = 0; i < nb; i++) {
+            hs_batch_shape b;
+            const hs_perf_stage *s = &p.stage[0];
+            memset(&b, 0, sizeof b);
+            b.tokens = b.samples = b.dec_seqs = (int32_t)batch[i];
+            b.dec_ctx = (int64_t)batch[i] * ctx[j];
+            printf("%-8s %7ld %9ld %9.3f %9.3f %9.3f %9.3f %10.3f\n", "decode", batch[i], ctx[j],
+                   s->dense[b.tokens] / 1e6, s->head[b.samples] / 1e6,
+                   (s->dec_fixed + s->dec_seq * b.dec_seqs + s->dec_ctx * (double)b.dec_ctx) / 1e6,
+                   hs_perf_step_ns(&p, &b) / 1e6, (hs_perf_stage_ns(&p, 0, &b) + hs_perf_step_ns(&p, &b)) / 1e6);
+        }
+    for (int i = 0; i < np; i++) {
+        hs_batch_shape b;
+        const hs_perf_stage *s = &p.stage[0];
+        memset(&b, 0, sizeof b);
+        b.tokens = (int32_t)pre[i];
+        b.samples = b.pre_chunks = 1;
+        b.pre_self = (double)pre[i] * (pre[i] + 1) / 2.0;
+        b.pre_tokens = pre[i];
+        printf("%-8s %7d %9ld %9.3f %9.3f %9.3f %9.3f %10.3f\n", "prefill", 1, pre[i], s->dense[b.tokens] / 1e6,
+               s->head[1] / 1e6, (s->pre_fixed + s->pre_self * b.pre_self + s->pre_tok * (double)b.pre_tokens) / 1e6,
+               hs_perf_step_ns(&p, &b) / 1e6, (hs_perf_stage_ns(&p, 0, &b) + hs_perf_step_ns(&p, &b)) / 1e6);
+    }
+    hs_perf_free(&p);
+out:
+    hs_cluster_destroy(c);
+    if (rc) fprintf(stderr, "hetsim: perf step: %s\n", err.msg);
+    return hs_cli_exit_code(rc);
 }
 
 int hs_cli_perf(int argc, char **argv)
@@ -91,10 +233,12 @@ int hs_cli_perf(int argc, char **argv)
         rc = hs_calib_build(&cal, dirs ? dirs : root, stdout, &err);
         if (!rc) rc = hs_calib_write(&cal, out ? out : outp, &err);
         if (!rc) printf("wrote %s\n", out ? out : outp);
+    } else if (!strcmp(argv[1], "step")) {
+        return perf_step(argc, argv);
     } else if (!strcmp(argv[1], "fit-overhead")) {
         hs_ovh_opts o = {0};
         const char *csv = NULL;
-        o.collective_launch_us = 20;
+        o.collective_launch_us = 0;
         for (int i = 2; i < argc; i++) {
             const char *a = argv[i];
             const char **slot = !strcmp(a, "--out") ? &o.out : !strcmp(a, "--name") ? &o.name

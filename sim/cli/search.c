@@ -294,7 +294,7 @@ int hs_cli_search(int argc, char **argv)
             goto fail;
         }
         for (int i = 0; i < n && !rc; i++) {
-            int f1, f2;
+            int f1 = 0, f2 = 0;
             rc = hs_sweep_case_metric(groups, i, !strcmp(mode, "cheapest") ? cost : mx, &x[i], &f1, &err);
             if (!rc) rc = hs_sweep_case_metric(groups, i, my, &y[i], &f2, &err);
             if (!rc) rc = case_passes(groups, i, needs, n_needs, &pass[i], &err);

@@ -289,7 +289,8 @@ int hs_cli_validate(int argc, char **argv)
     double *ape = NULL, *a = NULL, *b = NULL;
     hs_ns *mend = NULL;
     memset(&d, 0, sizeof d);
-    for (int i = 1; i < argc; i++) {
+    /* every option takes a value: step over both */
+    for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -314,7 +315,6 @@ int hs_cli_validate(int argc, char **argv)
             fprintf(stderr, "hetsim: validate: unknown option \"%s\" (see hetsim validate --help)\n", argv[i]);
             return 2;
         }
-        i++;
     }
     if (!sched || !measured) {
         fprintf(stderr, "hetsim: validate: --schedule and --measured are required\n");

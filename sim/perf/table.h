@@ -1,5 +1,5 @@
 /* table.h - measured latency tables: format, reader/writer, interpolation,
- * the hot path's coefficient fits, and the Vidur importer (vidur.c).  The
+ * the hot path's coefficient fits, and the Vidur importer (vidur.c, vidur_all.c).  The
  * builders over tables are in measured.c, the fitted model in fitted.h.
  *
  * A table is one directory profiles/<gpu>/<model>/ (format in
@@ -234,7 +234,7 @@ int hs_ptable_sendrecv_coef(const hs_ptable *t, double coef[2],
  * process (measured.c); the next build reloads from disk. */
 void hs_perf_cache_clear(void);
 
-/* ---- Vidur importer (vidur.c) ------------------------------------------ */
+/* ---- Vidur importer (vidur.c, vidur_all.c) ------------------------------ */
 
 /* Flags of hs_vidur_import_ex. */
 enum { HS_VIDUR_LM_HEAD = 1 };  /* synthesise lm_head rows (hs_vidur_lm_head) */
@@ -301,7 +301,7 @@ int hs_vidur_model_name(char *buf, size_t cap, const char *model_path, hs_err *e
  * shape; shapes no model has are reported and skipped) and/or
  * <gpu>/[<org>/]<model>/mlp.csv, with <gpu>/attention.csv (and an
  * attention.csv beside mlp.csv), <gpu>/all_reduce.csv, <gpu>/send_recv.csv;
- * see vidur.c.  Every table is built before the first is written, and two
+ * see vidur_all.c.  Every table is built before the first is written, and two
  * sources landing on one table are an error (HS_EINVAL).  Prints one line
  * per table to log when not NULL: rows per file, lm_head rows synthesised,
  * rows skipped and why.  Returns 0 or the first error (HS_ENOTFOUND when

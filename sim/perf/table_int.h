@@ -1,4 +1,4 @@
-/* table_int.h - helpers shared by table.c, vidur.c, fitted.c, measured.c
+/* table_int.h - helpers shared by table.c, vidur.c, vidur_all.c, fitted.c, measured.c
  * and crossval.c (internal: hs__ prefix, not part of the public API). */
 #ifndef HS_PERF_TABLE_INT_H
 #define HS_PERF_TABLE_INT_H

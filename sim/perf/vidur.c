@@ -1,5 +1,10 @@
 /* vidur.c - importer for the kernel timings published by the Vidur project
  * (github.com/microsoft/vidur, MIT) into hetsim's table format; see table.h.
+ * This file builds one table: name mapping, the CSV readers, duplicate
+ * merging, the LM head, hs__vidur_import_src (one table from files of either
+ * layout) and hs_vidur_import[_ex] (the current layout).  vidur_all.c walks a
+ * whole folder of either layout (hs_vidur_import_all); what the two share is
+ * in vidur_int.h.
  *
  * Vidur writes one row per measured point: columns time_stats.<op>.{min,max,
  * mean,median,std} in ms plus the shape.  Two folder layouts exist.
@@ -27,9 +32,8 @@
  *                            collective (column collective) are skipped
  *   <gpu>/send_recv.csv      the same columns, when present
  *   <gpu>/cpu_overheads.csv  framework overheads: not imported
- * The rows of a mixed mlp.csv become the model of models/ with their shape
- * (n_embd, heads, KV heads, FFN width, gating equal; vocabulary within 5%,
- * because Vidur pads it: 32000 -> 32768); shapes no model has are reported.
+ * From a mixed mlp.csv one table reads only the rows of one shape (the
+ * source's filter); vidur_all.c lists the shapes and names their models.
  *
  * We keep medians, convert to us and map names onto ours.  Vidur repeats some
  * points (e.g. num_tokens 4096 twice per TP degree); repeated keys are
@@ -39,8 +43,8 @@
  * timed the LM head; with HS_VIDUR_LM_HEAD (import_all) it is synthesised
  * from the same file's mlp_up rows (hs_vidur_lm_head).
  *
- * No partial state: a table is built whole in memory or not at all, and
- * import_all builds every table before it writes the first. */
+ * No partial state: a table is built whole in memory or not at all (*out is
+ * NULL on failure). */
 #include "perf/table.h"
 
 #include <ctype.h>
@@ -52,8 +56,7 @@
 #include <time.h>
 
 #include "perf/table_int.h"
-
-#define PATH_CAP 4096
+#include "perf/vidur_int.h"
 
 static const struct { const char *vidur; int op; } op_map[] = {
     {"emb", HS_OP_EMB}, {"input_layernorm", HS_OP_NORM}, {"post_attention_layernorm", HS_OP_NORM},
@@ -78,7 +81,7 @@ static const struct { const char *vidur, *ours; } model_map[] = {
 
 /* Formats into buf; HS_ERANGE naming the start of the text when it does not
  * fit (a path cut short would name another file). */
-__attribute__((format(printf, 4, 5))) static int fmt(char *buf, size_t cap, hs_err *err, const char *f, ...)
+int hs__vidur_fmt(char *buf, size_t cap, hs_err *err, const char *f, ...)
 {
     va_list ap;
     int w;
@@ -203,52 +206,48 @@ static int parse_bool(const hs__tcsv *c, int i, const char *name, long *v, hs_er
 
 /* ---- model shape ------------------------------------------------------------ */
 
-enum { SH_HEADS, SH_KV, SH_HIDDEN, SH_FFN, SH_VOCAB, SH_GATED, SH_N };
-static const char *const shape_cols[SH_N] = {"n_head", "n_kv_head", "n_embd", "n_expanded_embd",
-                                             "vocab_size", "use_gated_mlp"};
+/* mlp.csv's column of each HS__VIDUR_SH_* field (vidur_int.h); the first
+ * three are required. */
+static const char *const shape_cols[HS__VIDUR_SH_N] = {"n_head", "n_kv_head", "n_embd", "n_expanded_embd",
+                                                       "vocab_size", "use_gated_mlp"};
 
-/* A model's shape as mlp.csv gives it; -1 where the column is absent (the
- * first three are required). */
-typedef struct shape {
-    long v[SH_N];
-} shape;
-
-static int shape_find_cols(const hs__tcsv *c, char **hdr, int nh, int idx[SH_N], hs_err *err)
+static int shape_find_cols(const hs__tcsv *c, char **hdr, int nh, int idx[HS__VIDUR_SH_N], hs_err *err)
 {
     int rc;
-    for (int k = 0; k < SH_N; k++) {
-        if (k <= SH_HIDDEN && (rc = need_col(c, hdr, nh, shape_cols[k], &idx[k], err))) return rc;
-        if (k > SH_HIDDEN) idx[k] = col(hdr, nh, shape_cols[k]);
+    for (int k = 0; k < HS__VIDUR_SH_N; k++) {
+        if (k <= HS__VIDUR_SH_HIDDEN && (rc = need_col(c, hdr, nh, shape_cols[k], &idx[k], err))) return rc;
+        if (k > HS__VIDUR_SH_HIDDEN) idx[k] = col(hdr, nh, shape_cols[k]);
     }
     return 0;
 }
 
-static int shape_read(const hs__tcsv *c, const int idx[SH_N], shape *s, hs_err *err)
+static int shape_read(const hs__tcsv *c, const int idx[HS__VIDUR_SH_N], hs__vidur_shape *s, hs_err *err)
 {
     int rc;
-    for (int k = 0; k < SH_N; k++) {
+    for (int k = 0; k < HS__VIDUR_SH_N; k++) {
         s->v[k] = -1;
         if (idx[k] < 0) continue;
-        rc = k == SH_GATED ? parse_bool(c, idx[k], shape_cols[k], &s->v[k], err)
-                           : hs__tcsv_int(c, idx[k], shape_cols[k], 1, 1L << 24, &s->v[k], err);
+        rc = k == HS__VIDUR_SH_GATED ? parse_bool(c, idx[k], shape_cols[k], &s->v[k], err)
+                                     : hs__tcsv_int(c, idx[k], shape_cols[k], 1, 1L << 24, &s->v[k], err);
         if (rc) return rc;
     }
     return 0;
 }
 
 /* Index of the first field in which a and b differ, -1 when equal. */
-static int shape_diff(const shape *a, const shape *b)
+static int shape_diff(const hs__vidur_shape *a, const hs__vidur_shape *b)
 {
-    for (int k = 0; k < SH_N; k++)
+    for (int k = 0; k < HS__VIDUR_SH_N; k++)
         if (a->v[k] != b->v[k]) return k;
     return -1;
 }
 
-static void shape_str(const shape *s, char *buf, size_t cap)
+void hs__vidur_shape_str(const hs__vidur_shape *s, char *buf, size_t cap)
 {
     snprintf(buf, cap, "n_embd %ld, n_head %ld, n_kv_head %ld, n_expanded_embd %ld, vocab_size %ld, %s",
-             s->v[SH_HIDDEN], s->v[SH_HEADS], s->v[SH_KV], s->v[SH_FFN], s->v[SH_VOCAB],
-             s->v[SH_GATED] < 0 ? "gating unknown" : s->v[SH_GATED] ? "gated" : "not gated");
+             s->v[HS__VIDUR_SH_HIDDEN], s->v[HS__VIDUR_SH_HEADS], s->v[HS__VIDUR_SH_KV], s->v[HS__VIDUR_SH_FFN],
+             s->v[HS__VIDUR_SH_VOCAB],
+             s->v[HS__VIDUR_SH_GATED] < 0 ? "gating unknown" : s->v[HS__VIDUR_SH_GATED] ? "gated" : "not gated");
 }
 
 /* ---- duplicate merging ---------------------------------------------------- */
@@ -325,17 +324,17 @@ static void merge_dups(hs_ptable *t)
 typedef struct imp {
     hs_ptable *t;
     hs_vidur_stats *st;
-    shape sh;                 /* the model's, from mlp.csv */
+    hs__vidur_shape sh;       /* the model's, from mlp.csv */
     long block;               /* block_size of the attention rows, 0: none read yet */
 } imp;
 
 /* mlp.csv: with filter NULL every row must have the first row's shape (one
  * model per file); else only rows of that shape are read.  Sets m->sh. */
-static int read_mlp(imp *m, const char *path, const shape *filter, hs_err *err)
+static int read_mlp(imp *m, const char *path, const hs__vidur_shape *filter, hs_err *err)
 {
     hs__tcsv c;
     char **hdr = NULL;
-    int nh = 0, rc, ctok, ctp, cop[N_OPMAP], csh[SH_N], first = 0;
+    int nh = 0, rc, ctok, ctp, cop[N_OPMAP], csh[HS__VIDUR_SH_N], first = 0;
     if ((rc = csv_open(&c, path, &hdr, &nh, err))) return rc;
     if ((rc = need_col(&c, hdr, nh, "num_tokens", &ctok, err)) ||
         (rc = need_col(&c, hdr, nh, "num_tensor_parallel_workers", &ctp, err)) ||
@@ -348,7 +347,7 @@ static int read_mlp(imp *m, const char *path, const shape *filter, hs_err *err)
     }
     while ((rc = hs__tcsv_next(&c, err)) == 1) {
         long tok, tp;
-        shape v;
+        hs__vidur_shape v;
         int k;
         if ((rc = check_nf(&c, hdr, nh, err)) || (rc = shape_read(&c, csh, &v, err))) goto out;
         if (filter) {
@@ -385,12 +384,12 @@ out:
 
 /* Distinct shapes of a mixed mlp.csv in the order they first appear, with
  * their row counts.  *out and *rows are the caller's to free. */
-static int mlp_shapes(const char *path, shape **out, size_t **rows, size_t *n, hs_err *err)
+int hs__vidur_mlp_shapes(const char *path, hs__vidur_shape **out, size_t **rows, size_t *n, hs_err *err)
 {
     hs__tcsv c;
     char **hdr = NULL;
-    int nh = 0, rc, csh[SH_N];
-    shape *v = NULL;
+    int nh = 0, rc, csh[HS__VIDUR_SH_N];
+    hs__vidur_shape *v = NULL;
     size_t *cnt = NULL, nv = 0, cap = 0;
     *out = NULL;
     *rows = NULL;
@@ -398,14 +397,14 @@ static int mlp_shapes(const char *path, shape **out, size_t **rows, size_t *n, h
     if ((rc = csv_open(&c, path, &hdr, &nh, err))) return rc;
     if ((rc = shape_find_cols(&c, hdr, nh, csh, err))) goto out;
     while ((rc = hs__tcsv_next(&c, err)) == 1) {
-        shape s;
+        hs__vidur_shape s;
         size_t i;
         if ((rc = check_nf(&c, hdr, nh, err)) || (rc = shape_read(&c, csh, &s, err))) goto out;
         for (i = 0; i < nv && shape_diff(&v[i], &s) >= 0; i++) {}
         if (i == nv) {
             if (nv == cap) {
                 size_t nc = cap ? 2 * cap : 8;
-                shape *nv2 = realloc(v, nc * sizeof *v);
+                hs__vidur_shape *nv2 = realloc(v, nc * sizeof *v);
                 size_t *nc2;
                 if (nv2) v = nv2;
                 nc2 = nv2 ? realloc(cnt, nc * sizeof *cnt) : NULL;
@@ -464,7 +463,8 @@ static int read_attention(imp *m, const char *path, int *used, hs_err *err)
             (rc = hs__tcsv_int(&c, cq, "n_q_head", 1, 1L << 20, &q, err)) ||
             (rc = hs__tcsv_int(&c, ckv, "n_kv_head", 1, 1L << 20, &kv, err)))
             goto out;
-        if (emb != m->sh.v[SH_HIDDEN] || q != m->sh.v[SH_HEADS] || kv != m->sh.v[SH_KV])
+        if (emb != m->sh.v[HS__VIDUR_SH_HIDDEN] || q != m->sh.v[HS__VIDUR_SH_HEADS] ||
+            kv != m->sh.v[HS__VIDUR_SH_KV])
             continue; /* another model's shape */
         if (cbs >= 0) {
             long bs;
@@ -584,10 +584,10 @@ out:
  * 0 when absent. */
 static double yml_memory_gib(const char *vidur_dir, const char *gpu)
 {
-    char path[PATH_CAP], line[256];
+    char path[HS__VIDUR_PATH_CAP], line[256];
     double v = 0;
     FILE *f;
-    if (fmt(path, sizeof path, NULL, "%s/device_configs/%s.yml", vidur_dir, gpu)) return 0;
+    if (hs__vidur_fmt(path, sizeof path, NULL, "%s/device_configs/%s.yml", vidur_dir, gpu)) return 0;
     if (!(f = fopen(path, "r"))) return 0;
     while (fgets(line, sizeof line, f))
         if (sscanf(line, " total_memory_gb: %lf", &v) == 1) break;
@@ -629,22 +629,6 @@ int hs_vidur_lm_head(hs_ptable *t, long vocab, long ffn, int gated, size_t *adde
 
 /* ---- one table from any layout ------------------------------------------------- */
 
-/* Where one table's files are; paths relative to root. */
-typedef struct vsrc {
-    const char *root;          /* the Vidur folder */
-    const char *gpu;           /* Vidur's device name */
-    const char *model_path;    /* "org/Model" naming the model, or NULL: */
-    const char *model;         /*   our name, given */
-    const char *layout;        /* "" or words for meta.source */
-    const char *mlp;
-    const char *mlp_note;      /* "" or words after mlp's name in meta.source */
-    const shape *filter;       /* NULL: mlp holds one model */
-    char *const *attn;         /* attention files, filtered by shape */
-    int n_attn;
-    const char *net[2];        /* all-reduce, send/recv file; NULL or absent: none */
-    const char *net_label;     /* for meta.source; NULL: the files read */
-} vsrc;
-
 /* Appends s to src when the result stays under cap, else "..." once. */
 static void src_add(char *src, size_t cap, const char *s)
 {
@@ -654,12 +638,12 @@ static void src_add(char *src, size_t cap, const char *s)
     else if (n + 3 < cap) memcpy(src + n, "...", 4);
 }
 
-static int import_src(hs_ptable **out, const vsrc *s, unsigned flags, hs_vidur_stats *st, hs_err *err)
+int hs__vidur_import_src(hs_ptable **out, const hs__vidur_src *s, unsigned flags, hs_vidur_stats *st, hs_err *err)
 {
     hs_ptable *t = NULL;
     hs_vidur_stats local;
     imp m;
-    char path[PATH_CAP], mlp_path[PATH_CAP], note[128] = "";
+    char path[HS__VIDUR_PATH_CAP], mlp_path[HS__VIDUR_PATH_CAP], note[128] = "";
     const char *label[2] = {NULL, NULL};
     size_t cap;
     int rc, used;
@@ -670,29 +654,29 @@ static int import_src(hs_ptable **out, const vsrc *s, unsigned flags, hs_vidur_s
     m = (imp){.t = t, .st = st};
     if ((rc = hs_vidur_gpu_name(t->meta.gpu, sizeof t->meta.gpu, s->gpu, err))) goto fail;
     if (s->model_path) rc = hs_vidur_model_name(t->meta.model, sizeof t->meta.model, s->model_path, err);
-    else rc = fmt(t->meta.model, sizeof t->meta.model, err, "%s", s->model);
+    else rc = hs__vidur_fmt(t->meta.model, sizeof t->meta.model, err, "%s", s->model);
     if (rc) goto fail;
     snprintf(t->meta.backend, sizeof t->meta.backend, "vidur");
-    if ((rc = fmt(mlp_path, sizeof mlp_path, err, "%s/%s", s->root, s->mlp)) ||
+    if ((rc = hs__vidur_fmt(mlp_path, sizeof mlp_path, err, "%s/%s", s->root, s->mlp)) ||
         (rc = read_mlp(&m, mlp_path, s->filter, err)))
         goto fail;
     if (flags & HS_VIDUR_LM_HEAD) {
-        long g = m.sh.v[SH_GATED] ? 2 : 1;
-        for (int k = SH_FFN; k <= SH_GATED; k++)
+        long g = m.sh.v[HS__VIDUR_SH_GATED] ? 2 : 1;
+        for (int k = HS__VIDUR_SH_FFN; k <= HS__VIDUR_SH_GATED; k++)
             if (m.sh.v[k] < 0) {
                 rc = hs_errf(err, HS_EPARSE, "%s:1: missing column \"%s\" (lm_head is synthesised from it)",
                              mlp_path, shape_cols[k]);
                 goto fail;
             }
         snprintf(note, sizeof note, "; lm_head synthesised from mlp_up x N ratio vocab_size/(%ld n_expanded_embd) = %ld/(%ld*%ld)",
-                 g, m.sh.v[SH_VOCAB], g, m.sh.v[SH_FFN]);
+                 g, m.sh.v[HS__VIDUR_SH_VOCAB], g, m.sh.v[HS__VIDUR_SH_FFN]);
     }
     cap = sizeof t->meta.source - strlen(note); /* the lm_head note is never cut */
     if ((size_t)snprintf(t->meta.source, cap, "Vidur profiles (github.com/microsoft/vidur, MIT)%s: %s%s", s->layout,
                          s->mlp, s->mlp_note) >= cap)
         memcpy(t->meta.source + cap - 4, "...", 4); /* a description: shortened, not an error */
     for (int i = 0; i < s->n_attn; i++) {
-        if ((rc = fmt(path, sizeof path, err, "%s/%s", s->root, s->attn[i])) ||
+        if ((rc = hs__vidur_fmt(path, sizeof path, err, "%s/%s", s->root, s->attn[i])) ||
             (rc = read_attention(&m, path, &used, err)))
             goto fail;
         if (used) {
@@ -702,7 +686,7 @@ static int import_src(hs_ptable **out, const vsrc *s, unsigned flags, hs_vidur_s
     }
     for (int k = 0; k < 2; k++) {
         if (!s->net[k]) continue;
-        if ((rc = fmt(path, sizeof path, err, "%s/%s", s->root, s->net[k]))) goto fail;
+        if ((rc = hs__vidur_fmt(path, sizeof path, err, "%s/%s", s->root, s->net[k]))) goto fail;
         if (!hs__is_file(path)) continue;
         if ((rc = read_comm(&m, k, path, err))) goto fail;
         label[k] = s->net[k];
@@ -719,7 +703,8 @@ static int import_src(hs_ptable **out, const vsrc *s, unsigned flags, hs_vidur_s
     }
     merge_dups(t);
     if ((flags & HS_VIDUR_LM_HEAD) &&
-        (rc = hs_vidur_lm_head(t, m.sh.v[SH_VOCAB], m.sh.v[SH_FFN], (int)m.sh.v[SH_GATED], &st->lm_head, err))) {
+        (rc = hs_vidur_lm_head(t, m.sh.v[HS__VIDUR_SH_VOCAB], m.sh.v[HS__VIDUR_SH_FFN], (int)m.sh.v[HS__VIDUR_SH_GATED],
+                               &st->lm_head, err))) {
         hs_err_prefix(err, "%s: ", mlp_path);
         goto fail;
     }
@@ -746,14 +731,15 @@ fail:
 int hs_vidur_import_ex(hs_ptable **out, const char *vidur_dir, const char *gpu, const char *model_path,
                        const char *network, unsigned flags, hs_vidur_stats *st, hs_err *err)
 {
-    char mlp[PATH_CAP], path[PATH_CAP], prefix[300], net_file[2][PATH_CAP], label[PATH_CAP];
+    char mlp[HS__VIDUR_PATH_CAP], path[HS__VIDUR_PATH_CAP], prefix[300], net_file[2][HS__VIDUR_PATH_CAP];
+    char label[HS__VIDUR_PATH_CAP];
     char **files = NULL;
     const char *net = NULL;
     int n = 0, rc;
-    vsrc s;
+    hs__vidur_src s;
     *out = NULL;
-    if ((rc = fmt(mlp, sizeof mlp, err, "compute/%s/%s/mlp.csv", gpu, model_path)) ||
-        (rc = fmt(prefix, sizeof prefix, err, "%s_attention_", gpu)))
+    if ((rc = hs__vidur_fmt(mlp, sizeof mlp, err, "compute/%s/%s/mlp.csv", gpu, model_path)) ||
+        (rc = hs__vidur_fmt(prefix, sizeof prefix, err, "%s_attention_", gpu)))
         return rc;
     if (network) {
         net = network;
@@ -763,24 +749,24 @@ int hs_vidur_import_ex(hs_ptable **out, const char *vidur_dir, const char *gpu, 
                 if (!strcmp(gpu_map[i].vidur, gpu)) net = gpu_map[i].network;
         }
         if (net) {
-            if ((rc = fmt(path, sizeof path, err, "%s/network/%s", vidur_dir, net))) return rc;
+            if ((rc = hs__vidur_fmt(path, sizeof path, err, "%s/network/%s", vidur_dir, net))) return rc;
             if (!hs__is_dir(path)) {
                 if (*network) return hs_errf(err, HS_ENOTFOUND, "%s: no such network folder", path);
                 net = NULL; /* the default is optional */
             }
         }
     }
-    if (net && ((rc = fmt(net_file[0], sizeof net_file[0], err, "network/%s/all_reduce.csv", net)) ||
-                (rc = fmt(net_file[1], sizeof net_file[1], err, "network/%s/send_recv.csv", net)) ||
-                (rc = fmt(label, sizeof label, err, "network/%s", net))))
+    if (net && ((rc = hs__vidur_fmt(net_file[0], sizeof net_file[0], err, "network/%s/all_reduce.csv", net)) ||
+                (rc = hs__vidur_fmt(net_file[1], sizeof net_file[1], err, "network/%s/send_recv.csv", net)) ||
+                (rc = hs__vidur_fmt(label, sizeof label, err, "network/%s", net))))
         return rc;
     /* Attention files sit at the top level, named <gpu>_attention_*.csv;
      * those of other shapes are left alone. */
     if ((rc = hs__list_files(vidur_dir, prefix, ".csv", &files, &n, err))) return rc;
-    s = (vsrc){.root = vidur_dir, .gpu = gpu, .model_path = model_path, .layout = "", .mlp = mlp, .mlp_note = "",
-               .attn = files, .n_attn = n, .net = {net ? net_file[0] : NULL, net ? net_file[1] : NULL},
-               .net_label = net ? label : NULL};
-    rc = import_src(out, &s, flags, st, err);
+    s = (hs__vidur_src){.root = vidur_dir, .gpu = gpu, .model_path = model_path, .layout = "", .mlp = mlp,
+                        .mlp_note = "", .attn = files, .n_attn = n,
+                        .net = {net ? net_file[0] : NULL, net ? net_file[1] : NULL}, .net_label = net ? label : NULL};
+    rc = hs__vidur_import_src(out, &s, flags, st, err);
     hs__names_free(files, n);
     return rc;
 }
@@ -789,297 +775,4 @@ int hs_vidur_import(hs_ptable **out, const char *vidur_dir, const char *gpu,
                     const char *model_path, const char *network, hs_err *err)
 {
     return hs_vidur_import_ex(out, vidur_dir, gpu, model_path, network, 0, NULL, err);
-}
-
-/* ---- import_all: every table of either layout ---------------------------------------- */
-
-/* A table to write, or (t NULL) a line to log. */
-typedef struct job {
-    hs_ptable *t;
-    char what[704];           /* Vidur source of the table, or the line */
-    hs_vidur_stats st;
-} job;
-
-typedef struct jobs {
-    job *v;
-    size_t n, cap;
-} jobs;
-
-static void jobs_free(jobs *J)
-{
-    for (size_t i = 0; i < J->n; i++) hs_ptable_destroy(J->v[i].t);
-    free(J->v);
-    memset(J, 0, sizeof *J);
-}
-
-/* Takes t (destroyed on failure). */
-static int jobs_add(jobs *J, hs_ptable *t, const hs_vidur_stats *st, const char *what, hs_err *err)
-{
-    job *j;
-    if (J->n == J->cap) {
-        size_t nc = J->cap ? 2 * J->cap : 16;
-        job *nv = realloc(J->v, nc * sizeof *nv);
-        if (!nv) {
-            hs_ptable_destroy(t);
-            return hs_errf(err, HS_ENOMEM, "out of memory");
-        }
-        J->v = nv;
-        J->cap = nc;
-    }
-    j = &J->v[J->n++];
-    memset(j, 0, sizeof *j);
-    j->t = t;
-    if (st) j->st = *st;
-    snprintf(j->what, sizeof j->what, "%s", what);
-    return 0;
-}
-
-static int collect_current(jobs *J, const char *dir, hs_err *err)
-{
-    char path[PATH_CAP], **gpus = NULL, **orgs = NULL, **models = NULL;
-    int ng = 0, no = 0, nm = 0, rc;
-    if ((rc = fmt(path, sizeof path, err, "%s/compute", dir)) || (rc = hs__subdirs(path, &gpus, &ng, err))) return rc;
-    for (int g = 0; !rc && g < ng; g++) {
-        if ((rc = fmt(path, sizeof path, err, "%s/compute/%s", dir, gpus[g])) ||
-            (rc = hs__subdirs(path, &orgs, &no, err)))
-            break;
-        for (int o = 0; !rc && o < no; o++) {
-            if ((rc = fmt(path, sizeof path, err, "%s/compute/%s/%s", dir, gpus[g], orgs[o])) ||
-                (rc = hs__subdirs(path, &models, &nm, err)))
-                break;
-            for (int k = 0; !rc && k < nm; k++) {
-                char mp[600], what[700];
-                hs_ptable *t = NULL;
-                hs_vidur_stats st;
-                if ((rc = fmt(mp, sizeof mp, err, "%s/%s", orgs[o], models[k])) ||
-                    (rc = fmt(path, sizeof path, err, "%s/compute/%s/%s/mlp.csv", dir, gpus[g], mp)))
-                    break;
-                if (!hs__is_file(path)) continue;
-                if ((rc = hs_vidur_import_ex(&t, dir, gpus[g], mp, "", HS_VIDUR_LM_HEAD, &st, err))) break;
-                snprintf(what, sizeof what, "%s/%s", gpus[g], mp);
-                rc = jobs_add(J, t, &st, what, err);
-            }
-            hs__names_free(models, nm);
-            models = NULL;
-        }
-        hs__names_free(orgs, no);
-        orgs = NULL;
-    }
-    hs__names_free(gpus, ng);
-    return rc;
-}
-
-/* The model of models/ whose shape is sh (vocabulary within 5%, nearest
- * first, then by name); HS_ENOTFOUND when none.  Model files that do not
- * load cannot match. */
-static int shape_model(const shape *sh, char *name, size_t cap, hs_err *err)
-{
-    char dir[PATH_CAP], **files = NULL;
-    int n = 0, rc, best = -1;
-    long bestd = 0;
-    if ((rc = fmt(dir, sizeof dir, err, "%s/models", hs_data_root())) ||
-        (rc = hs__list_files(dir, "", ".json", &files, &n, err)))
-        return rc;
-    for (int i = 0; i < n; i++) {
-        hs_model md;
-        hs_err e2 = {0};
-        char path[PATH_CAP];
-        long d = 0;
-        if (fmt(path, sizeof path, NULL, "%s/%s", dir, files[i]) || hs_model_load(&md, path, &e2)) continue;
-        if (md.hidden != sh->v[SH_HIDDEN] || md.heads != sh->v[SH_HEADS] || md.kv_heads != sh->v[SH_KV]) continue;
-        if (sh->v[SH_FFN] >= 0 && md.ffn != sh->v[SH_FFN]) continue;
-        if (sh->v[SH_GATED] >= 0 && !!md.ffn_gated != sh->v[SH_GATED]) continue;
-        if (sh->v[SH_VOCAB] >= 0) {
-            d = labs(sh->v[SH_VOCAB] - (long)md.vocab);
-            if (d * 20 > (long)md.vocab) continue;
-        }
-        if (best < 0 || d < bestd) {
-            best = i;
-            bestd = d;
-            snprintf(name, cap, "%s", md.name);
-        }
-    }
-    hs__names_free(files, n);
-    return best < 0 ? HS_ENOTFOUND : 0;
-}
-
-/* The old layout's network files of one GPU folder. */
-static int old_net(char nf[2][PATH_CAP], const char *gpu, hs_err *err)
-{
-    int rc = fmt(nf[0], PATH_CAP, err, "%s/all_reduce.csv", gpu);
-    return rc ? rc : fmt(nf[1], PATH_CAP, err, "%s/send_recv.csv", gpu);
-}
-
-/* <gpu>/mlp.csv holding several models. */
-static int collect_mixed(jobs *J, const char *dir, const char *gpu, hs_err *err)
-{
-    char path[PATH_CAP], mlp[PATH_CAP], attn[PATH_CAP], nf[2][PATH_CAP], *attn_list[1];
-    shape *sh = NULL;
-    size_t *rows = NULL, n = 0;
-    int rc;
-    vsrc s;
-    if ((rc = fmt(mlp, sizeof mlp, err, "%s/mlp.csv", gpu)) || (rc = fmt(attn, sizeof attn, err, "%s/attention.csv", gpu)) ||
-        (rc = old_net(nf, gpu, err)) || (rc = fmt(path, sizeof path, err, "%s/%s", dir, mlp)) ||
-        (rc = mlp_shapes(path, &sh, &rows, &n, err)))
-        return rc;
-    attn_list[0] = attn;
-    if ((rc = fmt(path, sizeof path, err, "%s/%s", dir, attn))) goto out;
-    s = (vsrc){.root = dir, .gpu = gpu, .layout = ", old layout", .mlp = mlp, .attn = attn_list,
-               .n_attn = hs__is_file(path), .net = {nf[0], nf[1]}};
-    for (size_t i = 0; !rc && i < n; i++) {
-        char model[48], note[96], what[700];
-        hs_ptable *t = NULL;
-        hs_vidur_stats st;
-        rc = shape_model(&sh[i], model, sizeof model, err);
-        if (rc == HS_ENOTFOUND) {
-            char shs[200];
-            shape_str(&sh[i], shs, sizeof shs);
-            snprintf(what, sizeof what, "%.300s: %zu row%s of shape %s skipped: no model in models/ has that shape",
-                     mlp, rows[i], rows[i] == 1 ? "" : "s", shs);
-            rc = jobs_add(J, NULL, NULL, what, err);
-            continue;
-        }
-        if (rc) break;
-        snprintf(note, sizeof note, " (rows of %s's shape)", model);
-        s.model = model;
-        s.mlp_note = note;
-        s.filter = &sh[i];
-        if ((rc = import_src(&t, &s, HS_VIDUR_LM_HEAD, &st, err))) break;
-        snprintf(what, sizeof what, "%.600s [%s]", mlp, model);
-        rc = jobs_add(J, t, &st, what, err);
-    }
-out:
-    free(sh);
-    free(rows);
-    return rc;
-}
-
-/* <gpu>/<mp>/mlp.csv holding one model. */
-static int collect_folder(jobs *J, const char *dir, const char *gpu, const char *mp, hs_err *err)
-{
-    char path[PATH_CAP], mlp[PATH_CAP], attn[2][PATH_CAP], nf[2][PATH_CAP], *attn_list[2], what[700];
-    hs_ptable *t = NULL;
-    hs_vidur_stats st;
-    int rc, na = 0;
-    vsrc s;
-    if ((rc = fmt(mlp, sizeof mlp, err, "%s/%s/mlp.csv", gpu, mp)) ||
-        (rc = fmt(attn[0], sizeof attn[0], err, "%s/%s/attention.csv", gpu, mp)) ||
-        (rc = fmt(attn[1], sizeof attn[1], err, "%s/attention.csv", gpu)) || (rc = old_net(nf, gpu, err)))
-        return rc;
-    for (int i = 0; i < 2; i++) {
-        if ((rc = fmt(path, sizeof path, err, "%s/%s", dir, attn[i]))) return rc;
-        if (hs__is_file(path)) attn_list[na++] = attn[i];
-    }
-    s = (vsrc){.root = dir, .gpu = gpu, .model_path = mp, .layout = ", old layout", .mlp = mlp, .mlp_note = "",
-               .attn = attn_list, .n_attn = na, .net = {nf[0], nf[1]}};
-    if ((rc = import_src(&t, &s, HS_VIDUR_LM_HEAD, &st, err))) return rc;
-    snprintf(what, sizeof what, "%s/%s", gpu, mp);
-    return jobs_add(J, t, &st, what, err);
-}
-
-static int collect_old(jobs *J, const char *dir, hs_err *err)
-{
-    char path[PATH_CAP], **gpus = NULL;
-    int ng = 0, rc;
-    if ((rc = hs__subdirs(dir, &gpus, &ng, err))) return rc;
-    for (int g = 0; !rc && g < ng; g++) {
-        char **sub = NULL;
-        int ns = 0;
-        if ((rc = fmt(path, sizeof path, err, "%s/%s/mlp.csv", dir, gpus[g]))) break;
-        if (hs__is_file(path) && (rc = collect_mixed(J, dir, gpus[g], err))) break;
-        if ((rc = fmt(path, sizeof path, err, "%s/%s", dir, gpus[g])) || (rc = hs__subdirs(path, &sub, &ns, err))) break;
-        for (int a = 0; !rc && a < ns; a++) {
-            char **sub2 = NULL;
-            int n2 = 0;
-            if ((rc = fmt(path, sizeof path, err, "%s/%s/%s/mlp.csv", dir, gpus[g], sub[a]))) break;
-            if (hs__is_file(path)) {
-                rc = collect_folder(J, dir, gpus[g], sub[a], err);
-                continue;
-            }
-            if ((rc = fmt(path, sizeof path, err, "%s/%s/%s", dir, gpus[g], sub[a])) ||
-                (rc = hs__subdirs(path, &sub2, &n2, err)))
-                break;
-            for (int b = 0; !rc && b < n2; b++) {
-                char mp[600];
-                if ((rc = fmt(mp, sizeof mp, err, "%s/%s", sub[a], sub2[b])) ||
-                    (rc = fmt(path, sizeof path, err, "%s/%s/%s/mlp.csv", dir, gpus[g], mp)))
-                    break;
-                if (hs__is_file(path)) rc = collect_folder(J, dir, gpus[g], mp, err);
-            }
-            hs__names_free(sub2, n2);
-        }
-        hs__names_free(sub, ns);
-    }
-    hs__names_free(gpus, ng);
-    return rc;
-}
-
-static void log_job(FILE *log, const job *j, const char *dst)
-{
-    const hs_ptable *t = j->t;
-    const hs_vidur_stats *s = &j->st;
-    static const char *const kind[2] = {"all-reduce", "send/recv"};
-    static const char *const file[2] = {"all_reduce.csv", "send_recv.csv"};
-    const char *sep = "; skipped ";
-    fprintf(log, "%s -> %s: %zu dense, %zu decode, %zu prefill, %zu all-reduce, %zu send/recv rows", j->what, dst,
-            t->n_dense, t->n_attn[0], t->n_attn[1], t->n_comm[0], t->n_comm[1]);
-    if (s->lm_head) fprintf(log, "; %zu lm_head rows synthesised from mlp_up", s->lm_head);
-    for (int k = 0; k < 2; k++)
-        if (s->other[k]) {
-            fprintf(log, "%s%zu row%s of another collective (%s) in %s", sep, s->other[k], s->other[k] == 1 ? "" : "s",
-                    s->other_name[k], file[k]);
-            sep = ", ";
-        }
-    for (int k = 0; k < 2; k++)
-        if (s->spans_nodes[k]) {
-            fprintf(log, "%s%zu %s row%s spanning nodes", sep, s->spans_nodes[k], kind[k],
-                    s->spans_nodes[k] == 1 ? "" : "s");
-            sep = ", ";
-        }
-    if (s->empty) {
-        fprintf(log, "%s%zu collective row%s of 0 bytes or 1 GPU", sep, s->empty, s->empty == 1 ? "" : "s");
-        sep = ", ";
-    }
-    if (s->zero_ms) fprintf(log, "%s%zu time%s of 0 ms (below the profiler's resolution)", sep, s->zero_ms,
-                            s->zero_ms == 1 ? "" : "s");
-    fputc('\n', log);
-}
-
-int hs_vidur_import_all(const char *vidur_dir, const char *outdir, FILE *log, hs_err *err)
-{
-    jobs J = {0};
-    char path[PATH_CAP];
-    size_t tables = 0;
-    int rc;
-    if ((rc = fmt(path, sizeof path, err, "%s/compute", vidur_dir))) return rc;
-    if (hs__is_dir(path)) rc = collect_current(&J, vidur_dir, err);
-    else if (hs__is_dir(vidur_dir)) rc = collect_old(&J, vidur_dir, err);
-    else rc = hs_errf(err, HS_ENOTFOUND, "%s: no such folder", vidur_dir);
-    for (size_t i = 0; !rc && i < J.n; i++) {
-        if (!J.v[i].t) continue;
-        tables++;
-        for (size_t k = 0; !rc && k < i; k++)
-            if (J.v[k].t && !strcmp(J.v[k].t->meta.gpu, J.v[i].t->meta.gpu) &&
-                !strcmp(J.v[k].t->meta.model, J.v[i].t->meta.model))
-                rc = hs_errf(err, HS_EINVAL, "%s: %s and %s both import as %s/%s", vidur_dir, J.v[k].what,
-                             J.v[i].what, J.v[i].t->meta.gpu, J.v[i].t->meta.model);
-    }
-    if (!rc && !tables)
-        rc = hs_errf(err, HS_ENOTFOUND,
-                     "%s: no Vidur profiles (compute/<gpu>/<org>/<model>/mlp.csv, <gpu>/mlp.csv or <gpu>/[<org>/]<model>/mlp.csv)",
-                     vidur_dir);
-    /* Every table is whole in memory: now write them. */
-    for (size_t i = 0; !rc && i < J.n; i++) {
-        char dst[PATH_CAP];
-        if (!J.v[i].t) {
-            if (log) fprintf(log, "%s\n", J.v[i].what);
-            continue;
-        }
-        if ((rc = fmt(dst, sizeof dst, err, "%s/%s/%s", outdir, J.v[i].t->meta.gpu, J.v[i].t->meta.model)) ||
-            (rc = hs_ptable_write(J.v[i].t, dst, err)))
-            break;
-        if (log) log_job(log, &J.v[i], dst);
-    }
-    jobs_free(&J);
-    return rc;
 }

@@ -237,14 +237,13 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
                     build_inst(&x, ord, N, eta, xi, &in, om_unit);
                     for (int k = 0; k < in.nb; k++)
                         if (in.bits[k] == hs_bits_set[k0]) b0 = k;
-                    for (int u = 0, l = 0; u < x.U; u++) {
+                    for (int u = 0; u < x.U; u++) {
                         /* unit u's middle layer decides its stage */
                         int mid = x.ufirst[u] + x.usize[u] / 2, base = m->layers / N, ex = m->layers % N;
                         int j = 0, acc = 0;
                         while (j < N - 1 && mid >= acc + base + (j < ex)) acc += base + (j++ < ex);
                         dev[u] = j;
                         bi[u] = b0;
-                        l += x.usize[u];
                     }
                     o = hs_pq_eval(&in, dev, bi, NULL);
                     out->n_inst++;
