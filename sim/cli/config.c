@@ -193,6 +193,7 @@ char *hs_run_cfg_json(const hs_run_cfg *c)
     cJSON_AddNumberToObject(w, "window_end", wc->window_end);
     cJSON_AddNumberToObject(w, "time_scale", wc->time_scale);
     cJSON_AddNumberToObject(w, "max_prompt", wc->max_prompt);
+    cJSON_AddNumberToObject(w, "fit_context", wc->fit_context);
     cJSON_AddNumberToObject(w, "seed", (double)wc->seed);
     add_fields(cJSON_AddObjectToObject(root, "engine"), &c->engine, hs_engine_cfg_fields);
     add_fields(cJSON_AddObjectToObject(root, "perf"), &c->perf, hs_perf_cfg_fields);

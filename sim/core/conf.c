@@ -142,6 +142,21 @@ int hs_conf_set(void *obj, const hs_field *fields, const char *key,
     return store_num(obj, f, v, where, err);
 }
 
+int hs_json_save(const cJSON *j, const char *path, hs_err *err)
+{
+    char *s = j ? cJSON_Print(j) : NULL;
+    FILE *f;
+    if (!s) return hs_errf(err, HS_ENOMEM, "out of memory writing %s", path);
+    if (!(f = fopen(path, "w"))) {
+        free(s);
+        return hs_errf(err, HS_EIO, "%s: cannot create: %s", path, strerror(errno));
+    }
+    fprintf(f, "%s\n", s);
+    free(s);
+    if (ferror(f) | fclose(f)) return hs_errf(err, HS_EIO, "%s: write error", path);
+    return 0;
+}
+
 int hs_json_load(const char *path, cJSON **out, hs_err *err)
 {
     FILE *fp = fopen(path, "rb");

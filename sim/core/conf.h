@@ -58,6 +58,12 @@ const hs_field *hs_conf_find(const hs_field *fields, const char *key);
  * (cJSON_Delete).  Errors name the path and, for syntax errors, the line. */
 int hs_json_load(const char *path, cJSON **out, hs_err *err);
 
+/* Writes j, formatted, followed by a newline, to path (created or
+ * truncated).  j may be NULL (a tree whose building ran out of memory):
+ * then HS_ENOMEM.  The tree stays the caller's.  Returns 0, HS_ENOMEM or
+ * HS_EIO naming the path. */
+int hs_json_save(const cJSON *j, const char *path, hs_err *err);
+
 /* Helpers for code that walks cJSON trees by hand; all return 0 or an error
  * naming where/key.  Missing keys are errors unless a default is given by the
  * _opt variants (which return 0 and leave *v unchanged when absent). */

@@ -78,26 +78,16 @@ static cJSON *entry_json(const hs_calib_entry *e)
 int hs_calib_write(const hs_calib *c, const char *path, hs_err *err)
 {
     cJSON *j = cJSON_CreateObject(), *arr = NULL;
-    char *s = NULL;
-    FILE *f;
-    int bad = !j || !cJSON_AddStringToObject(j, "source", c->source) ||
+    int rc, bad = !j || !cJSON_AddStringToObject(j, "source", c->source) ||
               !(arr = cJSON_AddArrayToObject(j, "entries"));
     for (int i = 0; !bad && i < c->n; i++) {
         cJSON *e = entry_json(&c->e[i]);
         bad = !e || !cJSON_AddItemToArray(arr, e);
         if (bad && e) cJSON_Delete(e);
     }
-    if (!bad) s = cJSON_Print(j);
+    rc = hs_json_save(bad ? NULL : j, path, err);
     cJSON_Delete(j);
-    if (!s) return hs_errf(err, HS_ENOMEM, "out of memory writing %s", path);
-    if (!(f = fopen(path, "w"))) {
-        free(s);
-        return hs_errf(err, HS_EIO, "%s: cannot create: %s", path, strerror(errno));
-    }
-    fprintf(f, "%s\n", s);
-    free(s);
-    if (ferror(f) | fclose(f)) return hs_errf(err, HS_EIO, "%s: write error", path);
-    return 0;
+    return rc;
 }
 
 /* ---- reader ------------------------------------------------------------------- */

@@ -271,17 +271,17 @@ static int interp_holdout(const hs_ptable *t, FILE *out, hs_err *err)
 
 static void attn_coef_report(const hs_ptable *t, FILE *out)
 {
-    fprintf(out, "\nmeasured-table path, %s %s: hot-path attention coefficients (linear, relative least squares)\n",
+    fprintf(out, "\nmeasured-table path, %s %s: hot-path attention coefficients (linear; prefill weighted by time, see table.h)\n",
             t->meta.gpu, t->meta.model);
     for (int k = 0; k < 2; k++)
         for (int tp = 1; tp <= HS_MAX_TP; tp++) {
-            double c[4];
+            double c[HS_ATTN_NCOEF];
             hs_fitstat st;
             hs_err e = {0};
-            if (!hs_ptable_has_attn(t, k, tp) || hs_ptable_attn_coef(t, k, tp, c, &st, &e)) continue;
+            if (!hs_ptable_has_attn(t, k, tp) || hs_ptable_attn_coef5(t, k, tp, c, &st, &e)) continue;
             if (k)
-                fprintf(out, "prefill  tp %d: %8.3f us + %.4g us * Q + %.4g us * X + %.4g us * P   n %d  med %.2f%%  p90 %.2f%%  max %.1f%%\n",
-                        tp, c[0], c[1], c[2], c[3], st.n, st.med_ape, st.p90_ape, st.max_ape);
+                fprintf(out, "prefill  tp %d: %8.3f us + %.4g us * Q + %.4g us * X + %.4g us * P + %.4g us * N   n %d  med %.2f%%  p90 %.2f%%  max %.1f%%\n",
+                        tp, c[0], c[1], c[2], c[3], c[HS_ATTN_TOK], st.n, st.med_ape, st.p90_ape, st.max_ape);
             else
                 fprintf(out, "decode   tp %d: %8.3f us + %.4g us * B + %.4g us * C   n %d  med %.2f%%  p90 %.2f%%  max %.1f%%\n",
                         tp, c[0], c[1], c[2], st.n, st.med_ape, st.p90_ape, st.max_ape);

@@ -189,9 +189,7 @@ static double r4(double v)
 int hs_ovh_write(const hs_ovh_profile *p, const char *path, hs_err *err)
 {
     cJSON *j = cJSON_CreateObject(), *arr;
-    char *s = NULL;
-    FILE *f;
-    int bad = !j;
+    int rc, bad = !j;
     if (!bad) {
         bad = !cJSON_AddStringToObject(j, "name", p->name) ||
               !cJSON_AddStringToObject(j, "display", p->display) ||
@@ -230,17 +228,9 @@ int hs_ovh_write(const hs_ovh_profile *p, const char *path, hs_err *err)
             }
         }
     }
-    if (!bad) s = cJSON_Print(j);
+    rc = hs_json_save(bad ? NULL : j, path, err);
     cJSON_Delete(j);
-    if (!s) return hs_errf(err, HS_ENOMEM, "out of memory writing %s", path);
-    if (!(f = fopen(path, "w"))) {
-        free(s);
-        return hs_errf(err, HS_EIO, "%s: cannot create: %s", path, strerror(errno));
-    }
-    fprintf(f, "%s\n", s);
-    free(s);
-    if (ferror(f) | fclose(f)) return hs_errf(err, HS_EIO, "%s: write error", path);
-    return 0;
+    return rc;
 }
 
 /* ---- Vidur's cpu_overheads.csv ----------------------------------------------- */
@@ -256,6 +246,7 @@ int hs_ovh_read_vidur(const char *path, hs_ovh_sample **out, int *n, hs_err *err
 {
     hs__tcsv c;
     int rc, ci[HS_OVH_MAX_COMP], cm, ct, cb, nf, cnt = 0, cap = 0;
+    const char *cname[HS_OVH_MAX_COMP];
     hs_ovh_sample *v = NULL;
     *out = NULL;
     *n = 0;
@@ -270,8 +261,8 @@ int hs_ovh_read_vidur(const char *path, hs_ovh_sample **out, int *n, hs_err *err
         goto out;
     }
     for (int k = 0; hs_ovh_vidur_comp[k].name; k++) {
-        ci[k] = find_col(&c, hs_ovh_vidur_comp[k].median);
-        if (ci[k] < 0) ci[k] = find_col(&c, hs_ovh_vidur_comp[k].mean);
+        ci[k] = find_col(&c, cname[k] = hs_ovh_vidur_comp[k].median);
+        if (ci[k] < 0) ci[k] = find_col(&c, cname[k] = hs_ovh_vidur_comp[k].mean);
         if (ci[k] < 0) {
             rc = hs_errf(err, HS_EPARSE, "%s:%d: no column %s or %s", path, c.lineno,
                          hs_ovh_vidur_comp[k].median, hs_ovh_vidur_comp[k].mean);
@@ -310,7 +301,7 @@ int hs_ovh_read_vidur(const char *path, hs_ovh_sample **out, int *n, hs_err *err
         s->line = c.lineno;
         for (int k = 0; hs_ovh_vidur_comp[k].name; k++) {
             double ms;
-            if ((rc = hs__tcsv_num(&c, ci[k], hs_ovh_vidur_comp[k].name, 0, 1e6, &ms, err))) goto out;
+            if ((rc = hs__tcsv_num(&c, ci[k], cname[k], 0, 1e6, &ms, err))) goto out;
             s->us[k] = ms * 1e3;
         }
         cnt++;

@@ -432,11 +432,10 @@ static int write_file(const hs_ptable *t, const char *dir, int which, hs_err *er
 
 static int write_meta(const hs_ptable *t, const char *dir, hs_err *err)
 {
-    char path[1100], *s;
+    char path[1100];
     const hs_ptable_meta *m = &t->meta;
     cJSON *j = cJSON_CreateObject();
-    FILE *f;
-    int bad;
+    int rc, bad;
     snprintf(path, sizeof path, "%s/meta.json", dir);
     if (!j) return hs_errf(err, HS_ENOMEM, "out of memory writing %s", path);
     bad = !cJSON_AddStringToObject(j, "gpu", m->gpu) ||
@@ -449,17 +448,9 @@ static int write_meta(const hs_ptable *t, const char *dir, hs_err *err)
           !cJSON_AddNumberToObject(j, "mem_usable_bytes", (double)m->mem_usable_bytes) ||
           !cJSON_AddNumberToObject(j, "kv_block_size", m->kv_block_size) ||
           !cJSON_AddNumberToObject(j, "kv_blocks", (double)m->kv_blocks);
-    s = bad ? NULL : cJSON_Print(j);
+    rc = hs_json_save(bad ? NULL : j, path, err);
     cJSON_Delete(j);
-    if (!s) return hs_errf(err, HS_ENOMEM, "out of memory writing %s", path);
-    if (!(f = fopen(path, "w"))) {
-        free(s);
-        return hs_errf(err, HS_EIO, "%s: cannot create: %s", path, strerror(errno));
-    }
-    fprintf(f, "%s\n", s);
-    free(s);
-    if (ferror(f) | fclose(f)) return hs_errf(err, HS_EIO, "%s: write error", path);
-    return 0;
+    return rc;
 }
 
 int hs_ptable_write(const hs_ptable *t, const char *dir, hs_err *err)
