@@ -156,7 +156,9 @@ for g in sorted(os.listdir(prof)):
     d = os.path.join(prof, g)
     if not os.path.isdir(d):
         continue
-    ms = sorted(m for m in os.listdir(d) if os.path.isfile(os.path.join(d, m, "meta.json")))
+    # kernel tables (dense.csv); a collectives-only _network folder is not fitted
+    ms = sorted(m for m in os.listdir(d) if os.path.isfile(os.path.join(d, m, "meta.json"))
+                and os.path.isfile(os.path.join(d, m, "dense.csv")))
     if ms:
         folders[g] = ms
 bad = []

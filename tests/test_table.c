@@ -853,6 +853,79 @@ static void test_builders(void)
     free(l);
 }
 
+/* A collectives-only table (model "", no dense.csv) under <gpu>/_network
+ * serves the TP all-reduce of a model whose own table has none: the stage's
+ * dense time moves from alpha-beta to the measured curve by exactly
+ * layers x 2 x (curve - alpha-beta) at every token count. */
+static void test_network_table(void)
+{
+    char dir[256], path[600];
+    hs_ptable *t = NULL, *n = NULL, *back = NULL;
+    hs_model m;
+    hs_cluster *c = NULL;
+    hs_perf_cfg cfg;
+    hs_perf with, without;
+    hs_err err = {0};
+    hs_layout *l = layout1(2, 2);
+    make_tmpdir(dir, sizeof dir);
+    if (hs_model_find(&m, "tiny-test", &err) || hs_cluster_find(&c, "dgx-a100", &err) ||
+        hs_ptable_read(&t, fixture, &err) || hs_ptable_create(&n, &err)) {
+        CHECK_OK(1, &err);
+        goto out;
+    }
+    t->n_comm[HS_COMM_ALLREDUCE] = 0; /* the model's table measured no all-reduce */
+    snprintf(path, sizeof path, "%s/a100-80g/tiny-test", dir);
+    CHECK_OK(hs_ptable_write(t, path, &err), &err);
+    snprintf(n->meta.gpu, sizeof n->meta.gpu, "a100-80g");
+    n->meta.model[0] = '\0';
+    for (int i = 0; i < 6; i++) /* 1 KiB .. 1 MiB, non-decreasing, far from alpha-beta */
+        CHECK_OK(hs_ptable_add_comm(n, HS_COMM_ALLREDUCE, 2, 1024.0 * (1 << (2 * i)), 30.0 + 10 * i, &err), &err);
+    CHECK_OK(hs_ptable_sort(n, &err), &err);
+    snprintf(path, sizeof path, "%s/a100-80g/_network", dir);
+    CHECK_OK(hs_ptable_write(n, path, &err), &err);
+    /* it reads back as written, without a dense.csv */
+    CHECK_OK(hs_ptable_read(&back, path, &err), &err);
+    if (back) {
+        CHECK_STR(back->meta.model, "");
+        CHECK_INT((int)back->n_dense, 0);
+        CHECK_INT((int)back->n_comm[HS_COMM_ALLREDUCE], 6);
+    }
+    snprintf(path, sizeof path, "%s/a100-80g/_network/dense.csv", dir);
+    CHECK(access(path, F_OK) != 0);
+    hs_perf_cfg_defaults(&cfg);
+    snprintf(cfg.model, sizeof cfg.model, "table");
+    snprintf(cfg.engine, sizeof cfg.engine, "none");
+    snprintf(cfg.tables, sizeof cfg.tables, "%s", dir);
+    CHECK_OK(hs_perf_build(&with, &cfg, &m, c, l, 600, 8, &err), &err);
+    snprintf(path, sizeof path, "rm -r '%s/a100-80g/_network'", dir);
+    CHECK_INT(system(path), 0);
+    hs_perf_cache_clear();
+    CHECK_OK(hs_perf_build(&without, &cfg, &m, c, l, 600, 8, &err), &err);
+    if (with.pp == 1 && without.pp == 1 && back) {
+        hs_curve cv;
+        int bad = 0;
+        CHECK_OK(hs_ptable_allreduce_curve(back, 2, &cv, &err), &err);
+        for (int tok = 1; cv.n && tok <= 600; tok++) {
+            double bytes = tok * (double)m.hidden * 2.0;
+            double want = 2 * 2 * (hs_curve_eval(&cv, bytes) * 1e3 -
+                                   hs_allreduce_s(c, l->stage[0].gpus, 2, bytes, cfg.link_eff) * 1e9);
+            if (fabs(with.stage[0].dense[tok] - without.stage[0].dense[tok] - want) > 1e-6 * fabs(want) + 1e-6) bad++;
+        }
+        CHECK_INT(bad, 0);
+        hs_curve_free(&cv);
+    }
+    hs_perf_free(&with);
+    hs_perf_free(&without);
+out:
+    hs_perf_cache_clear();
+    hs_ptable_destroy(t);
+    hs_ptable_destroy(n);
+    hs_ptable_destroy(back);
+    hs_cluster_destroy(c);
+    free(l);
+    rm_rf(dir);
+}
+
 int main(void)
 {
     set_root();
@@ -866,5 +939,6 @@ int main(void)
     test_real_tables();
     test_round_trip();
     test_builders();
+    test_network_table();
     return hs_check_result();
 }

@@ -729,15 +729,35 @@ static void test_real(void)
             const char *txt = slurp(log);
             int lines = 0;
             for (const char *q = txt; (q = strchr(q, '\n')); q++) lines++;
-            CHECK_INT(lines, 14);
+            CHECK_INT(lines, 15); /* 14 kernel tables and H100's collectives */
             CHECK(strstr(txt, "a100/meta-llama/Llama-2-7b-hf -> ") != NULL);
             CHECK(strstr(txt, "/a100-80g/llama-2-7b: 10360 dense, 0 decode, 0 prefill, 2979 all-reduce, 993 send/recv "
                               "rows; 1036 lm_head rows synthesised from mlp_up; skipped 3976 all-reduce rows spanning "
                               "nodes, 994 send/recv rows spanning nodes\n") != NULL);
             CHECK(strstr(txt, "a100/meta-llama/Meta-Llama-3-70B -> ") != NULL);
             CHECK(strstr(txt, "/a100-80g/llama-3-70b: 18040 dense, 10112 decode, 4206 prefill") != NULL);
+            /* H100: Vidur measured collectives, no kernels */
+            CHECK(strstr(txt, "network/h100_dgx -> ") != NULL);
+            CHECK(strstr(txt, "/h100-sxm-80g/_network: 0 dense, 0 decode, 0 prefill, 2979 all-reduce, 993 send/recv rows") != NULL);
             fclose(log);
         }
+        /* the collectives-only table reads back, with no kernels and no model */
+        snprintf(sub, sizeof sub, "%s/h100-sxm-80g/_network", dir);
+        CHECK_OK(hs_ptable_read(&u, sub, &err), &err);
+        if (u) {
+            hs_curve cv;
+            CHECK_STR(u->meta.model, "");
+            CHECK_STR(u->meta.gpu, "h100-sxm-80g");
+            CHECK_INT((int)u->n_dense, 0);
+            CHECK_INT((int)u->n_comm[HS_COMM_ALLREDUCE], 2979);
+            CHECK_OK(hs_ptable_allreduce_curve(u, 8, &cv, &err), &err);
+            CHECK(cv.n > 0 && hs_curve_eval(&cv, 1 << 20) > 0);
+            hs_curve_free(&cv);
+            hs_ptable_destroy(u);
+            u = NULL;
+        }
+        snprintf(sub, sizeof sub, "%s/h100-sxm-80g/_network/dense.csv", dir);
+        CHECK(access(sub, F_OK) != 0);
         rm_rf(dir);
     }
     CHECK_OK(hs_vidur_import(&t, vd, "a40", "meta-llama/Llama-2-70b-hf", "", &err), &err);

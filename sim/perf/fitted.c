@@ -554,6 +554,10 @@ int hs_fit_data_load(hs_fit_data *d, const char *dirs, hs_err *err)
     for (int i = 0; !rc && i < nt; i++) {
         hs_ptable *t = NULL;
         if ((rc = hs_ptable_read(&t, tdirs[i], err))) break;
+        if (!t->meta.model[0]) { /* collectives only: nothing to fit */
+            hs_ptable_destroy(t);
+            continue;
+        }
         if ((rc = hs_model_find(&d->models[d->n], t->meta.model, err)) ||
             (rc = hs_gpu_find(&d->gpus[d->n], t->meta.gpu, err))) {
             hs_err_prefix(err, "%s/meta.json: ", tdirs[i]);

@@ -384,24 +384,47 @@ static int attn_coef(const src *s, bctx *b, int kind, int tp, int max_tokens, in
     return 0;
 }
 
-/* Measured all-reduce curve for `tp` GPUs of type g, or n == 0. */
-static int comm_curve(const bctx *b, const src *s, int tp, hs_curve *out, hs_err *err)
+/* 1 when t has collective rows of kind (all-reduce: for groups of tp). */
+static int has_comm(const hs_ptable *t, int kind, int tp)
+{
+    for (size_t i = 0; i < t->n_comm[kind]; i++)
+        if (kind == HS_COMM_SENDRECV || t->comm[kind][i].gpus == tp) return 1;
+    return 0;
+}
+
+/* The table of GPU type g with measured collectives of kind: this model's
+ * first, then the type's other tables in name order (its collectives-only
+ * _network table among them); *out NULL when none. */
+static int comm_table(const bctx *b, const src *s, int kind, int tp, const hs_ptable **out, hs_err *err)
 {
     char gdir[1100], **models = NULL;
     int nm = 0, rc = 0;
-    memset(out, 0, sizeof *out);
+    *out = NULL;
     if (b->mode == MODE_FITTED) return 0;
-    if (s->t && hs_ptable_allreduce_curve(s->t, tp, out, NULL) == 0) return 0;
+    if (s->t && has_comm(s->t, kind, tp)) {
+        *out = s->t;
+        return 0;
+    }
     snprintf(gdir, sizeof gdir, "%s/%s", b->tables, s->g->name);
     if ((rc = hs__subdirs(gdir, &models, &nm, err))) return rc;
-    for (int i = 0; !rc && i < nm && !out->n; i++) {
+    for (int i = 0; !rc && i < nm && !*out; i++) {
         char dir[1200];
         const hs_ptable *t;
         snprintf(dir, sizeof dir, "%s/%s", gdir, models[i]);
-        if ((rc = cache_table(dir, &t, err)) == 0 && t) hs_ptable_allreduce_curve(t, tp, out, NULL);
+        if ((rc = cache_table(dir, &t, err)) == 0 && t && has_comm(t, kind, tp)) *out = t;
     }
     hs__names_free(models, nm);
     return rc;
+}
+
+/* Measured all-reduce curve for `tp` GPUs of type g, or n == 0. */
+static int comm_curve(const bctx *b, const src *s, int tp, hs_curve *out, hs_err *err)
+{
+    const hs_ptable *t;
+    int rc;
+    memset(out, 0, sizeof *out);
+    if ((rc = comm_table(b, s, HS_COMM_ALLREDUCE, tp, &t, err)) || !t) return rc;
+    return hs_ptable_allreduce_curve(t, tp, out, err);
 }
 
 static int same_node(const hs_cluster *c, const int *gpus, int n)
@@ -488,13 +511,14 @@ static int build_stage(bctx *b, hs_perf *p, int s, int max_tokens, int max_seqs,
             const hs_stage_layout *nx = &b->l->stage[s + 1];
             int a = st->gpus[0], z = nx->gpus[0];
             double co[2];
+            const hs_ptable *net_t = NULL;
             hs_err ignore;
             if (a == z) {
                 ps->send_alpha = 0;
                 ps->send_token = h * 2.0 / (sc.g->mem_bw * b->cfg->link_eff) * 1e9;
-            } else if (b->mode != MODE_FITTED && c->gpu_node[a] == c->gpu_node[z] && sc.t &&
-                       c->gpu_type[a] == c->gpu_type[z] &&
-                       hs_ptable_sendrecv_coef(sc.t, co, NULL, &ignore) == 0) {
+            } else if (c->gpu_node[a] == c->gpu_node[z] && c->gpu_type[a] == c->gpu_type[z] &&
+                       (rc = comm_table(b, &sc, HS_COMM_SENDRECV, 2, &net_t, err)) == 0 && net_t &&
+                       hs_ptable_sendrecv_coef(net_t, co, NULL, &ignore) == 0) {
                 ps->send_alpha = co[0] * 1e3;
                 ps->send_token = co[1] * h * 2.0 * 1e3;
                 b->used_table = 1;

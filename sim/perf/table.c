@@ -377,7 +377,8 @@ int hs_ptable_read(hs_ptable **out, const char *dir, hs_err *err)
     snprintf(path, sizeof path, "%s/meta.json", dir);
     if ((rc = read_meta(t, path, err))) goto fail;
     snprintf(path, sizeof path, "%s/dense.csv", dir);
-    if ((rc = read_dense(t, path, err))) goto fail;
+    /* a collectives-only table (empty model) may have no kernels */
+    if ((t->meta.model[0] || hs__is_file(path)) && (rc = read_dense(t, path, err))) goto fail;
     for (int k = 0; k < 2; k++) {
         snprintf(path, sizeof path, "%s/%s", dir, attn_file[k]);
         if (hs__is_file(path) && (rc = read_attn(t, k, path, err))) goto fail;
@@ -460,7 +461,8 @@ int hs_ptable_write(const hs_ptable *t, const char *dir, hs_err *err)
         if (dense_key(&t->dense[i - 1], &t->dense[i]) >= 0)
             return hs_errf(err, HS_EINVAL, "%s: table not sorted (call hs_ptable_sort)", dir);
     if ((rc = hs__mkdirs(dir, err))) return rc;
-    if ((rc = write_meta(t, dir, err)) || (rc = write_file(t, dir, 0, err))) return rc;
+    if ((rc = write_meta(t, dir, err))) return rc;
+    if ((t->meta.model[0] || t->n_dense) && (rc = write_file(t, dir, 0, err))) return rc;
     for (int k = 0; k < 2; k++) {
         if (t->n_attn[k] && (rc = write_file(t, dir, 1 + k, err))) return rc;
         if (t->n_comm[k] && (rc = write_file(t, dir, 3 + k, err))) return rc;

@@ -10,6 +10,9 @@
  *   allreduce.csv     gpus,bytes,time_us          optional
  *   sendrecv.csv      bytes,time_us               optional
  *   meta.json
+ * A table whose meta.json names no model ("model": "") holds collectives
+ * only (profiles/<gpu>/_network/: a GPU's measured NCCL timings without
+ * kernel tables); its dense.csv is optional and the fitted model skips it.
  * Times are medians in microseconds.  In memory the rows are kept sorted by
  * their key (hs_ptable_sort) so lookups and written files are deterministic;
  * a key appears at most once (the reader rejects duplicates, naming both

@@ -726,6 +726,58 @@ fail:
     return rc;
 }
 
+/* ---- collectives only ---------------------------------------------------------- */
+
+const char *hs__vidur_known_gpu(int i, const char **network)
+{
+    if (i < 0 || (size_t)i >= sizeof gpu_map / sizeof gpu_map[0]) return NULL;
+    if (network) *network = gpu_map[i].network;
+    return gpu_map[i].vidur;
+}
+
+int hs__vidur_import_net(hs_ptable **out, const char *root, const char *gpu, const char *net,
+                         hs_vidur_stats *st, hs_err *err)
+{
+    static const char *const file[2] = {"all_reduce.csv", "send_recv.csv"};
+    hs_ptable *t = NULL;
+    hs_vidur_stats local;
+    char path[HS__VIDUR_PATH_CAP];
+    imp m;
+    int rc;
+    *out = NULL;
+    if (!st) st = &local;
+    memset(st, 0, sizeof *st);
+    if ((rc = hs_ptable_create(&t, err))) return rc;
+    m = (imp){.t = t, .st = st};
+    if ((rc = hs_vidur_gpu_name(t->meta.gpu, sizeof t->meta.gpu, gpu, err))) goto fail;
+    t->meta.model[0] = '\0';
+    snprintf(t->meta.backend, sizeof t->meta.backend, "vidur");
+    snprintf(t->meta.source, sizeof t->meta.source,
+             "Vidur profiles (github.com/microsoft/vidur, MIT): network/%s (collectives only)", net);
+    for (int k = 0; k < 2; k++) {
+        if ((rc = hs__vidur_fmt(path, sizeof path, err, "%s/network/%s/%s", root, net, file[k]))) goto fail;
+        if (hs__is_file(path) && (rc = read_comm(&m, k, path, err))) goto fail;
+    }
+    if (!t->n_comm[0] && !t->n_comm[1]) {
+        hs_ptable_destroy(t);
+        return 0;
+    }
+    merge_dups(t);
+    if ((rc = hs_ptable_sort(t, err))) goto fail;
+    {
+        time_t now = time(NULL);
+        struct tm tmv;
+        gmtime_r(&now, &tmv);
+        strftime(t->meta.created, sizeof t->meta.created, "%Y-%m-%d", &tmv);
+    }
+    t->meta.mem_usable_bytes = (int64_t)(yml_memory_gib(root, gpu) * 1073741824.0);
+    *out = t;
+    return 0;
+fail:
+    hs_ptable_destroy(t);
+    return rc;
+}
+
 /* ---- the current layout ---------------------------------------------------------- */
 
 int hs_vidur_import_ex(hs_ptable **out, const char *vidur_dir, const char *gpu, const char *model_path,

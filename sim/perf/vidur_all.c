@@ -4,7 +4,10 @@
  * built by hs__vidur_import_src (vidur.c, shared through vidur_int.h).
  *
  * Current layout: every compute/<gpu>/<org>/<model>/ holding an mlp.csv is
- * one table (hs_vidur_import_ex with the device's default network).  Old
+ * one table (hs_vidur_import_ex with the device's default network); a
+ * device that has network/<its default>/ but no compute/<device>/ gets a
+ * collectives-only table <outdir>/<our gpu>/_network/ (H100: Vidur measured
+ * its NCCL timings but no kernels).  Old
  * layout (no compute/): per <gpu>/, a mixed <gpu>/mlp.csv gives one table per
  * distinct shape, and every <gpu>/[<org>/]<model>/mlp.csv one table.  The
  * rows of a mixed mlp.csv become the model of models/ with their shape
@@ -255,6 +258,27 @@ static int collect_old(jobs *J, const char *dir, hs_err *err)
     return rc;
 }
 
+/* Collectives-only tables of the known devices with a network folder and
+ * no compute folder (current layout). */
+static int collect_network(jobs *J, const char *dir, hs_err *err)
+{
+    const char *gpu, *net;
+    int rc = 0;
+    for (int i = 0; !rc && (gpu = hs__vidur_known_gpu(i, &net)); i++) {
+        char path[HS__VIDUR_PATH_CAP], what[704];
+        hs_ptable *t = NULL;
+        hs_vidur_stats st;
+        if ((rc = hs__vidur_fmt(path, sizeof path, err, "%s/compute/%s", dir, gpu))) break;
+        if (hs__is_dir(path)) continue;
+        if ((rc = hs__vidur_fmt(path, sizeof path, err, "%s/network/%s", dir, net))) break;
+        if (!hs__is_dir(path)) continue;
+        if ((rc = hs__vidur_import_net(&t, dir, gpu, net, &st, err)) || !t) continue;
+        snprintf(what, sizeof what, "network/%s", net);
+        rc = jobs_add(J, t, &st, what, err);
+    }
+    return rc;
+}
+
 static void log_job(FILE *log, const job *j, const char *dst)
 {
     const hs_ptable *t = j->t;
@@ -293,7 +317,10 @@ int hs_vidur_import_all(const char *vidur_dir, const char *outdir, FILE *log, hs
     size_t tables = 0;
     int rc;
     if ((rc = hs__vidur_fmt(path, sizeof path, err, "%s/compute", vidur_dir))) return rc;
-    if (hs__is_dir(path)) rc = collect_current(&J, vidur_dir, err);
+    if (hs__is_dir(path)) {
+        rc = collect_current(&J, vidur_dir, err);
+        if (!rc) rc = collect_network(&J, vidur_dir, err);
+    }
     else if (hs__is_dir(vidur_dir)) rc = collect_old(&J, vidur_dir, err);
     else rc = hs_errf(err, HS_ENOTFOUND, "%s: no such folder", vidur_dir);
     for (size_t i = 0; !rc && i < J.n; i++) {
@@ -316,7 +343,8 @@ int hs_vidur_import_all(const char *vidur_dir, const char *outdir, FILE *log, hs
             if (log) fprintf(log, "%s\n", J.v[i].what);
             continue;
         }
-        if ((rc = hs__vidur_fmt(dst, sizeof dst, err, "%s/%s/%s", outdir, J.v[i].t->meta.gpu, J.v[i].t->meta.model)) ||
+        if ((rc = hs__vidur_fmt(dst, sizeof dst, err, "%s/%s/%s", outdir, J.v[i].t->meta.gpu,
+                                J.v[i].t->meta.model[0] ? J.v[i].t->meta.model : "_network")) ||
             (rc = hs_ptable_write(J.v[i].t, dst, err)))
             break;
         if (log) log_job(log, &J.v[i], dst);

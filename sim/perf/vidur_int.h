@@ -60,4 +60,15 @@ typedef struct hs__vidur_src {
 int hs__vidur_import_src(hs_ptable **out, const hs__vidur_src *s, unsigned flags, hs_vidur_stats *st,
                          hs_err *err);
 
+/* Vidur's device names that hetsim maps (a100, a40, h100), i-th or NULL past
+ * the last; *network receives the device's default network folder. */
+const char *hs__vidur_known_gpu(int i, const char **network);
+
+/* A collectives-only table (meta model "") of Vidur's device gpu from
+ * root/network/<net>/{all_reduce,send_recv}.csv: the device's measured NCCL
+ * timings where it has no kernel tables.  *out NULL (and 0) when neither
+ * file holds a usable row. */
+int hs__vidur_import_net(hs_ptable **out, const char *root, const char *gpu, const char *net,
+                         hs_vidur_stats *st, hs_err *err);
+
 #endif
