@@ -91,4 +91,14 @@ check_grep "trace stats: message names line 5" "$T/err" '^hetsim: .*azure-bad-li
 hs_run 2 "plan with unknown model" plan --model nope
 check_eq "plan: one stderr line" "$(awk 'END { print NR }' "$T/err")" 1
 
+# A deployment read, then a bad option: one line, exit 2, and (under
+# AddressSanitizer in CI, where a leak changes the exit code) nothing leaked.
+if hs_run 0 "a deployment to read" plan --model llama-2-13b --cluster llmpq-c7 --emit-deployment "$T/d.json"; then
+    for bad in "--policy bogus" "--router bogus" "--set perf.model=bogus" "--set perf.engine=bogus"; do
+        # shellcheck disable=SC2086
+        hs_run 2 "plan --deployment with $bad" plan --deployment "$T/d.json" $bad
+        check_eq "plan --deployment with $bad: one stderr line" "$(awk 'END { print NR }' "$T/err")" 1
+    done
+fi
+
 e2e_finish

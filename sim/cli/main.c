@@ -22,6 +22,9 @@ static void usage(FILE *fp)
             "  report       plots and an HTML page from a results database\n"
             "  llmpq        LLM-PQ planner, offline pipeline simulation, omega tool\n"
             "  iserve       iServe: fingerprint estimator, intents, multi-model cluster runs\n"
+            "  perf         latency models: import and calibrate tables, engine profiles,\n"
+            "               cross-validation, one iteration's time (perf step)\n"
+            "  validate     compare a schedule's predicted iteration times with measured ones\n"
             "\n"
             "`hetsim <command> --help` describes each command.\n");
 }

@@ -42,6 +42,21 @@ int hs_cli_exit_code(int rc)
     }
 }
 
+/* The registered names, comma-separated, wrapped after col characters. */
+static void names_line(FILE *fp, const char *lead, const char *(*name)(int), int col)
+{
+    int w = fprintf(fp, "%s", lead);
+    for (int i = 0; name(i); i++) {
+        const char *n = name(i);
+        if (i && w + (int)strlen(n) + 2 > col) w = fprintf(fp, ",\n%23s%s", "", n) - 2;
+        else w += fprintf(fp, "%s%s", i ? ", " : "", n);
+    }
+    fputc('\n', fp);
+}
+
+static const char *policy_name(int i) { return hs_policies[i] ? hs_policies[i]->name : NULL; }
+static const char *planner_name(int i) { return hs_planners[i] ? hs_planners[i]->name : NULL; }
+
 static void run_usage(FILE *fp, const char *cmd)
 {
     fprintf(fp,
@@ -52,9 +67,9 @@ static void run_usage(FILE *fp, const char *cmd)
             "  --set KEY=VALUE      set one key, e.g. --set engine.block_size=32\n"
             "  --model NAME         model (models/NAME.json or a path)\n"
             "  --cluster NAME       cluster (profiles/clusters/NAME.json or a path)\n"
-            "  --policy NAME        runtime policy: vllm, sarathi, static\n"
+            "  --policy NAME        runtime policy (below)\n"
             "  --router NAME        rr, lor, lot, weighted\n"
-            "  --planner NAME       planner (uniform)\n"
+            "  --planner NAME       planner (below)\n"
             "  --deployment FILE    replay a deployment JSON instead of planning\n"
             "  --plan-opts K=V,...  planner options (hexgen2, distserve, splitwise, hexgen)\n"
             "  --tp N, --pp N       parallel layout for the planner (tp 0: smallest that fits)\n"
@@ -71,8 +86,10 @@ static void run_usage(FILE *fp, const char *cmd)
             "  --emit-schedule F    write every iteration of chosen replicas to F (JSON lines,\n"
             "                       for hetsim-exec replay and hetsim validate)\n"
             "  --emit-replicas L    replicas to write, e.g. 0,2 (default 0)\n"
-            "  --quiet              no summary table\n"
-            "\n", cmd);
+            "  --quiet              no summary table\n", cmd);
+    names_line(fp, "  policies:            ", policy_name, 100);
+    names_line(fp, "  planners:            ", planner_name, 100);
+    fputc('\n', fp);
     hs_run_cfg_help(fp);
 }
 
@@ -240,18 +257,30 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
         if ((rc = hs_deploy_read(&s->deploy, cfg->deployment, err))) return rc;
         if ((rc = apply_deploy_policy(cfg, &s->deploy, cfg->deployment, err))) goto fail;
     }
+    /* from here on the deployment read above is ours: every error goes
+     * through fail, which frees it */
     s->policy = hs_policy_find(cfg->policy);
-    if (!s->policy)
-        return hs_errf(err, HS_ENOTFOUND, "policy: unknown policy \"%s\" (see hetsim list policies)", cfg->policy);
+    if (!s->policy) {
+        rc = hs_errf(err, HS_ENOTFOUND, "policy: unknown policy \"%s\" (see hetsim list policies)", cfg->policy);
+        goto fail;
+    }
     s->router = hs_router_parse(cfg->router);
-    if (s->router < 0)
-        return hs_errf(err, HS_ENOTFOUND, "router: unknown router \"%s\" (rr, lor, lot, weighted)", cfg->router);
-    if (!hs_perf_find(cfg->perf.model))
-        return hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", cfg->perf.model);
-    if (ec->kv_bits != 16 && ec->kv_bits != 8)
-        return hs_errf(err, HS_ERANGE, "engine.kv_bits: %d is not 16 or 8", ec->kv_bits);
-    if (cfg->bits != 16 && cfg->bits != 8 && cfg->bits != 4 && cfg->bits != 3)
-        return hs_errf(err, HS_ERANGE, "bits: %d is not 16, 8, 4 or 3", cfg->bits);
+    if (s->router < 0) {
+        rc = hs_errf(err, HS_ENOTFOUND, "router: unknown router \"%s\" (rr, lor, lot, weighted)", cfg->router);
+        goto fail;
+    }
+    if (!hs_perf_find(cfg->perf.model)) {
+        rc = hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", cfg->perf.model);
+        goto fail;
+    }
+    if (ec->kv_bits != 16 && ec->kv_bits != 8) {
+        rc = hs_errf(err, HS_ERANGE, "engine.kv_bits: %d is not 16 or 8", ec->kv_bits);
+        goto fail;
+    }
+    if (cfg->bits != 16 && cfg->bits != 8 && cfg->bits != 4 && cfg->bits != 3) {
+        rc = hs_errf(err, HS_ERANGE, "bits: %d is not 16, 8, 4 or 3", cfg->bits);
+        goto fail;
+    }
     if (cfg->deployment[0]) {
         /* The deployment names its model and cluster. */
         snprintf(cfg->model, sizeof cfg->model, "%s", s->deploy.model);
