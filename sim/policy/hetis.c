@@ -28,8 +28,8 @@ static int heads_fit(void *ctx, hs_engine *e, hs_lane *l, int32_t r, const char 
 static int schedule(hs_engine *e, hs_lane *l)
 {
     int rc;
-    if ((rc = hs_hetis_prepare(e, l))) {
-        e->fatal = rc;
+    if ((rc = hs_hetis_prepare(e, l))) { /* hs_hetis_prepare named it (hs__engine_fail) */
+        hs__engine_fail(e, rc, "hetis: dispatch failed");
         return 0;
     }
     for (int pass = 0; pass < 2; pass++) {

@@ -36,7 +36,7 @@ static int schedule(hs_engine *e, hs_lane *l)
     }
     return l->it.decode || l->it.n_chunks > 0;
 nomem:
-    e->fatal = HS_ENOMEM;
+    hs__engine_fail(e, HS_ENOMEM, "out of memory adding a chunk to the batch");
     return 0;
 }
 

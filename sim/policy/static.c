@@ -107,7 +107,7 @@ static int schedule(hs_engine *e, hs_lane *l)
     s->dec_ctx = (int64_t)b->n * (b->max_prompt + b->step + 1);
     return 1;
 nomem:
-    e->fatal = HS_ENOMEM;
+    hs__engine_fail(e, HS_ENOMEM, "out of memory forming a static batch");
     return 0;
 }
 

@@ -5,10 +5,23 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { EV_ARRIVAL = 1, EV_KICK, EV_ITER_END, EV_NET };
+
+void hs__engine_fail(hs_engine *e, int code, const char *fmt, ...)
+{
+    va_list ap;
+    if (e->fatal) return; /* the first failure is the one to report */
+    e->fatal = code ? code : HS_ESTATE;
+    e->fatal_err.code = e->fatal;
+    va_start(ap, fmt);
+    vsnprintf(e->fatal_err.msg, sizeof e->fatal_err.msg, fmt, ap);
+    va_end(ap);
+}
 
 const char *const hs_router_names[] = {"rr", "lor", "lot", "weighted", NULL};
 
@@ -281,8 +294,8 @@ void hs_engine_kick(hs_engine *e, hs_lane *l)
 {
     if (l->busy || l->kick) return;
     l->kick = 1;
-    if (!hs_evq_push(&e->q, e->q.now, HS_PRIO_STEP, EV_KICK, l->id, 0) && !e->fatal)
-        e->fatal = HS_ENOMEM;
+    if (!hs_evq_push(&e->q, e->q.now, HS_PRIO_STEP, EV_KICK, l->id, 0))
+        hs__engine_fail(e, HS_ENOMEM, "out of memory queueing a lane's next step");
 }
 
 /* ---- fast-forward ----
@@ -338,7 +351,7 @@ static void ff_truncate(hs_engine *e, hs_lane *l, hs_ns t)
     l->it.end = end;
     if (hs_evq_cancel(&e->q, l->ff_seq) ||
         !(l->ff_seq = hs_evq_push(&e->q, end, HS_PRIO_COMPLETE, EV_ITER_END, l->id, 0)))
-        if (!e->fatal) e->fatal = HS_ENOMEM;
+        hs__engine_fail(e, HS_ENOMEM, "out of memory cutting a fast-forwarded run short");
 }
 
 /* Applies every step of the run (the last one may finish requests). */
@@ -376,12 +389,13 @@ static void net_reschedule(hs_engine *e)
 {
     hs_ns t = hs_net_next_event(e->net);
     if (t == e->net_time) return;
-    if (e->net_seq) hs_evq_cancel(&e->q, e->net_seq);
+    if (e->net_seq && hs_evq_cancel(&e->q, e->net_seq))
+        hs__engine_fail(e, HS_ENOMEM, "out of memory rescheduling the network's next event");
     e->net_seq = 0;
     if (t != HS_NS_MAX) {
         if (t < e->q.now) t = e->q.now;
         e->net_seq = hs_evq_push(&e->q, t, HS_PRIO_TRANSFER, EV_NET, 0, 0);
-        if (!e->net_seq && !e->fatal) e->fatal = HS_ENOMEM;
+        if (!e->net_seq) hs__engine_fail(e, HS_ENOMEM, "out of memory queueing the network's next event");
     }
     e->net_time = t;
 }
@@ -400,7 +414,7 @@ static int32_t pick_decode_route(hs_engine *e, int32_t src)
         e->kv_wrr = calloc((size_t)e->n_replicas * (size_t)e->n_replicas, sizeof *e->kv_wrr);
         e->kv_pairs = calloc((size_t)e->n_replicas * (size_t)e->n_replicas, sizeof *e->kv_pairs);
         if (!e->kv_wrr || !e->kv_pairs) {
-            if (!e->fatal) e->fatal = HS_ENOMEM;
+            hs__engine_fail(e, HS_ENOMEM, "out of memory in the engine");
             return -1;
         }
     }
@@ -445,7 +459,7 @@ static hs_lane *pick_decode(hs_engine *e, int32_t src)
 static int flow(hs_engine *e, int32_t r, int from, int to, double bytes)
 {
     if (hs_net_start(e->net, e->q.now, from, to, bytes, r, NULL, NULL)) {
-        if (!e->fatal) e->fatal = HS_ENOMEM;
+        hs__engine_fail(e, HS_ENOMEM, "out of memory in the engine");
         return -1;
     }
     e->pool[r].xfer_pending++;
@@ -570,7 +584,7 @@ static void join_landed(hs_engine *e, hs_lane *l)
         hs_list_remove(e, &l->landed, r);
         l->xfer_in -= q->blocks;
         if (hs__dec_join(e, l, r, e->q.now)) {
-            if (!e->fatal) e->fatal = HS_ENOMEM;
+            hs__engine_fail(e, HS_ENOMEM, "out of memory in the engine");
             return;
         }
         e->pool[r].last_token = last;
@@ -605,7 +619,7 @@ static int tgrow(void **p, int32_t *cap, int32_t n, size_t sz)
 void hs__trace_preempt(hs_engine *e, hs_lane *l, const hs_req *q)
 {
     if (tgrow((void **)&l->trace_pm, &l->cap_trace_pm, l->n_trace_pm + 1, sizeof *l->trace_pm)) {
-        if (!e->fatal) e->fatal = HS_ENOMEM;
+        hs__engine_fail(e, HS_ENOMEM, "out of memory in the engine");
         return;
     }
     l->trace_pm[l->n_trace_pm++] = q->id;
@@ -626,7 +640,7 @@ static void trace_iter(hs_engine *e, hs_lane *l)
         tgrow((void **)&t->dec, &e->cap_tdec, l->n_dec, sizeof *t->dec) ||
         tgrow((void **)&t->first, &e->cap_tfirst, n, sizeof *t->first) ||
         tgrow((void **)&t->finished, &e->cap_tfin, n, sizeof *t->finished)) {
-        if (!e->fatal) e->fatal = HS_ENOMEM;
+        hs__engine_fail(e, HS_ENOMEM, "out of memory in the engine");
         return;
     }
     for (int32_t k = 0; k < l->it.n_chunks; k++) {
@@ -700,9 +714,8 @@ static void try_start(hs_engine *e, hs_lane *l)
     l->busy = 1;
     l->iters++;
     e->iterations++;
-    if (!(l->ff_seq = hs_evq_push(&e->q, l->it.end, HS_PRIO_COMPLETE, EV_ITER_END, l->id, 0)) &&
-        !e->fatal)
-        e->fatal = HS_ENOMEM;
+    if (!(l->ff_seq = hs_evq_push(&e->q, l->it.end, HS_PRIO_COMPLETE, EV_ITER_END, l->id, 0)))
+        hs__engine_fail(e, HS_ENOMEM, "out of memory queueing an iteration's end");
 }
 
 static int on_arrival(hs_engine *e)
@@ -828,10 +841,10 @@ int hs_engine_run(hs_engine *e, hs_err *err)
             assert(0);
         }
         if (e->fatal) {
+            /* a sink names its own errors in the caller's buffer */
             if (err && err->code == e->fatal && err->msg[0]) return e->fatal;
-            if (e->fatal_err.msg[0])
-                return hs_errf(err, e->fatal, "simulation stopped: %s", e->fatal_err.msg);
-            return hs_errf(err, e->fatal, "simulation stopped: %s", hs_strerror(e->fatal));
+            return hs_errf(err, e->fatal, "simulation stopped: %s",
+                           e->fatal_err.msg[0] ? e->fatal_err.msg : hs_strerror(e->fatal));
         }
         if (e->progress && (e->q.popped & 0xFFFF) == 0) e->progress(e->progress_ctx, e);
         if (e->cfg.audit && !hs_engine_audit(e))

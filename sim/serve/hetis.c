@@ -21,7 +21,7 @@ void hs_hetis_cfg_defaults(hs_hetis_cfg *c)
 
 /* CPU time of this thread: the dispatcher's own cost, unaffected by other
  * processes sharing the machine. */
-static double wall_s(void)
+static double cpu_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -562,7 +562,7 @@ static int dispatch_new(hs_engine *e, hs_hetis *h, hs_lane *l, int lane, hs_err 
     int32_t *rs = NULL;
     int16_t *xs = NULL;
     int n = 0, rc = 0;
-    double t0 = wall_s(), dt;
+    double t0 = cpu_s(), dt;
     for (int32_t r = l->running.head; r >= 0; r = hs_req_at(e, r)->next) {
         if ((rc = rec_grow(h, r))) return rc;
         if (h->rec_id[r] == hs_req_at(e, r)->id) continue;
@@ -643,7 +643,7 @@ static int dispatch_new(hs_engine *e, hs_hetis *h, hs_lane *l, int lane, hs_err 
     h->st.dispatches++;
     h->st.dispatched_reqs += n;
 out:
-    dt = wall_s() - t0;
+    dt = cpu_s() - t0;
     {
         int k = 0;
         while (k < 31 && dt * 1e6 >= (double)(2 << k)) k++;
@@ -720,8 +720,7 @@ int hs_hetis_prepare(hs_engine *e, hs_lane *l)
         !(l->n_dec > 0 && (++h->steps[lane] % h->cfg.period) == 0 && (rc = rebalance(e, h, l, lane, &err))))
         rc = relieve(e, h, l, lane, &err);
     if (rc) {
-        /* The engine names it when it stops. */
-        e->fatal_err = err;
+        hs__engine_fail(e, rc, "%s", err.msg); /* the engine names it when it stops */
         return rc;
     }
     assert(hs_hetis_sane(e, h, lane)); /* INV-HEAD, INV-HMEM */

@@ -241,7 +241,7 @@ static void release(hs_engine *e, hs_lane *l, int32_t r, hs_req_record *rec)
 {
     hs_req *q = hs_req_at(e, r);
     int rc = e->sink.request ? e->sink.request(e->sink.ctx, rec) : 0;
-    if (rc && !e->fatal) e->fatal = rc;
+    if (rc) hs__engine_fail(e, rc, "the results sink refused request %lld", (long long)rec->id);
     l->out_reqs--;
     l->out_tokens -= q->prompt;
     e->load_req[l->replica]--;
@@ -387,7 +387,7 @@ int32_t hs_lane_admit_fcfs(hs_engine *e, hs_lane *l, int32_t max_tok, int32_t ma
         }
         hs_lane_admit(e, l, r);
         if (hs_iter_add_chunk(e, l, r, q->prefill_len)) {
-            e->fatal = HS_ENOMEM;
+            hs__engine_fail(e, HS_ENOMEM, "out of memory adding a prompt to the batch");
             return -1;
         }
         seqs++;
@@ -400,7 +400,8 @@ int hs_lane_decode_setup(hs_engine *e, hs_lane *l)
 {
     if (l->n_dec == 0) return 0;
     if (hs_lane_reserve_decode(e, l) < 0) {
-        e->fatal = HS_ESTATE;
+        hs__engine_fail(e, HS_ESTATE, "lane %d: no KV blocks for the decode step even after preempting every other member",
+                        l->id);
         return -1;
     }
     if (l->n_dec == 0) return 0;
@@ -449,7 +450,7 @@ void hs_lane_complete(hs_engine *e, hs_lane *l)
         } else if (e->replicas[l->replica].role_kind == HS_ROLE_PREFILL) {
             hs__handoff(e, l, r, t);
         } else if (hs__dec_join(e, l, r, t)) {
-            if (!e->fatal) e->fatal = HS_ENOMEM;
+            hs__engine_fail(e, HS_ENOMEM, "out of memory completing an iteration");
             return;
         }
     }

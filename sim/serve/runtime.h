@@ -195,7 +195,7 @@ typedef struct hs_replica {
 typedef struct hs_engine_cfg {
     int block_size;          /* tokens per KV block */
     int max_num_seqs;        /* sequences per lane */
-    int max_batched_tokens;  /* tokens per iteration (0: max(8192, context)) */
+    int max_batched_tokens;  /* tokens per iteration (0: max(2048, context), hs_engine_pass_tokens) */
     int chunk_size;          /* chunked prefill token budget */
     int static_batch;        /* static batching batch size */
     double watermark;        /* fraction of blocks kept free at admission */
@@ -258,6 +258,13 @@ void hs_lane_decode_shape(struct hs_engine *e, hs_lane *l);
  * HS_ADMIT_OK admits it (the veto may count it), HS_ADMIT_STOP ends the
  * batch, HS_ADMIT_DROP drops it.  Returns the number admitted, or -1 with
  * e->fatal set. */
+/* Stops the run from inside a callback (a policy hook, a scheduling or
+ * completion step) that cannot return an error: the first failure wins and
+ * keeps its code and message (e->fatal, e->fatal_err); later ones are
+ * dropped, as they are usually its consequences.  hs_engine_run reports it
+ * as "simulation stopped: <message>". */
+void hs__engine_fail(struct hs_engine *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 enum { HS_ADMIT_OK = 0, HS_ADMIT_STOP, HS_ADMIT_DROP };
 typedef int (*hs_admit_veto)(void *ctx, struct hs_engine *e, hs_lane *l, int32_t r, const char **why);
 int32_t hs_lane_admit_fcfs(struct hs_engine *e, hs_lane *l, int32_t max_tok, int32_t max_new,
