@@ -17,7 +17,7 @@ check_grep "an attention worker" "$T/err" 'attention GPU 8: cap'
 check_grep "summary" "$T/out" 'Successful requests: +60'
 hs_run 2 "attention workers need policy hetis" run --deployment "$T/d.json" --policy vllm "${common[@]}" \
     --requests 5 --db "$T/r2.db" --quiet
-check_grep "one-line refusal" "$T/err" '^hetsim: deployment: 4 attention workers need --policy hetis'
+check_grep "one-line refusal" "$T/err" '^hetsim: deployment: 4 attention workers need a policy that offloads attention \(hetis; policy is vllm\)'
 for p in hetis-splitwise hetis-hexgen; do
     hs_run 0 "plan $p" plan --planner "$p" "${common[@]}" --emit-deployment "$T/$p.json" --quiet
 done

@@ -7,6 +7,7 @@
  * errors found while streaming the trace roll the run's transaction back,
  * and a database file this run created is removed again. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,21 @@ static void names_line(FILE *fp, const char *lead, const char *(*name)(int), int
 }
 
 static const char *policy_name(int i) { return hs_policies[i] ? hs_policies[i]->name : NULL; }
+
+/* The registered policies whose int capability flag at offset `flag` of
+ * hs_policy_ops is set, comma-separated (for messages that suggest one). */
+static void policies_with(size_t flag, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; hs_policies[i]; i++) {
+        int on;
+        memcpy(&on, (const char *)hs_policies[i] + flag, sizeof on);
+        if (on && len < cap)
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", hs_policies[i]->name);
+    }
+    if (!len) snprintf(buf, cap, "none registered");
+}
 static const char *planner_name(int i) { return hs_planners[i] ? hs_planners[i]->name : NULL; }
 
 static void run_usage(FILE *fp, const char *cmd)
@@ -297,10 +313,12 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
                      s->policy->name, HS_MAX_PASS_TOKENS);
         goto fail;
     }
-    if (!strcmp(s->policy->name, "vllm") && ec->max_batched_tokens < s->max_model_len) {
+    if (s->policy->whole_prompts && ec->max_batched_tokens < s->max_model_len) {
+        char alt[256];
+        policies_with(offsetof(hs_policy_ops, chunks), alt, sizeof alt);
         rc = hs_errf(err, HS_EINVAL,
-                     "engine.max_batched_tokens: %d is below the context limit %d (vllm without chunking needs whole prompts; use --policy sarathi)",
-                     ec->max_batched_tokens, s->max_model_len);
+                     "engine.max_batched_tokens: %d is below the context limit %d (%s prefills whole prompts; a policy that chunks them: %s)",
+                     ec->max_batched_tokens, s->max_model_len, s->policy->name, alt);
         goto fail;
     }
     if (!cfg->deployment[0]) {
@@ -352,7 +370,7 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
                                 &cfg->perf, s->max_tokens, s->max_model_len, err)))
         goto fail;
     if (build_replicas && (rc = hs_hetis_setup(s->replicas, &s->deploy, &s->model, s->cluster, ec,
-                                               &cfg->perf, s->policy->name, err)))
+                                               &cfg->perf, s->policy->attn_offload, err)))
         goto fail;
     return 0;
 fail:
@@ -584,9 +602,11 @@ int hs_cli_run(int argc, char **argv)
     if (rc == 1) return 0;
     if (rc) goto fail;
     if ((rc = setup_build(&s, &cfg, 1, &err))) goto fail;
-    if (s.deploy.n_attn && strcmp(s.policy->name, "hetis")) {
-        rc = hs_errf(&err, HS_EINVAL, "deployment: %d attention workers need --policy hetis (policy is %s)",
-                     s.deploy.n_attn, s.policy->name);
+    if (s.deploy.n_attn && !s.policy->attn_offload) {
+        char alt[256];
+        policies_with(offsetof(hs_policy_ops, attn_offload), alt, sizeof alt);
+        rc = hs_errf(&err, HS_EINVAL, "deployment: %d attention workers need a policy that offloads attention (%s; policy is %s)",
+                     s.deploy.n_attn, alt, s.policy->name);
         goto fail;
     }
     if ((rc = hs_source_open(&src, &cfg.workload, &err))) goto fail;

@@ -56,4 +56,5 @@ const hs_policy_ops hs_policy_hetis = {
     .schedule = schedule,
     .complete = complete,
     .disagg = 1,   /* complete is hs_lane_complete's, hand-overs included */
+    .attn_offload = 1,
 };

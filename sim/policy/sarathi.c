@@ -51,4 +51,5 @@ const hs_policy_ops hs_policy_sarathi = {
     .help = "chunked prefill, decodes first, prompts cut to fill a token budget (Sarathi-Serve)",
     .schedule = schedule,
     .pass_tokens = pass_tokens,
+    .chunks = 1,
 };

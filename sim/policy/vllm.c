@@ -27,4 +27,5 @@ const hs_policy_ops hs_policy_vllm = {
     .help = "continuous batching, prefill-priority, paged KV, preemption by recompute (vLLM)",
     .schedule = schedule,
     .encdec = 1,
+    .whole_prompts = 1,
 };

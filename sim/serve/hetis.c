@@ -807,12 +807,12 @@ int hs_hetis_admit_ok(hs_engine *e, const hs_lane *l, int32_t r)
 }
 
 int hs_hetis_setup(hs_replica *rp, const hs_deploy *d, const hs_model *m, const hs_cluster *c,
-                   const hs_engine_cfg *ec, const hs_perf_cfg *pc, const char *policy, hs_err *err)
+                   const hs_engine_cfg *ec, const hs_perf_cfg *pc, int attn_offload, hs_err *err)
 {
     hs_hetis_cfg hc;
-    if (strcmp(policy, "hetis") && !d->n_attn) return 0;
+    if (!attn_offload && !d->n_attn) return 0;
     hs_hetis_cfg_defaults(&hc);
-    return hs_hetis_attach(rp, d->n, d, m, c, ec, pc, &hc, !strcmp(policy, "hetis"), err);
+    return hs_hetis_attach(rp, d->n, d, m, c, ec, pc, &hc, attn_offload, err);
 }
 
 void hs_hetis_totals(const hs_replica *rp, int32_t n_rep, hs_hetis_stats *t)

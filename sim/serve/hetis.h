@@ -124,11 +124,12 @@ int hs_hetis_attach(hs_replica *rp, int32_t n_rep, const hs_deploy *d, const hs_
                     const hs_cluster *c, const hs_engine_cfg *ec, const hs_perf_cfg *pc,
                     const hs_hetis_cfg *hc, int all_replicas, hs_err *err);
 void hs_hetis_detach(hs_replica *rp, int32_t n_rep);
-/* The CLI's step: attaches (defaults) to every replica when policy is
- * "hetis", and to the replicas with attention workers otherwise (so that
- * `hetsim plan` shows the pooled cache; running them needs policy hetis). */
+/* The CLI's step: attaches (defaults) to every replica when the policy
+ * offloads attention (its ops' attn_offload), and to the replicas with
+ * attention workers otherwise (so that `hetsim plan` shows the pooled cache;
+ * running them needs such a policy). */
 int hs_hetis_setup(hs_replica *rp, const hs_deploy *d, const hs_model *m, const hs_cluster *c,
-                   const hs_engine_cfg *ec, const hs_perf_cfg *pc, const char *policy, hs_err *err);
+                   const hs_engine_cfg *ec, const hs_perf_cfg *pc, int attn_offload, hs_err *err);
 /* Sums the replicas' dispatcher statistics (zero when none is attached). */
 void hs_hetis_totals(const hs_replica *rp, int32_t n_rep, hs_hetis_stats *out);
 /* Quantile q of the dispatch wall time from the histogram (upper edge of

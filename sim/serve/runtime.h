@@ -101,6 +101,16 @@ typedef struct hs_policy_ops {
     /* 1: runs encoder-decoder models (lane.c's encoding passes: whole
      * prompts, no token until the first decoding step). */
     int encdec;
+    /* 1: prefills every prompt in one pass, so a pass must hold the longest
+     * context (engine.max_batched_tokens >= the context limit). */
+    int whole_prompts;
+    /* 1: cuts prompts into chunks (a policy to suggest when whole prompts
+     * do not fit a pass). */
+    int chunks;
+    /* 1: offloads attention heads to attention workers (a deployment with
+     * attention workers needs such a policy; serve/hetis.h attaches the
+     * dispatcher to every replica). */
+    int attn_offload;
 } hs_policy_ops;
 
 /* One prefill chunk of an iteration. */
