@@ -1,5 +1,5 @@
 /* test_review_router_weight.c - (review) a replica's routing weight must act
- * the same way under every weight-aware router.  route() in engine.c divides
+ * the same way under every weight-aware router.  hs__route() in route.c divides
  * the load by the weight for lor/lot but replaces a weight of 0 by 1, so a
  * replica a deployment switched off (weight 0, which "weighted" never picks)
  * takes a full share under lor/lot, while weight 0.001 takes almost none. */

@@ -11,7 +11,7 @@
  *      FIFO stage reservations pipeline them as ExeGPT's micro-batches are.
  * waa  Workload-aware allocation: a prefill ("encode") replica runs only
  *      encoding batches of B_E queries, back to back; each query's KV moves
- *      layer by layer to the decode replica (engine.c's hand-over over the
+ *      layer by layer to the decode replica (handover.c's hand-over over the
  *      links, hw/net.h), whose lanes (the decoder micro-batches B_m) run
  *      decoding iterations only.  Encoder and decoder run asynchronously; a
  *      decoder short of KV blocks stalls the hand-overs, and the held prompt

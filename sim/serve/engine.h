@@ -5,7 +5,8 @@
  * iterations composed by the runtime policy, and every request ends in the
  * sink as finished or dropped.  Events: ARRIVAL, KICK (a lane may start an
  * iteration; deferred to the end of the instant so simultaneous arrivals
- * batch together) and ITER_END.
+ * batch together), ITER_END and NET (the network's next flow event: KV
+ * hand-overs of disaggregated replicas, handover.c).
  *
  * Invariants: INV-1 the clock never goes back (evq); INV-CONS every arrival
  * is finished or dropped when hs_engine_run returns 0

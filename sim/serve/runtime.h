@@ -288,13 +288,13 @@ int hs_lane_decode_setup(struct hs_engine *e, hs_lane *l);
 void hs_lane_complete(struct hs_engine *e, hs_lane *l);
 /* Finishes a request (record to the sink, frees its slot). */
 void hs_lane_finish(struct hs_engine *e, hs_lane *l, int32_t r, hs_ns t);
-/* Disaggregation (engine.c): r finished its prefill on prefill lane l at t
+/* Disaggregation (handover.c): r finished its prefill on prefill lane l at t
  * and leaves for a decode replica. */
 void hs__handoff(struct hs_engine *e, hs_lane *l, int32_t r, hs_ns t);
 /* Joins r, whose KV is cached (prefill_len tokens, blocks held), to l's
  * decode set at t (lane.c). */
 int hs__dec_join(struct hs_engine *e, hs_lane *l, int32_t r, hs_ns t);
-/* Notes a preemption for the schedule file (engine.c). */
+/* Notes a preemption for the schedule file (trace.c). */
 void hs__trace_preempt(struct hs_engine *e, hs_lane *l, const hs_req *q);
 /* 1 when the lane's invariants hold (for assert and the audit). */
 int hs_lane_sane(struct hs_engine *e, const hs_lane *l);

@@ -1,0 +1,602 @@
+/* hexgen2_est.c - the HexGen-2 planner's estimator: what one group of GPUs
+ * does as one replica, in closed form (hexgen2.h, "Estimator" and
+ * "Layouts"), and how long a request's KV takes between two groups.
+ *
+ *   stage_time    one stage's time for a batch shape: the roofline tables'
+ *                 formula (perf/roofline.c build()), test HG2-4;
+ *   build_layout  a group's stages under a TP cap: TP inside a (node, type)
+ *                 class, layers by speed within each stage's memory cap;
+ *   time_layout   a layout's rate, latency and decode batch;
+ *   eval_group    the best layout over the TP caps, cached per (role, caps,
+ *                 GPU set) in the context's open-addressing table;
+ *   kv_time       the KV hand-over of one request, flows as the engine
+ *                 starts them; pair_time memoises it per pair of groups;
+ *   nic_time      a group's cross-node KV bytes over its GPUs' NICs.
+ *
+ * Invariants (asserted where relied on):
+ *   - a group's GPUs are distinct, in [0, n_gpus) and at most n_gpus
+ *     (scratch holds them); the cache key is them sorted by (node, type, id);
+ *   - a layout that fits (ok) has 1 <= pp <= HS_MAX_PP stages whose TPs are
+ *     caps from x->tps summing to the group's size and whose layers, each
+ *     >= 1 and within the stage's memory cap, sum to the model's layers;
+ *   - every time is finite and >= 0, every rate and latency of a group that
+ *     fits finite and > 0; links between distinct GPUs have a finite
+ *     bandwidth > 0 and a finite latency >= 0 (hw.h);
+ *   - kv_time's groups share no GPU, so each GPU is touched at most once
+ *     per direction (touched[] holds 2 n_gpus), and kvbuf is zero again on
+ *     return.
+ * Deterministic: the sort is total (ends on the id) and no order depends on
+ * addresses or hashes. */
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf/perf.h"
+#include "plan/hexgen2_int.h"
+
+/* ---------------------------------------------------------------- stage times */
+
+/* The roofline's per-rank view of a stage: slowest FLOP/s and bandwidth. */
+static void stage_gpu(const hs_hg2_ctx *x, const int *gpus, int tp, hs_gpu *g)
+{
+    assert(tp >= 1 && tp <= HS_MAX_TP);
+    *g = *hs_cluster_gpu(x->c, gpus[0]);
+    for (int i = 1; i < tp; i++) {
+        const hs_gpu *h = hs_cluster_gpu(x->c, gpus[i]);
+        if (h->flops16 < g->flops16) g->flops16 = h->flops16;
+        if (h->mem_bw < g->mem_bw) g->mem_bw = h->mem_bw;
+    }
+}
+
+/* Mirrors roofline.c's build() for one stage and shape, seconds. */
+static double stage_time(const hs_hg2_ctx *x, const int *gpus, int tp, int layers,
+                         int bits, int kv_bits, int first, int last,
+                         const hs_batch_shape *b)
+{
+    const hs_model *m = x->m;
+    const hs_perf_cfg *cfg = &x->pc;
+    hs_gpu g;
+    double L = layers, s = 0, t = b->tokens, h = m->hidden;
+    double q = (double)m->heads * m->head_dim / tp;
+    double kvb = hs_model_kv_bytes_token_layer(m, tp, kv_bits);
+    stage_gpu(x, gpus, tp, &g);
+    if (b->tokens > 0) {
+        static const int ops[] = {HS_OP_QKV, HS_OP_ATTN_OUT, HS_OP_MLP_UP, HS_OP_MLP_DOWN, HS_OP_ACT};
+        double us = 0, layer;
+        for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++)
+            us += hs_roofline_op_us(ops[k], m, &g, tp, bits, t, cfg);
+        us += 2 * hs_roofline_op_us(HS_OP_NORM, m, &g, tp, bits, t, cfg);
+        us += 2 * hs_roofline_op_us(HS_OP_ADD, m, &g, tp, bits, t, cfg);
+        if (!strcmp(m->position, "rope")) us += hs_roofline_op_us(HS_OP_ROPE, m, &g, tp, bits, t, cfg);
+        layer = us * 1e-6;
+        /* all-reduces, each with the engine's host launch (perf.c engine_terms) */
+        if (tp > 1)
+            layer += (m->parallel_attn ? 1 : 2) * (hs_allreduce_s(x->c, gpus, tp, t * h * 2.0, cfg->link_eff) +
+                                                   x->ovh.collective_launch_us * 1e-6);
+        s += L * layer;
+        if (first) s += hs_roofline_op_us(HS_OP_EMB, m, &g, tp, bits, t, cfg) * 1e-6;
+    }
+    if (last && b->samples > 0) {
+        double k = b->samples;
+        s += (hs_roofline_op_us(HS_OP_LM_HEAD, m, &g, tp, 16, k, cfg) +
+              hs_roofline_op_us(HS_OP_NORM, m, &g, tp, 16, k, cfg)) * 1e-6;
+        if (tp > 1)
+            s += hs_allreduce_s(x->c, gpus, tp, k * (double)m->vocab / tp * 4.0, cfg->link_eff) / 2 +
+                 x->ovh.collective_launch_us * 1e-6;
+    }
+    if (b->dec_seqs) {
+        double per_c = 4.0 * q / (g.flops16 * cfg->attn_eff), per_m = kvb / (g.mem_bw * cfg->mem_eff);
+        s += L * (per_c > per_m ? per_c : per_m) * (double)b->dec_ctx +
+             L * (4.0 * q / (g.mem_bw * cfg->mem_eff)) * b->dec_seqs + L * cfg->launch_us * 1e-6;
+    }
+    if (b->pre_chunks) {
+        double pair = L * 4.0 * q / (g.flops16 * cfg->attn_eff);
+        s += pair * (2 * b->pre_self + b->pre_cross) + L * kvb / (g.mem_bw * cfg->mem_eff) * (double)b->pre_prefix +
+             L * cfg->launch_us * 1e-6;
+    }
+    assert(isfinite(s) && s >= 0); /* FLOP/s, bandwidths and efficiencies > 0 */
+    return s;
+}
+
+double hs_hg2_stage_s(const hs_hg2_ctx *x, const hs_layout *l, int s, const hs_batch_shape *b)
+{
+    const hs_stage_layout *st = &l->stage[s];
+    assert(s >= 0 && s < l->pp && l->pp <= HS_MAX_PP);
+    return stage_time(x, st->gpus, st->tp, st->layers, st->bits, l->kv_bits, s == 0,
+                      s == l->pp - 1, b);
+}
+
+/* Activation send to the next stage, s (roofline's send_alpha/send_token). */
+static double send_time(const hs_hg2_ctx *x, int from, int to, double tokens)
+{
+    double bw, lat;
+    if (from == to) return 0;
+    bw = hs_cluster_bw(x->c, from, to);
+    lat = hs_cluster_lat(x->c, from, to);
+    assert(isfinite(bw) && bw > 0 && isfinite(lat) && lat >= 0); /* hw.h: off-diagonal links exist */
+    return lat + tokens * x->m->hidden * 2.0 / (bw * x->pc.link_eff);
+}
+
+/* Usable bytes left for KV on the stage's tightest rank; < 0 when the
+ * weights and activations do not fit. */
+static double stage_avail(const hs_hg2_ctx *x, const int *gpus, int tp, int layers,
+                          int first, int last, double *kv_tok)
+{
+    hs_stage_mem mem;
+    double avail = INFINITY;
+    hs_model_stage_mem(x->m, layers, first, last, tp, x->bits, x->ec.kv_bits, x->max_tokens,
+                       x->ec.max_num_seqs, &mem);
+    for (int k = 0; k < tp; k++) {
+        double a = hs_cluster_gpu(x->c, gpus[k])->mem_bytes * x->ec.gpu_mem_util - mem.weights - mem.activation;
+        if (a < avail) avail = a;
+    }
+    *kv_tok = mem.kv_per_token;
+    return avail;
+}
+
+/* Blocks a stage holds (hs_layout_kv_blocks' rule); -1 when it does not fit. */
+static int64_t stage_blocks(const hs_hg2_ctx *x, const int *gpus, int tp, int layers,
+                            int first, int last)
+{
+    double kvt, a = stage_avail(x, gpus, tp, layers, first, last, &kvt);
+    if (a <= 0) return -1;
+    assert(kvt > 0 && x->ec.block_size > 0);
+    return (int64_t)floor(a / (kvt * x->ec.block_size));
+}
+
+/* INV-FIT of the runtime: every lane (one per stage) holds one context. */
+static int stage_fits(const hs_hg2_ctx *x, const int *gpus, int tp, int layers, int first,
+                      int last, int pp)
+{
+    int64_t b = stage_blocks(x, gpus, tp, layers, first, last);
+    return b >= 0 && b / pp * x->ec.block_size >= x->mml;
+}
+
+/* ---------------------------------------------------------------- layouts */
+
+static const hs_cluster *cmp_gpu_c;
+static int cmp_gpu(const void *a, const void *b)
+{
+    int i = *(const int *)a, j = *(const int *)b;
+    const hs_cluster *c = cmp_gpu_c;
+    if (c->gpu_node[i] != c->gpu_node[j]) return c->gpu_node[i] - c->gpu_node[j];
+    if (c->gpu_type[i] != c->gpu_type[j]) return c->gpu_type[i] - c->gpu_type[j];
+    return i - j;
+}
+
+static void sort_gpus(const hs_cluster *c, int *g, int n)
+{
+    /* qsort with a file-scope cluster: the planner is single-threaded and
+     * the order is total (ties end on the id), so the result is deterministic */
+    cmp_gpu_c = c;
+    qsort(g, (size_t)n, sizeof *g, cmp_gpu);
+}
+
+#ifndef NDEBUG
+/* Sanity of a cache key (for assert): n GPU ids in [0, n_gpus), strictly
+ * increasing in sort_gpus' order (hence distinct).  Call after sort_gpus. */
+static int key_sane(const hs_hg2_ctx *x, const int *g, int n)
+{
+    if (n > x->c->n_gpus) return 0;
+    for (int i = 0; i < n; i++) {
+        if (g[i] < 0 || g[i] >= x->c->n_gpus) return 0;
+        if (i && cmp_gpu(&g[i - 1], &g[i]) >= 0) return 0;
+    }
+    return 1;
+}
+
+/* Sanity of a layout (for assert): 1 <= pp <= HS_MAX_PP stages, each TP a
+ * cap of x->tps, the TPs summing to n GPUs (n < 0: not checked), each
+ * stage >= 1 layer and at most lmax[s] (lmax NULL: not checked), the
+ * layers summing to the model's. */
+static int layout_sane(const hs_hg2_ctx *x, int n, int pp, const int *tp, const int *layers,
+                       const int *lmax)
+{
+    int gpus = 0, sum = 0;
+    if (pp < 1 || pp > HS_MAX_PP) return 0;
+    for (int s = 0; s < pp; s++) {
+        int cap = 0;
+        for (int k = 0; k < x->n_tps; k++) cap |= tp[s] == x->tps[k];
+        if (!cap || layers[s] < 1 || (lmax && layers[s] > lmax[s])) return 0;
+        gpus += tp[s];
+        sum += layers[s];
+    }
+    return (n < 0 || gpus == n) && sum == x->m->layers;
+}
+
+/* Sanity of a group that fits (for assert): its layout, a finite rate and
+ * latency > 0 and a finite decode batch >= 0. */
+static int group_sane(const hs_hg2_ctx *x, const hs_hg2_group *g, int n)
+{
+    return g->ok && layout_sane(x, n, g->pp, g->tp, g->layers, NULL) && isfinite(g->rate) && g->rate > 0 &&
+           isfinite(g->lat_s) && g->lat_s > 0 && isfinite(g->batch) && g->batch >= 0;
+}
+#endif
+
+/* Builds the stages of gpus (sorted) under TP cap t; fills tp[], layers[]
+ * and returns pp, or 0 when the model does not fit. */
+static int build_layout(const hs_hg2_ctx *x, const int *g, int n, int role, int t, int pp_only,
+                        int *tp, int *layers)
+{
+    const hs_cluster *c = x->c;
+    int pp = 0, i = 0, off, L = x->m->layers;
+    int lmax[HS_MAX_PP];
+    double w[HS_MAX_PP];
+    while (i < n) {
+        int j = i;
+        while (j < n && c->gpu_node[g[j]] == c->gpu_node[g[i]] && c->gpu_type[g[j]] == c->gpu_type[g[i]]) j++;
+        for (int left = j - i; left > 0;) {
+            int s = 1;
+            for (int k = 0; k < x->n_tps; k++)
+                if (x->tps[k] <= t && x->tps[k] <= left) s = x->tps[k];
+            if (pp >= HS_MAX_PP) return 0;
+            tp[pp++] = s;
+            left -= s;
+        }
+        i = j;
+    }
+    if (pp > L || (pp_only && pp != pp_only)) return 0;
+    /* memory cap per stage (binary search on layers), then speed shares */
+    off = 0;
+    for (int s = 0; s < pp; s++) {
+        int lo = 0, hi = L - (pp - 1);
+        hs_gpu gg;
+        while (lo < hi) {
+            int mid = (lo + hi + 1) / 2;
+            if (stage_fits(x, g + off, tp[s], mid, s == 0, s == pp - 1, pp)) lo = mid;
+            else hi = mid - 1;
+        }
+        if (lo < 1) return 0;
+        lmax[s] = lo;
+        stage_gpu(x, g + off, tp[s], &gg);
+        w[s] = tp[s] * (role == HS_HG2_DECODE ? gg.mem_bw : gg.flops16);
+        layers[s] = 1;
+        off += tp[s];
+    }
+    for (int k = pp; k < L; k++) {
+        int best = -1;
+        double bv = INFINITY;
+        for (int s = 0; s < pp; s++) {
+            double v;
+            if (layers[s] >= lmax[s]) continue;
+            v = (layers[s] + 1) / w[s];
+            if (v < bv) {
+                bv = v;
+                best = s;
+            }
+        }
+        if (best < 0) return 0;
+        layers[best]++;
+    }
+    assert(layout_sane(x, n, pp, tp, layers, lmax)); /* HG2-1: every layer once, within memory */
+    return pp;
+}
+
+/* One pass of batch shape b through the pp stages of a built layout: *sum
+ * gets the stages' times, each plus the send of `tokens` activations to the
+ * next stage, added in stage order; *mx the largest of those terms.  s. */
+static void pipeline_times(const hs_hg2_ctx *x, const int *g, int pp, const int *tp,
+                           const int *layers, const hs_batch_shape *b, double tokens,
+                           double *sum, double *mx)
+{
+    double su = 0, m = 0;
+    int off = 0;
+    for (int s = 0; s < pp; s++) {
+        double v = stage_time(x, g + off, tp[s], layers[s], x->bits, x->ec.kv_bits, s == 0, s == pp - 1, b);
+        if (s + 1 < pp) v += send_time(x, g[off], g[off + tp[s]], tokens);
+        su += v;
+        if (v > m) m = v;
+        off += tp[s];
+    }
+    *sum = su;
+    *mx = m;
+}
+
+/* Fills rate / lat / batch of a built layout (build_layout's pp, tp and
+ * layers): all finite, rate and lat > 0. */
+static void time_layout(const hs_hg2_ctx *x, const int *g, int pp, const int *tp,
+                        const int *layers, int role, hs_hg2_group *out)
+{
+    double sum = 0, mx = 0, ovh, pre_rate, lat, of = 0, os = 0, ot = 0;
+    int tpmax = 1;
+    double si = x->o.s_in, so = x->o.s_out;
+    int64_t blocks = INT64_MAX;
+    hs_batch_shape b;
+    int off = 0;
+    /* prefill of one prompt */
+    memset(&b, 0, sizeof b);
+    b.tokens = (int32_t)si;
+    b.samples = 1;
+    b.pre_chunks = 1;
+    b.pre_self = si * (si + 1) / 2;
+    b.pre_tokens = (int64_t)si;
+    for (int s = 0; s < pp; s++) tpmax = tp[s] > tpmax ? tp[s] : tpmax;
+    if (x->ovh.n) hs_ovh_coef(&x->ovh, tpmax, pp, &of, &os, &ot);
+    ovh = x->pc.step_overhead_us * 1e-6 + (of + os + ot * si) * 1e-9;
+    pipeline_times(x, g, pp, tp, layers, &b, si, &sum, &mx);
+    lat = sum + ovh;
+    pre_rate = fmin(pp / lat, 1.0 / (mx + ovh));
+    assert(isfinite(lat) && lat > 0 && isfinite(pre_rate) && pre_rate > 0);
+    out->lat_s = lat;
+    out->rate = pre_rate;
+    out->batch = 0;
+    if (role == HS_HG2_PREFILL) return;
+    /* decode: the batch the KV holds */
+    for (int s = 0; s < pp; s++) {
+        int64_t bl = stage_blocks(x, g + off, tp[s], layers[s], s == 0, s == pp - 1);
+        if (bl < blocks) blocks = bl;
+        off += tp[s];
+    }
+    /* build_layout kept every stage within stage_fits: each lane holds a context */
+    assert(blocks >= 1 && blocks < INT64_MAX);
+    {
+        double ctx = si + so / 2, tokens = (double)blocks * x->ec.block_size;
+        double B = fmin((double)pp * x->ec.max_num_seqs, floor(tokens / (si + so * x->o.kv_reserve))), bl, round, tok_s;
+        bl = floor(B / pp);
+        if (bl < 1) bl = 1;
+        memset(&b, 0, sizeof b);
+        b.tokens = (int32_t)bl;
+        b.samples = (int32_t)bl;
+        b.dec_seqs = (int32_t)bl;
+        b.dec_ctx = (int64_t)(bl * ctx);
+        pipeline_times(x, g, pp, tp, layers, &b, bl, &sum, &mx);
+        ovh = x->pc.step_overhead_us * 1e-6 + (of + (os + ot) * bl) * 1e-9;
+        round = fmax(sum, pp * mx) + ovh;
+        tok_s = pp * bl / round;
+        out->batch = pp * bl;
+        if (role == HS_HG2_DECODE) {
+            out->rate = tok_s / so;
+            out->lat_s = round;
+        } else {
+            out->rate = 1.0 / (1.0 / pre_rate + so / tok_s);
+        }
+        assert(isfinite(round) && round > 0 && isfinite(out->rate) && out->rate > 0);
+    }
+}
+
+/* ---------------------------------------------------------------- group cache */
+
+static uint64_t key_hash(int role, int t_only, int pp_only, const int *g, int n)
+{
+    uint64_t h = UINT64_C(1469598103934665603);
+    h = (h ^ (uint64_t)(role + 7 * t_only + 131 * pp_only)) * UINT64_C(1099511628211);
+    for (int i = 0; i < n; i++) h = (h ^ (uint64_t)g[i]) * UINT64_C(1099511628211);
+    return h ^ (uint64_t)n;
+}
+
+static int cache_grow(hs_hg2_ctx *x)
+{
+    long nc = x->tab_cap * 2;
+    int32_t *nt = malloc((size_t)nc * sizeof *nt);
+    if (!nt) return -1;
+    memset(nt, 0xff, (size_t)nc * sizeof *nt);
+    for (long i = 0; i < x->n_ent; i++) {
+        long p = (long)(x->ent[i]->h & (uint64_t)(nc - 1));
+        while (nt[p] >= 0) p = (p + 1) & (nc - 1);
+        nt[p] = (int32_t)i;
+    }
+    free(x->tab);
+    x->tab = nt;
+    x->tab_cap = nc;
+    return 0;
+}
+
+const hs_hg2_group *hs_hg2_eval_group(hs_hg2_ctx *x, const int *gpus, int n, int role,
+                                      int t_only, int pp_only)
+{
+    static const hs_hg2_group none = {.id = -1};
+    int *g = x->scratch;
+    uint64_t h;
+    long p;
+    hs__hg2_centry *e;
+    if (n <= 0) return &none;
+    assert(n <= x->c->n_gpus); /* scratch holds n_gpus */
+    memcpy(g, gpus, (size_t)n * sizeof *g);
+    sort_gpus(x->c, g, n);
+    assert(key_sane(x, g, n)); /* a group's GPUs are distinct */
+    assert(x->tab_cap > 0 && (x->tab_cap & (x->tab_cap - 1)) == 0 && x->n_ent * 2 <= x->tab_cap);
+    h = key_hash(role, t_only, pp_only, g, n);
+    for (p = (long)(h & (uint64_t)(x->tab_cap - 1)); x->tab[p] >= 0; p = (p + 1) & (x->tab_cap - 1)) {
+        e = x->ent[x->tab[p]];
+        if (e->h == h && e->role == role && e->t_only == t_only && e->pp_only == pp_only && e->n == n &&
+            !memcmp(e->key, g, (size_t)n * sizeof *g))
+            return &e->g;
+    }
+    /* miss: evaluate every TP cap, keep the best for the role */
+    x->st.group_evals++;
+    e = calloc(1, sizeof *e);
+    if (!e) {
+        x->oom = 1;
+        return &none;
+    }
+    e->h = h;
+    e->role = role;
+    e->t_only = t_only;
+    e->pp_only = pp_only;
+    e->n = n;
+    e->key = malloc((size_t)n * sizeof *e->key);
+    e->g.tp = malloc((size_t)(2 * HS_MAX_PP + n) * sizeof *e->g.tp);
+    if (!e->key || !e->g.tp) {
+        free(e->key);
+        free(e->g.tp);
+        free(e);
+        x->oom = 1;
+        return &none;
+    }
+    memcpy(e->key, g, (size_t)n * sizeof *g);
+    e->g.layers = e->g.tp + HS_MAX_PP;
+    e->g.gpus = e->g.tp + 2 * HS_MAX_PP;
+    memcpy(e->g.gpus, g, (size_t)n * sizeof *g);
+    for (int k = 0; k < x->n_tps; k++) {
+        int tp[HS_MAX_PP], layers[HS_MAX_PP], pp;
+        hs_hg2_group cand;
+        if (t_only && x->tps[k] != t_only) continue;
+        pp = build_layout(x, g, n, role, x->tps[k], pp_only, tp, layers);
+        if (!pp) continue;
+        memset(&cand, 0, sizeof cand);
+        time_layout(x, g, pp, tp, layers, role, &cand);
+        if (!e->g.ok || (role == HS_HG2_PREFILL && !x->o.prefill_tput ? cand.lat_s < e->g.lat_s : cand.rate > e->g.rate)) {
+            e->g.ok = 1;
+            e->g.pp = pp;
+            e->g.rate = cand.rate;
+            e->g.lat_s = cand.lat_s;
+            e->g.batch = cand.batch;
+            memcpy(e->g.tp, tp, (size_t)pp * sizeof *tp);
+            memcpy(e->g.layers, layers, (size_t)pp * sizeof *layers);
+        }
+    }
+    /* insert */
+    if ((x->n_ent + 1) * 2 > x->tab_cap && cache_grow(x)) goto fail;
+    if (x->n_ent == x->cap_ent) {
+        long nc = x->cap_ent ? x->cap_ent * 2 : 256;
+        hs__hg2_centry **ne = realloc(x->ent, (size_t)nc * sizeof *ne);
+        if (!ne) goto fail;
+        x->ent = ne;
+        x->cap_ent = nc;
+    }
+    for (p = (long)(h & (uint64_t)(x->tab_cap - 1)); x->tab[p] >= 0; p = (p + 1) & (x->tab_cap - 1))
+        ;
+    x->tab[p] = (int32_t)x->n_ent;
+    e->g.id = x->n_ent;
+    x->ent[x->n_ent++] = e;
+    assert(x->n_ent * 2 <= x->tab_cap && x->n_ent < INT32_MAX);
+    assert(!e->g.ok || group_sane(x, &e->g, n));
+    return &e->g;
+fail:
+    /* out of memory growing the cache: the group reads as "does not fit",
+     * and the planner reports HS_ENOMEM (hs_hg2_check_oom) */
+    x->oom = 1;
+    free(e->key);
+    free(e->g.tp);
+    free(e);
+    return &none;
+}
+
+void hs_hg2_group_layout(const hs_hg2_ctx *x, const hs_hg2_group *g, hs_layout *l)
+{
+    int off = 0;
+    memset(l, 0, sizeof *l);
+    l->pp = g->pp;
+    l->kv_bits = x->ec.kv_bits;
+    for (int s = 0; s < g->pp; s++) {
+        l->stage[s].tp = g->tp[s];
+        l->stage[s].layers = g->layers[s];
+        l->stage[s].bits = x->bits;
+        memcpy(l->stage[s].gpus, g->gpus + off, (size_t)g->tp[s] * sizeof(int));
+        off += g->tp[s];
+    }
+}
+
+/* ---------------------------------------------------------------- KV transfer */
+
+/* Contract beyond hexgen2.h: both groups fit (ok) and share no GPU (the
+ * planner pairs a prefill and a decode group of one placement); kvbuf is
+ * zero on entry and again on return. */
+double hs_hg2_kv_time(hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b)
+{
+    /* Per sending GPU and per receiving GPU: serialised bytes / pair
+     * bandwidth (a NIC or link shared by the flows of one request), plus
+     * the largest latency; the flows mirror handover.c's start_transfer. */
+    double *out = x->kvbuf, *in = x->kvbuf + x->c->n_gpus, worst = 0, lat = 0;
+    int ao = 0, la = 0, nt = 0;
+    assert(group_sane(x, a, -1) && group_sane(x, b, -1));
+    for (int s = 0; s < a->pp; s++) {
+        int bo = 0, lb = 0;
+        for (int d = 0; d < b->pp; d++) {
+            int lo = la > lb ? la : lb;
+            int hi = la + a->layers[s] < lb + b->layers[d] ? la + a->layers[s] : lb + b->layers[d];
+            if (hi > lo) {
+                int nf = a->tp[s] > b->tp[d] ? a->tp[s] : b->tp[d];
+                double bytes = (double)(hi - lo) * x->o.s_in * x->kvbtl / nf;
+                for (int i = 0; i < nf; i++) {
+                    int src = a->gpus[ao + i % a->tp[s]], dst = b->gpus[bo + i % b->tp[d]];
+                    double t = src == dst ? 0 : bytes / hs_cluster_bw(x->c, src, dst);
+                    /* the groups share no GPU: t > 0, so each GPU is touched at
+                     * most once a direction, nt <= |a| + |b| <= n_gpus, and both
+                     * pushes fit touched[2 n_gpus] */
+                    assert(nt + 2 <= 2 * x->c->n_gpus);
+                    if (out[src] == 0) x->touched[nt++] = src;
+                    if (in[dst] == 0) x->touched[nt++] = x->c->n_gpus + dst;
+                    out[src] += t;
+                    in[dst] += t;
+                    if (src != dst && hs_cluster_lat(x->c, src, dst) > lat) lat = hs_cluster_lat(x->c, src, dst);
+                }
+            }
+            bo += b->tp[d];
+            lb += b->layers[d];
+        }
+        ao += a->tp[s];
+        la += a->layers[s];
+    }
+    for (int i = 0; i < nt; i++) {
+        if (x->kvbuf[x->touched[i]] > worst) worst = x->kvbuf[x->touched[i]];
+        x->kvbuf[x->touched[i]] = 0;
+    }
+    assert(la == x->m->layers && isfinite(lat + worst) && lat + worst >= 0);
+    return lat + worst;
+}
+
+double hs__hg2_pair_time(hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b)
+{
+    uint64_t key = (((uint64_t)a->id << 32) | (uint64_t)b->id) + 1, h;
+    long p;
+    if (a->id < 0 || b->id < 0) return hs_hg2_kv_time(x, a, b);
+    assert(a->id < INT32_MAX && b->id < INT32_MAX); /* the key holds both ids */
+    assert((x->p_cap & (x->p_cap - 1)) == 0 && x->p_n * 2 <= x->p_cap);
+    if ((x->p_n + 1) * 2 > x->p_cap) {
+        long nc = x->p_cap ? x->p_cap * 2 : 4096;
+        uint64_t *nk = calloc((size_t)nc, sizeof *nk);
+        double *nv = malloc((size_t)nc * sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            return hs_hg2_kv_time(x, a, b);
+        }
+        for (long i = 0; i < x->p_cap; i++) {
+            if (!x->pkey[i]) continue;
+            h = x->pkey[i] * UINT64_C(0x9E3779B97F4A7C15);
+            for (p = (long)(h >> 20) & (nc - 1); nk[p]; p = (p + 1) & (nc - 1))
+                ;
+            nk[p] = x->pkey[i];
+            nv[p] = x->pval[i];
+        }
+        free(x->pkey);
+        free(x->pval);
+        x->pkey = nk;
+        x->pval = nv;
+        x->p_cap = nc;
+    }
+    h = key * UINT64_C(0x9E3779B97F4A7C15);
+    for (p = (long)(h >> 20) & (x->p_cap - 1); x->pkey[p]; p = (p + 1) & (x->p_cap - 1))
+        if (x->pkey[p] == key) return x->pval[p];
+    x->pkey[p] = key;
+    x->pval[p] = hs_hg2_kv_time(x, a, b);
+    x->p_n++;
+    return x->pval[p];
+}
+
+double hs__hg2_nic_time(const hs_hg2_ctx *x, const hs_hg2_group *g, int ingress)
+{
+    const hs_cluster *c = x->c;
+    double worst = 0;
+    int off = 0;
+    assert(group_sane(x, g, -1));
+    for (int s = 0; s < g->pp; s++) {
+        double bytes = g->layers[s] * x->o.s_in * x->kvbtl / g->tp[s];
+        for (int k = 0; k < g->tp[s]; k++) {
+            int a = g->gpus[off + k];
+            double nic = 0;
+            for (int b = 0; b < c->n_gpus; b++) {
+                double bw;
+                if (c->gpu_node[b] == c->gpu_node[a]) continue;
+                bw = ingress ? hs_cluster_bw(c, b, a) : hs_cluster_bw(c, a, b);
+                if (bw > nic) nic = bw;
+            }
+            if (nic > 0 && bytes / nic > worst) worst = bytes / nic;
+        }
+        off += g->tp[s];
+    }
+    assert(isfinite(worst) && worst >= 0);
+    return worst;
+}

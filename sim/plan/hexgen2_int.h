@@ -1,0 +1,99 @@
+/* hexgen2_int.h - what the HexGen-2 planner's files share (internal: hs__
+ * prefix, not part of the public API, which is plan/hexgen2.h).
+ *
+ * The planner is four files, one concern each:
+ *   hexgen2.c        options, the context, the deployment output, the planner;
+ *   hexgen2_est.c    the estimator: one group's layout, rate and latency, the
+ *                    group cache, KV transfer and NIC times;
+ *   hexgen2_place.c  placements and their evaluation (the flow network);
+ *   hexgen2_search.c the initial placement and the guided / random / GA
+ *                    searches.
+ *
+ * Invariants of the context (asserted where they are relied on):
+ *   - the group cache is open addressing over ent[]: tab_cap is a power of
+ *     two, at most half full (n_ent * 2 <= tab_cap), tab[p] is -1 or an
+ *     index < n_ent, and an entry's id is its index (stable: entries are
+ *     never freed or moved before hs_hg2_ctx_destroy);
+ *   - an entry's key is its GPU ids sorted by (node, type, id): distinct and
+ *     in [0, c->n_gpus);
+ *   - the pair cache (pkey / pval) is open addressing too: p_cap is 0 or a
+ *     power of two, at most half full; key 0 marks an empty slot;
+ *   - kvbuf is all zero between hs_hg2_kv_time calls;
+ *   - not thread-safe: scratch, kvbuf, touched and the sort's cluster are
+ *     shared by every call. */
+#ifndef HS_PLAN_HEXGEN2_INT_H
+#define HS_PLAN_HEXGEN2_INT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "perf/overhead.h"
+#include "plan/hexgen2.h"
+
+/* One cached group evaluation: the key (role, caps, sorted GPU set) and the
+ * result.  Owned by the context; g.tp holds tp, layers and gpus in one
+ * block of 2 HS_MAX_PP + n ints. */
+typedef struct hs__hg2_centry {
+    uint64_t h;                 /* hash of the key */
+    int role, t_only, pp_only, n;
+    int *key;                   /* sorted GPU ids [n] */
+    hs_hg2_group g;
+} hs__hg2_centry;
+
+struct hs_hg2_ctx {
+    int oom;                    /* an evaluation ran out of memory (reads as "does not fit") */
+    const hs_model *m;
+    const hs_cluster *c;
+    hs_engine_cfg ec;
+    hs_perf_cfg pc;
+    hs_ovh_profile ovh;         /* engine profile of pc.engine; n = 0: none */
+    int bits, max_tokens;       /* weight bits; tokens a step (activations) */
+    int32_t mml;                /* tokens, max model length (one lane's context) */
+    hs_hg2_opts o;
+    int tps[8], n_tps;          /* TP caps tried: powers of two <= max_tp dividing the heads, ascending */
+    double kvbtl;               /* KV bytes per token per layer, all heads */
+    uint64_t rng;               /* xorshift64* state, never 0 */
+    hs__hg2_centry **ent;       /* group cache entries [n_ent], capacity cap_ent */
+    long n_ent, cap_ent;
+    int32_t *tab;               /* open addressing, -1 empty [tab_cap] */
+    long tab_cap;
+    int *scratch;               /* [n_gpus] */
+    double *kvbuf;              /* [2 n_gpus] zero between kv_time calls */
+    int *touched;               /* [2 n_gpus] */
+    uint64_t *pkey;             /* KV time per (group id, group id) + 1, 0 empty */
+    double *pval;
+    long p_n, p_cap;
+    hs_hg2_stats st;
+    double t0;                  /* s, monotonic clock at the start of the search */
+    FILE *trace;
+};
+
+/* ---- hexgen2.c */
+
+/* Seconds on the monotonic clock (wall time: only for time limits, the
+ * trace and the statistics, never for results). */
+double hs__hg2_now_s(void);
+
+/* ---- hexgen2_est.c */
+
+/* hs_hg2_kv_time memoised per pair of cached groups (ids are stable);
+ * groups that are not cached (id < 0) are computed each time.  Both groups
+ * fit (ok) and share no GPU. */
+double hs__hg2_pair_time(hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b);
+/* Per request, the longest time one GPU of the group spends on its NIC
+ * (egress for prefill, ingress for decode): the bytes of its stage's layers
+ * over its NIC capacity, the largest bandwidth to another node (hw/net.h);
+ * 0 when the group's GPUs have no other node.  g fits (ok). */
+double hs__hg2_nic_time(const hs_hg2_ctx *x, const hs_hg2_group *g, int ingress);
+
+/* ---- hexgen2_place.c */
+
+/* Allocates a placement of n GPUs with K = n slots: group[] uninitialised,
+ * role[] zero, no fixed layouts.  Returns 0, or -1 (out of memory: *p is
+ * then empty). */
+int hs__hg2_place_alloc(hs_hg2_place *p, int n);
+/* Copies groups, roles and K from s into d (both of s->n_gpus GPUs; the
+ * fixed layouts are not copied). */
+void hs__hg2_place_copy(hs_hg2_place *d, const hs_hg2_place *s);
+
+#endif

@@ -1,0 +1,61 @@
+/* engine_int.h - the engine's private interface, shared by the files that
+ * make up the engine: engine.c (life cycle, event loop, arrivals, iteration
+ * start and end), route.c (routers), fastforward.c (runs of decode steps in
+ * one event), handover.c (disaggregation's KV hand-over and the network
+ * event) and trace.c (schedule emission).  Not public: policies use
+ * runtime.h and engine.h.  The hs__ functions that lane.c calls
+ * (hs__handoff, hs__trace_preempt, hs__engine_fail) are in runtime.h.
+ *
+ * Event order is (time, priority, seq) alone (core/evq.h); the type below
+ * only says which handler an event goes to. */
+#ifndef HS_ENGINE_INT_H
+#define HS_ENGINE_INT_H
+
+#include "serve/engine.h"
+
+/* Event types (hs_event.type); `a` is the lane id for KICK and ITER_END,
+ * the request id for ARRIVAL, 0 for NET. */
+enum { HS__EV_ARRIVAL = 1, HS__EV_KICK, HS__EV_ITER_END, HS__EV_NET };
+
+/* ---- route.c ---- */
+/* The replica an arrival goes to under e->router: a colocated or prefill
+ * replica of positive weight (updates the round-robin and WRR state). */
+int32_t hs__route(hs_engine *e, const hs_req *q);
+/* The lane of rp with the fewest outstanding requests (the first on ties). */
+hs_lane *hs__pick_lane(hs_replica *rp);
+/* The decode lane for a hand-over from replica src: src's kv_route when it
+ * has one, else least outstanding requests per weight; may set e->fatal. */
+hs_lane *hs__pick_decode(hs_engine *e, int32_t src);
+
+/* ---- fastforward.c ---- */
+/* 1 when the iteration just scheduled on l (on replica rp) may stand for a
+ * run of identical decode-only steps. */
+int hs__ff_eligible(const hs_engine *e, const hs_lane *l, const hs_replica *rp);
+/* Extends the decode step just scheduled on l, ending at end, into a run
+ * (sets l->ff_k, takes the run's KV blocks); returns the run's end. */
+hs_ns hs__ff_extend(hs_engine *e, hs_lane *l, const hs_replica *rp, hs_ns end);
+/* Cuts l's run in flight after the first step ending after t and requeues
+ * its ITER_END (on failure: hs__engine_fail). */
+void hs__ff_truncate(hs_engine *e, hs_lane *l, hs_ns t);
+/* Applies every step of l's run at its ITER_END, then sets ff_k to 1. */
+void hs__ff_complete(hs_engine *e, hs_lane *l);
+
+/* ---- handover.c ---- */
+/* Starts the KV transfers of dl's incoming requests in queue order while
+ * their blocks are free. */
+void hs__admit_incoming(hs_engine *e, hs_lane *dl);
+/* At an iteration boundary of l: landed requests join its decode set. */
+void hs__join_landed(hs_engine *e, hs_lane *l);
+/* The NET event: advances the network to now, completes the hand-overs
+ * whose last flow landed, queues the network's next event. */
+void hs__on_net(hs_engine *e);
+
+/* ---- trace.c ---- */
+/* Writes the iteration just scheduled on l to e->trace (the caller checked
+ * that the trace wants l's replica); on failure: hs__engine_fail. */
+void hs__trace_iter(hs_engine *e, hs_lane *l);
+/* Writes arrival q, routed to replica q->replica, to e->trace (the caller
+ * checked that the trace wants that replica). */
+void hs__trace_request(hs_engine *e, const hs_req *q);
+
+#endif
