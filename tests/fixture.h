@@ -18,8 +18,8 @@
 #include "workload/workload.h"
 
 typedef struct fx_opts {
-    const char *model, *cluster, *policy;
-    int router, tp, pp, max_model_len, max_replicas, prefill_replicas;
+    const char *model, *cluster, *policy, *router;   /* registry names */
+    int tp, pp, max_model_len, max_replicas, prefill_replicas;
     hs_engine_cfg ec;
     hs_perf_cfg pc;
     hs_workload_cfg wc;
@@ -41,7 +41,7 @@ static inline void fx_defaults(fx_opts *o)
     o->model = "llama-2-7b";
     o->cluster = "dgx-a100";
     o->policy = "vllm";
-    o->router = HS_ROUTE_LOR;
+    o->router = "lor";
     o->tp = 1;
     o->pp = 1;
     hs_engine_cfg_defaults(&o->ec);
@@ -148,10 +148,12 @@ static inline int fx_run_replicas(const fx_opts *o, const hs_engine_cfg *ec, hs_
     hs_engine *e = NULL;
     hs_sink sink = {x, fx_sink_req, fx_sink_itl};
     const hs_policy_ops *pol = hs_policy_find(o->policy);
+    const hs_router_ops *router = hs_router_find(o->router);
     int rc;
     if (!pol) return hs_errf(err, HS_ENOTFOUND, "policy %s", o->policy);
+    if (!router) return hs_errf(err, HS_ENOTFOUND, "router %s", o->router);
     if ((rc = hs_source_open(&src, &o->wc, err))) return rc;
-    if (!(rc = hs_engine_create(&e, ec, pol, o->router, reps, n, src, &sink, mml, c, err))) {
+    if (!(rc = hs_engine_create(&e, ec, pol, router, reps, n, src, &sink, mml, c, err))) {
         rc = hs_engine_run(e, err);
         x->arrivals = e->arrivals;
         x->completed = e->completed;

@@ -130,11 +130,11 @@ int main(void)
     exact_one();
 
     for (int p = 0; p < 2; p++)
-        for (int r = 0; r < 3; r++) {
+        for (int r = 0; hs_routers[r]; r++) {
             pressure(&o);
             o.policy = p ? "sarathi" : "vllm";
-            o.router = r;
-            snprintf(what, sizeof what, "disagg %s/%s", o.policy, hs_router_names[r]);
+            o.router = hs_routers[r]->name;
+            snprintf(what, sizeof what, "disagg %s/%s", o.policy, o.router);
             check_all(what, &o, 300);
         }
     /* a two-stage decode replica receives layer by layer from a TP2 prefill */

@@ -57,7 +57,7 @@ int main(void)
     compare("vllm pressure", &o);
     o.policy = "sarathi";
     compare("sarathi pressure", &o);
-    o.router = HS_ROUTE_RR;
+    o.router = "rr";
     compare("sarathi pressure rr", &o);
 
     /* Pipeline replicas do not fast-forward; results must still agree. */

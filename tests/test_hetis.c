@@ -209,8 +209,8 @@ static void run_deploy(const char *json, const char *model, double mem_util, con
     hs_workload_set(&wc, "output.max", out_max, NULL);
     wc.max_requests = n;
     CHECK_OK(hs_source_open(&src, &wc, &err), &err);
-    CHECK_OK(hs_engine_create(&e, &ec, hs_policy_find(run_policy), HS_ROUTE_LOR, rp, d.n, src, &sink, 2048, c, &err),
-             &err);
+    CHECK_OK(hs_engine_create(&e, &ec, hs_policy_find(run_policy), hs_router_find("lor"), rp, d.n, src, &sink,
+                              2048, c, &err), &err);
     CHECK_OK(hs_engine_run(e, &err), &err);
     o->arrivals = e->arrivals;
     o->preemptions = e->preemptions;

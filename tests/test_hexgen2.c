@@ -317,8 +317,8 @@ static void replay_follows_routes(void)
     hs_workload_set(&wc, "rate", "6", NULL);
     hs_workload_set(&wc, "max_requests", "400", NULL);
     CHECK_OK(hs_source_open(&src, &wc, &err), &err);
-    CHECK_OK(hs_engine_create(&live, &e2, hs_policy_find("vllm"), HS_ROUTE_WEIGHTED, reps, d.n, src, &sink,
-                              m70.max_seq_len, c, &err), &err);
+    CHECK_OK(hs_engine_create(&live, &e2, hs_policy_find("vllm"), hs_router_find("weighted"), reps, d.n, src,
+                              &sink, m70.max_seq_len, c, &err), &err);
     if (live) {
         CHECK_OK(hs_engine_run(live, &err), &err);
         CHECK_INT(live->completed + live->dropped, 400);

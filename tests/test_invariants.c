@@ -3,8 +3,8 @@
  * reported dropped (exactly once), INV-KV blocks are conserved and never
  * exceed capacity (engine.audit checks every lane after every event), and
  * per-request causality (arrival <= first_sched <= first_token <= finish).
- * Scenarios: KV pressure with preemption, every policy x router, pipeline
- * lanes, and heterogeneous clusters. */
+ * Scenarios: KV pressure with preemption (vllm, sarathi, static x every
+ * registered router), pipeline lanes, and heterogeneous clusters. */
 #include "check.h"
 #include "fixture.h"
 
@@ -61,13 +61,13 @@ int main(void)
     hs_test_root();
 
     for (int p = 0; p < 3; p++)
-        for (int r = 0; r < 3; r++) {
+        for (int r = 0; hs_routers[r]; r++) {
             fx_pressure(&o, "40", 400);
             o.policy = policies[p];
-            o.router = r;
+            o.router = hs_routers[r]->name;
             o.ec.chunk_size = 256;
             o.ec.static_batch = 4;
-            snprintf(what, sizeof what, "pressure %s/%s", policies[p], hs_router_names[r]);
+            snprintf(what, sizeof what, "pressure %s/%s", policies[p], o.router);
             /* Static batching reserves whole contexts, so it never preempts. */
             check_run(what, &o, 400, p < 2);
         }
@@ -95,7 +95,7 @@ int main(void)
     o.tp = 1;
     o.max_model_len = 2048;
     o.ec.audit = 1;
-    o.router = HS_ROUTE_WEIGHTED;
+    o.router = "weighted";
     o.wc.max_requests = 300;
     {
         hs_err err = {0};

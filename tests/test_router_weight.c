@@ -1,14 +1,20 @@
-/* test_review_router_weight.c - (review) a replica's routing weight must act
- * the same way under every weight-aware router.  hs__route() in route.c divides
- * the load by the weight for lor/lot but replaces a weight of 0 by 1, so a
- * replica a deployment switched off (weight 0, which "weighted" never picks)
- * takes a full share under lor/lot, while weight 0.001 takes almost none. */
+/* test_router_weight.c - the router registry, and (review) a replica's
+ * routing weight must act the same way under every weight-aware router.
+ *
+ * 1. Registry: every entry of hs_routers[] has a name, a help line and a
+ *    pick, names are unique and hs_router_find returns the entry; an
+ *    unknown name gives NULL, and hs_engine_create refuses a NULL router.
+ * 2. Weights: lor and lot divide the load by the weight (routers.c); they
+ *    once replaced a weight of 0 by 1, so a replica a deployment switched
+ *    off (weight 0, which "weighted" never picks) took a full share under
+ *    lor/lot while weight 0.001 took almost none.  Lowering a weight to 0
+ *    must never raise the replica's share. */
 #include "check.h"
 #include "fixture.h"
 
 /* Requests routed to replica 1 of two llama-2-7b TP1 replicas, replica 1
  * having weight w. */
-static int64_t share(int router, double w, int64_t *total)
+static int64_t share(const char *router, double w, int64_t *total)
 {
     hs_model m;
     hs_cluster *c = NULL;
@@ -52,7 +58,10 @@ static int64_t share(int router, double w, int64_t *total)
     CHECK_OK(hs_deploy_check(&d, &m, c, "test", &err), &err);
     CHECK_OK(hs_replicas_build(&reps, &d, &m, c, &ec, &pc, mt, m.max_seq_len, &err), &err);
     CHECK_OK(hs_source_open(&src, &wc, &err), &err);
-    CHECK_OK(hs_engine_create(&e, &ec, hs_policy_find("vllm"), router, reps, d.n, src, &sink,
+    CHECK(hs_engine_create(&e, &ec, hs_policy_find("vllm"), NULL, reps, d.n, src, &sink, m.max_seq_len, c,
+                           &err) == HS_EINVAL);
+    CHECK(e == NULL);
+    CHECK_OK(hs_engine_create(&e, &ec, hs_policy_find("vllm"), hs_router_find(router), reps, d.n, src, &sink,
                               m.max_seq_len, c, &err), &err);
     CHECK_OK(hs_engine_run(e, &err), &err);
     for (int64_t i = 0; i < x.n; i++) n1 += x.rec[i].replica == 1;
@@ -66,14 +75,31 @@ static int64_t share(int router, double w, int64_t *total)
     return n1;
 }
 
+static void registry(void)
+{
+    int n = 0;
+    for (int i = 0; hs_routers[i]; i++, n++) {
+        const hs_router_ops *r = hs_routers[i];
+        CHECK(r->name != NULL && r->name[0]);
+        CHECK(r->help != NULL && r->help[0]);
+        CHECK(r->pick != NULL);
+        CHECK(hs_router_find(r->name) == r);
+        for (int j = 0; j < i; j++) CHECK(strcmp(hs_routers[j]->name, r->name) != 0);
+    }
+    CHECK(n >= 4);
+    CHECK(hs_router_find("nope") == NULL);
+    CHECK(hs_router_find("") == NULL);
+}
+
 int main(void)
 {
-    static const int routers[] = {HS_ROUTE_LOR, HS_ROUTE_LOT, HS_ROUTE_WEIGHTED};
+    static const char *const routers[] = {"lor", "lot", "weighted"};
     hs_test_root();
+    registry();
     for (int k = 0; k < 3; k++) {
         int64_t n, tiny = share(routers[k], 0.001, &n), zero = share(routers[k], 0, &n);
         printf("router %-8s replica 1 gets %lld of %lld at weight 0.001, %lld at weight 0\n",
-               hs_router_names[routers[k]], (long long)tiny, (long long)n, (long long)zero);
+               routers[k], (long long)tiny, (long long)n, (long long)zero);
         /* Lowering a weight to 0 must never raise the replica's share. */
         CHECK(zero <= tiny);
     }

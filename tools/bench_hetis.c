@@ -198,7 +198,8 @@ static void run_once(ctx *x, const dataset *ds, double rate, int64_t n, result *
     wc.max_requests = n;
     wc.seed = 7;
     if (hs_source_open(&src, &wc, &err)) die("workload", &err);
-    if (hs_engine_create(&e, &ec, pol, HS_ROUTE_LOR, rp, x->d.n, src, &sink, x->max_model_len, x->c, &err))
+    if (hs_engine_create(&e, &ec, pol, hs_router_find("lor"), rp, x->d.n, src, &sink, x->max_model_len, x->c,
+                         &err))
         die("engine", &err);
     if (hs_engine_run(e, &err)) die("run", &err);
     out->done = col.n;

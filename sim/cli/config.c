@@ -10,7 +10,7 @@ static const hs_field top_fields[] = {
     HS_FIELD_STR(hs_run_cfg, model, 0, "llama-2-70b", "model name (models/) or JSON path"),
     HS_FIELD_STR(hs_run_cfg, cluster, 0, "default", "cluster name (profiles/clusters/) or JSON path"),
     HS_FIELD_STR(hs_run_cfg, policy, 0, "vllm", "runtime policy (hetsim list policies)"),
-    HS_FIELD_STR(hs_run_cfg, router, 0, "lor", "router: rr, lor, lot, weighted"),
+    HS_FIELD_STR(hs_run_cfg, router, 0, "lor", "router (hetsim list routers)"),
     HS_FIELD_STR(hs_run_cfg, planner, 0, "uniform", "planner (hetsim list planners)"),
     HS_FIELD_STR(hs_run_cfg, deployment, 0, "", "deployment JSON to replay instead of planning"),
     HS_FIELD_STR(hs_run_cfg, emit_deployment, 0, "", "write the deployment used to this file"),

@@ -165,8 +165,8 @@ int hs_cli_list(int argc, char **argv)
     if (all || !strcmp(what, "routers")) {
         known = 1;
         if (all) printf("\n== routers ==\n");
-        printf("rr         round robin\nlor        least outstanding requests\n"
-               "lot        least outstanding prompt tokens\nweighted   smooth weighted round robin on replica weights\n");
+        for (int i = 0; hs_routers[i]; i++)
+            printf("%-15s %s\n", hs_routers[i]->name, hs_routers[i]->help);
     }
     if (all || !strcmp(what, "perf")) {
         known = 1;

@@ -72,6 +72,16 @@ static void policies_with(size_t flag, char *buf, size_t cap)
     if (!len) snprintf(buf, cap, "none registered");
 }
 static const char *planner_name(int i) { return hs_planners[i] ? hs_planners[i]->name : NULL; }
+static const char *router_name(int i) { return hs_routers[i] ? hs_routers[i]->name : NULL; }
+
+/* The registered names, comma-separated, into buf (for messages). */
+static void names_join(const char *(*name)(int), char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; name(i) && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", name(i));
+}
 
 static void run_usage(FILE *fp, const char *cmd)
 {
@@ -84,7 +94,7 @@ static void run_usage(FILE *fp, const char *cmd)
             "  --model NAME         model (models/NAME.json or a path)\n"
             "  --cluster NAME       cluster (profiles/clusters/NAME.json or a path)\n"
             "  --policy NAME        runtime policy (below)\n"
-            "  --router NAME        rr, lor, lot, weighted\n"
+            "  --router NAME        router (below)\n"
             "  --planner NAME       planner (below)\n"
             "  --deployment FILE    replay a deployment JSON instead of planning\n"
             "  --plan-opts K=V,...  planner options (hexgen2, distserve, splitwise, hexgen)\n"
@@ -105,6 +115,7 @@ static void run_usage(FILE *fp, const char *cmd)
             "  --quiet              no summary table\n", cmd);
     names_line(fp, "  policies:            ", policy_name, 100);
     names_line(fp, "  planners:            ", planner_name, 100);
+    names_line(fp, "  routers:             ", router_name, 100);
     fputc('\n', fp);
     hs_run_cfg_help(fp);
 }
@@ -218,7 +229,7 @@ typedef struct setup {
     hs_deploy deploy;
     hs_replica *replicas;
     const hs_policy_ops *policy;
-    int router;
+    const hs_router_ops *router;
     int32_t max_model_len;
     int max_tokens;
 } setup;
@@ -280,9 +291,11 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
         rc = hs_errf(err, HS_ENOTFOUND, "policy: unknown policy \"%s\" (see hetsim list policies)", cfg->policy);
         goto fail;
     }
-    s->router = hs_router_parse(cfg->router);
-    if (s->router < 0) {
-        rc = hs_errf(err, HS_ENOTFOUND, "router: unknown router \"%s\" (rr, lor, lot, weighted)", cfg->router);
+    s->router = hs_router_find(cfg->router);
+    if (!s->router) {
+        char names[256];
+        names_join(router_name, names, sizeof names);
+        rc = hs_errf(err, HS_ENOTFOUND, "router: unknown router \"%s\" (%s)", cfg->router, names);
         goto fail;
     }
     if (!hs_perf_find(cfg->perf.model)) {

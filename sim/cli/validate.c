@@ -27,6 +27,7 @@
 #include <gsl/gsl_statistics_double.h>
 
 #include "cli/cli.h"
+#include "core/vec.h"
 #include "out/db.h"
 #include "serve/schedule.h"
 
@@ -41,28 +42,18 @@ typedef struct vdata {
     hs_sched_header h;
     int have_header;
     vreq *req;
-    int64_t n_req, cap_req;
+    int64_t n_req;
+    size_t cap_req;
     hs_ns *start, *end;           /* predicted, per iteration */
     hs_ns *arrived;               /* latest arrival among its prefill requests */
     int *chained;                 /* started right at its predecessor's end */
-    int64_t n_it, cap_it;
+    int64_t n_it;
+    size_t cap_it;
     double *meas;                 /* measured ns per iteration */
     double *ovh;                  /* predicted host cost per iteration, ns */
     char device[128];
     int64_t exec_kv_blocks;       /* -1: not reported */
 } vdata;
-
-static int grow(void **p, int64_t *cap, int64_t n, size_t sz)
-{
-    int64_t nc = *cap ? *cap : 256;
-    void *np;
-    if (n <= *cap) return 0;
-    while (nc < n) nc *= 2;
-    if (!(np = realloc(*p, (size_t)nc * sz))) return HS_ENOMEM;
-    *p = np;
-    *cap = nc;
-    return 0;
-}
 
 static int cmp_id(const void *a, const void *b)
 {
@@ -83,31 +74,34 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
     hs_sched_request q;
     hs_sched_iter it;
     int kind, rc;
-    int64_t cap_it2 = 0, cap_it3 = 0, cap_it4 = 0, cap_it5 = 0;
+    size_t cap_it2 = 0, cap_it3 = 0, cap_it4 = 0, cap_it5 = 0;
     /* first/finished ids per iteration, resolved once requests are sorted */
-    int64_t *ev_id = NULL, *ev_it = NULL, n_ev = 0, cap_ev = 0, cap_ev2 = 0;
+    int64_t *ev_id = NULL, *ev_it = NULL, n_ev = 0;
     char *ev_first = NULL;
-    int64_t cap_ev3 = 0;
+    size_t cap_ev = 0, cap_ev2 = 0, cap_ev3 = 0;
     if ((rc = hs_sched_open(&r, path, err))) return rc;
     while ((kind = hs_sched_next(r, &h, &q, &it, err)) > 0) {
         if (kind == HS_SCHED_HEADER && h.replica == replica) {
             d->h = h;
             d->have_header = 1;
         } else if (kind == HS_SCHED_REQUEST && q.replica == replica) {
-            if (grow((void **)&d->req, &d->cap_req, d->n_req + 1, sizeof *d->req)) goto nomem;
+            if (hs_vec_reserve((void **)&d->req, &d->cap_req, (size_t)d->n_req + 1, sizeof *d->req,
+                               256))
+                goto nomem;
             d->req[d->n_req++] = (vreq){q.id, q.arrival, q.output, -1, -1};
         } else if (kind == HS_SCHED_ITER && it.replica == replica) {
             int64_t i = d->n_it;
+            size_t need = (size_t)i + 1;
             if (it.it != i) {
                 rc = hs_errf(err, HS_EPARSE, "%s: replica %d: iteration %lld out of order (expected %lld)",
                              path, replica, (long long)it.it, (long long)i);
                 goto out;
             }
-            if (grow((void **)&d->start, &d->cap_it, i + 1, sizeof *d->start) ||
-                grow((void **)&d->end, &cap_it2, i + 1, sizeof *d->end) ||
-                grow((void **)&d->chained, &cap_it3, i + 1, sizeof *d->chained) ||
-                grow((void **)&d->arrived, &cap_it4, i + 1, sizeof *d->arrived) ||
-                grow((void **)&d->ovh, &cap_it5, i + 1, sizeof *d->ovh))
+            if (hs_vec_reserve((void **)&d->start, &d->cap_it, need, sizeof *d->start, 256) ||
+                hs_vec_reserve((void **)&d->end, &cap_it2, need, sizeof *d->end, 256) ||
+                hs_vec_reserve((void **)&d->chained, &cap_it3, need, sizeof *d->chained, 256) ||
+                hs_vec_reserve((void **)&d->arrived, &cap_it4, need, sizeof *d->arrived, 256) ||
+                hs_vec_reserve((void **)&d->ovh, &cap_it5, need, sizeof *d->ovh, 256))
                 goto nomem;
             {
                 double tok = it.n_dec;
@@ -122,9 +116,10 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
             /* events: 1 first token, 0 finished, 2 prefilled here */
             for (int k = 0; k < it.n_first + it.n_finished + it.n_pre; k++) {
                 int ev = k < it.n_first ? 1 : k < it.n_first + it.n_finished ? 0 : 2;
-                if (grow((void **)&ev_id, &cap_ev, n_ev + 1, sizeof *ev_id) ||
-                    grow((void **)&ev_it, &cap_ev2, n_ev + 1, sizeof *ev_it) ||
-                    grow((void **)&ev_first, &cap_ev3, n_ev + 1, sizeof *ev_first))
+                size_t ev_need = (size_t)n_ev + 1;
+                if (hs_vec_reserve((void **)&ev_id, &cap_ev, ev_need, sizeof *ev_id, 256) ||
+                    hs_vec_reserve((void **)&ev_it, &cap_ev2, ev_need, sizeof *ev_it, 256) ||
+                    hs_vec_reserve((void **)&ev_first, &cap_ev3, ev_need, sizeof *ev_first, 256))
                     goto nomem;
                 ev_id[n_ev] = ev == 1 ? it.first[k]
                             : ev == 0 ? it.finished[k - it.n_first]

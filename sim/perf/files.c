@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "core/vec.h"
 #include "perf/table_int.h"
 
 /* ---- CSV ----------------------------------------------------------------- */
@@ -22,13 +23,8 @@ static int csv_split(hs__tcsv *c, hs_err *err)
     c->nf = 0;
     for (;;) {
         char *comma = strchr(p, ',');
-        if (c->nf == c->capf) {
-            int nc = c->capf ? c->capf * 2 : 16;
-            char **f = realloc(c->field, (size_t)nc * sizeof *f);
-            if (!f) return hs_errf(err, HS_ENOMEM, "%s: out of memory", c->path);
-            c->field = f;
-            c->capf = nc;
-        }
+        if (hs_vec_reserve((void **)&c->field, &c->capf, (size_t)c->nf + 1, sizeof *c->field, 16))
+            return hs_errf(err, HS_ENOMEM, "%s: out of memory", c->path);
         c->field[c->nf++] = p;
         if (!comma) break;
         *comma = '\0';
@@ -158,8 +154,8 @@ static int list_names(const char *dir, int want_dir, const char *prefix,
     DIR *d = opendir(dir);
     struct dirent *e;
     char **v = NULL, path[1024];
-    int cnt = 0, cap = 0;
-    size_t pl = prefix ? strlen(prefix) : 0, sl = suffix ? strlen(suffix) : 0;
+    int cnt = 0;
+    size_t cap = 0, pl = prefix ? strlen(prefix) : 0, sl = suffix ? strlen(suffix) : 0;
     *out = NULL;
     *n = 0;
     if (!d) return 0;
@@ -171,13 +167,7 @@ static int list_names(const char *dir, int want_dir, const char *prefix,
             continue;
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path) continue;
         if (want_dir ? !hs__is_dir(path) : !hs__is_file(path)) continue;
-        if (cnt == cap) {
-            int nc = cap ? cap * 2 : 16;
-            char **nv = realloc(v, (size_t)nc * sizeof *nv);
-            if (!nv) goto nomem;
-            v = nv;
-            cap = nc;
-        }
+        if (hs_vec_reserve((void **)&v, &cap, (size_t)cnt + 1, sizeof *v, 16)) goto nomem;
         if (!(v[cnt] = strdup(e->d_name))) goto nomem;
         cnt++;
     }

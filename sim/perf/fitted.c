@@ -15,6 +15,7 @@
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_multifit_nlinear.h>
 
+#include "core/vec.h"
 #include "perf/table_int.h"
 
 const char *hs_fit_kind_name(int kind)
@@ -477,15 +478,10 @@ void hs_fit_print(const hs_fit *f, FILE *out)
 
 /* ---- training data from disk ----------------------------------------------- */
 
-static int names_push(char ***v, int *n, int *cap, const char *s, hs_err *err)
+static int names_push(char ***v, int *n, size_t *cap, const char *s, hs_err *err)
 {
-    if (*n == *cap) {
-        int nc = *cap ? *cap * 2 : 8;
-        char **nv = realloc(*v, (size_t)nc * sizeof *nv);
-        if (!nv) return hs_errf(err, HS_ENOMEM, "out of memory");
-        *v = nv;
-        *cap = nc;
-    }
+    if (hs_vec_reserve((void **)v, cap, (size_t)*n + 1, sizeof **v, 8))
+        return hs_errf(err, HS_ENOMEM, "out of memory");
     if (!((*v)[*n] = strdup(s))) return hs_errf(err, HS_ENOMEM, "out of memory");
     (*n)++;
     return 0;
@@ -495,7 +491,8 @@ int hs__table_dirs(const char *dirs, char ***out, int *n, hs_err *err)
 {
     char *list = strdup(dirs ? dirs : ""), *save = NULL, path[1100];
     char **v = NULL;
-    int rc = 0, cnt = 0, cap = 0;
+    int rc = 0, cnt = 0;
+    size_t cap = 0;
     *out = NULL;
     *n = 0;
     if (!list) return hs_errf(err, HS_ENOMEM, "out of memory");

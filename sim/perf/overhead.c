@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/conf.h"
+#include "core/vec.h"
 #include "hw/hw.h"
 #include "perf/table_int.h"
 
@@ -245,7 +246,8 @@ static int find_col(const hs__tcsv *c, const char *name)
 int hs_ovh_read_vidur(const char *path, hs_ovh_sample **out, int *n, hs_err *err)
 {
     hs__tcsv c;
-    int rc, ci[HS_OVH_MAX_COMP], cm, ct, cb, nf, cnt = 0, cap = 0;
+    int rc, ci[HS_OVH_MAX_COMP], cm, ct, cb, nf, cnt = 0;
+    size_t cap = 0;
     const char *cname[HS_OVH_MAX_COMP];
     hs_ovh_sample *v = NULL;
     *out = NULL;
@@ -276,15 +278,9 @@ int hs_ovh_read_vidur(const char *path, hs_ovh_sample **out, int *n, hs_err *err
             rc = hs_errf(err, HS_EPARSE, "%s:%d: expected %d fields, got %d", path, c.lineno, nf, c.nf);
             goto out;
         }
-        if (cnt == cap) {
-            int nc = cap ? cap * 2 : 64;
-            hs_ovh_sample *nv = realloc(v, (size_t)nc * sizeof *nv);
-            if (!nv) {
-                rc = hs_errf(err, HS_ENOMEM, "out of memory reading %s", path);
-                goto out;
-            }
-            v = nv;
-            cap = nc;
+        if (hs_vec_reserve((void **)&v, &cap, (size_t)cnt + 1, sizeof *v, 64)) {
+            rc = hs_errf(err, HS_ENOMEM, "out of memory reading %s", path);
+            goto out;
         }
         s = &v[cnt];
         memset(s, 0, sizeof *s);

@@ -18,6 +18,7 @@
 #include <gsl/gsl_multifit.h>
 
 #include "core/conf.h"
+#include "core/vec.h"
 #include "perf/table_int.h"
 
 static const char *const op_names[HS_OP_COUNT] = {
@@ -74,18 +75,10 @@ void hs_ptable_destroy(hs_ptable *t)
     free(t);
 }
 
-/* Grows *v (elements of size sz) to hold n + 1. */
-static int grow(void **v, size_t *cap, size_t n, size_t sz, hs_err *err)
+/* The error of an add_* that could not grow its rows. */
+static int nomem(hs_err *err)
 {
-    void *p;
-    size_t nc;
-    if (n < *cap) return 0;
-    nc = *cap ? *cap * 2 : 64;
-    p = realloc(*v, nc * sz);
-    if (!p) return hs_errf(err, HS_ENOMEM, "out of memory growing a latency table");
-    *v = p;
-    *cap = nc;
-    return 0;
+    return hs_errf(err, HS_ENOMEM, "out of memory growing a latency table");
 }
 
 static int valid_bits(int b) { return b == 16 || b == 8 || b == 4 || b == 3; }
@@ -106,7 +99,8 @@ int hs_ptable_add_dense(hs_ptable *t, int op, int tp, int bits, int tokens,
     if (!valid_bits(bits)) return hs_errf(err, HS_ERANGE, "bits %d not one of 16, 8, 4, 3", bits);
     if (tokens < 1) return hs_errf(err, HS_ERANGE, "tokens %d < 1", tokens);
     if ((rc = check_us(us, err))) return rc;
-    if ((rc = grow((void **)&t->dense, &t->cap_dense, t->n_dense, sizeof *t->dense, err))) return rc;
+    if (hs_vec_reserve((void **)&t->dense, &t->cap_dense, t->n_dense + 1, sizeof *t->dense, 64))
+        return nomem(err);
     t->dense[t->n_dense++] = (hs_dense_row){op, tp, bits, tokens, us, 0};
     return 0;
 }
@@ -121,8 +115,9 @@ int hs_ptable_add_attn(hs_ptable *t, int kind, int tp, int x, int y,
     if (x < 1) return hs_errf(err, HS_ERANGE, "%s %d < 1", kind ? "chunk" : "batch", x);
     if (y < 0) return hs_errf(err, HS_ERANGE, "%s %d < 0", kind ? "prefix" : "context", y);
     if ((rc = check_us(us, err))) return rc;
-    if ((rc = grow((void **)&t->attn[kind], &t->cap_attn[kind], t->n_attn[kind],
-                   sizeof *t->attn[kind], err))) return rc;
+    if (hs_vec_reserve((void **)&t->attn[kind], &t->cap_attn[kind], t->n_attn[kind] + 1,
+                       sizeof *t->attn[kind], 64))
+        return nomem(err);
     t->attn[kind][t->n_attn[kind]++] = (hs_attn_row){tp, x, y, us, 0};
     return 0;
 }
@@ -136,8 +131,9 @@ int hs_ptable_add_comm(hs_ptable *t, int kind, int gpus, double bytes,
     if (gpus < 2 || gpus > 4096) return hs_errf(err, HS_ERANGE, "gpus %d outside 2..4096", gpus);
     if (!isfinite(bytes) || bytes <= 0) return hs_errf(err, HS_ERANGE, "bytes %g must be > 0", bytes);
     if ((rc = check_us(us, err))) return rc;
-    if ((rc = grow((void **)&t->comm[kind], &t->cap_comm[kind], t->n_comm[kind],
-                   sizeof *t->comm[kind], err))) return rc;
+    if (hs_vec_reserve((void **)&t->comm[kind], &t->cap_comm[kind], t->n_comm[kind] + 1,
+                       sizeof *t->comm[kind], 64))
+        return nomem(err);
     t->comm[kind][t->n_comm[kind]++] = (hs_comm_row){gpus, bytes, us, 0};
     return 0;
 }

@@ -16,7 +16,8 @@ typedef struct hs__tcsv {
     char *line;
     size_t cap;
     int lineno;               /* line of the current record, 1-based */
-    int nf, capf;
+    int nf;
+    size_t capf;
     char **field;
 } hs__tcsv;
 

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/vec.h"
 #include "perf/table_int.h"
 #include "perf/vidur_int.h"
 
@@ -52,15 +53,9 @@ static void jobs_free(jobs *J)
 static int jobs_add(jobs *J, hs_ptable *t, const hs_vidur_stats *st, const char *what, hs_err *err)
 {
     job *j;
-    if (J->n == J->cap) {
-        size_t nc = J->cap ? 2 * J->cap : 16;
-        job *nv = realloc(J->v, nc * sizeof *nv);
-        if (!nv) {
-            hs_ptable_destroy(t);
-            return hs_errf(err, HS_ENOMEM, "out of memory");
-        }
-        J->v = nv;
-        J->cap = nc;
+    if (hs_vec_reserve((void **)&J->v, &J->cap, J->n + 1, sizeof *J->v, 16)) {
+        hs_ptable_destroy(t);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
     }
     j = &J->v[J->n++];
     memset(j, 0, sizeof *j);

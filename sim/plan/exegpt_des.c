@@ -73,7 +73,7 @@ int hs_exegpt_play_run(const hs_model *m, const hs_cluster *c, const hs_deploy *
     if (max_tokens < 0) return hs_errf(err, HS_ERANGE, "exegpt: forward pass too large");
     if ((rc = hs_replicas_build(&reps, d, m, c, &cfg, pc, max_tokens, mml, err))) goto out;
     if ((rc = hs_source_open(&src, &w, err))) goto out;
-    if ((rc = hs_engine_create(&e, &cfg, pol, HS_ROUTE_LOR, reps, d->n, src, &sink, mml, c, err)))
+    if ((rc = hs_engine_create(&e, &cfg, pol, hs_router_find("lor"), reps, d->n, src, &sink, mml, c, err)))
         goto out;
     t0 = wall();
     if ((rc = hs_engine_run(e, err))) goto out;

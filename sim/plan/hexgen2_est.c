@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/vec.h"
 #include "perf/perf.h"
 #include "plan/hexgen2_int.h"
 
@@ -448,13 +449,8 @@ const hs_hg2_group *hs_hg2_eval_group(hs_hg2_ctx *x, const int *gpus, int n, int
     }
     /* insert */
     if ((x->n_ent + 1) * 2 > x->tab_cap && cache_grow(x)) goto fail;
-    if (x->n_ent == x->cap_ent) {
-        long nc = x->cap_ent ? x->cap_ent * 2 : 256;
-        hs__hg2_centry **ne = realloc(x->ent, (size_t)nc * sizeof *ne);
-        if (!ne) goto fail;
-        x->ent = ne;
-        x->cap_ent = nc;
-    }
+    if (hs_vec_reserve((void **)&x->ent, &x->cap_ent, (size_t)x->n_ent + 1, sizeof *x->ent, 256))
+        goto fail;
     for (p = (long)(h & (uint64_t)(x->tab_cap - 1)); x->tab[p] >= 0; p = (p + 1) & (x->tab_cap - 1))
         ;
     x->tab[p] = (int32_t)x->n_ent;

@@ -54,7 +54,8 @@ struct hs_hg2_ctx {
     double kvbtl;               /* KV bytes per token per layer, all heads */
     uint64_t rng;               /* xorshift64* state, never 0 */
     hs__hg2_centry **ent;       /* group cache entries [n_ent], capacity cap_ent */
-    long n_ent, cap_ent;
+    long n_ent;
+    size_t cap_ent;
     int32_t *tab;               /* open addressing, -1 empty [tab_cap] */
     long tab_cap;
     int *scratch;               /* [n_gpus] */

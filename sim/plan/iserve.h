@@ -110,7 +110,8 @@ typedef struct hs_isv_meas {
 
 typedef struct hs_isv_fp {
     char model[48];
-    int n, cap;
+    int n;
+    size_t cap;
     hs_isv_meas *m;
     double profile_s;      /* simulated GPU time the profiling took */
 } hs_isv_fp;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/vec.h"
 #include "plan/iserve.h"
 
 const char *const hs_isv_wq_names[HS_ISV_NWQ] = {"fp16", "int8", "int4", "gptq4"};
@@ -142,13 +143,8 @@ void hs_isv_fp_free(hs_isv_fp *f)
 
 int hs_isv_fp_add(hs_isv_fp *f, const hs_isv_meas *m, hs_err *err)
 {
-    if (f->n == f->cap) {
-        int cap = f->cap ? f->cap * 2 : 64;
-        hs_isv_meas *nm = realloc(f->m, sizeof *nm * (size_t)cap);
-        if (!nm) return hs_errf(err, HS_ENOMEM, "out of memory");
-        f->m = nm;
-        f->cap = cap;
-    }
+    if (hs_vec_reserve((void **)&f->m, &f->cap, (size_t)f->n + 1, sizeof *f->m, 64))
+        return hs_errf(err, HS_ENOMEM, "out of memory");
     f->m[f->n++] = *m;
     return 0;
 }

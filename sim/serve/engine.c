@@ -3,9 +3,9 @@
  * timing) and its end; see engine.h.  The loop is small on purpose:
  * everything a policy decides lives in policy/, everything a lane keeps
  * lives in lane.c, and the rest of the engine is beside it (engine_int.h):
- * routers in route.c, fast-forward in fastforward.c, the disaggregated KV
- * hand-over and the network event in handover.c, schedule emission in
- * trace.c.
+ * the router registry and lane choice in route.c (the routers themselves in
+ * routers.c), fast-forward in fastforward.c, the disaggregated KV hand-over
+ * and the network event in handover.c, schedule emission in trace.c.
  *
  * Invariants: INV-1 the clock never goes back (evq); at most one arrival is
  * queued, and the source's arrivals never go back in time (next_arrival
@@ -109,7 +109,7 @@ void hs_engine_destroy(hs_engine *e)
     hs_net_destroy(e->net);
     free(e->lanes);
     free(e->pool);
-    free(e->wrr);
+    free(e->rstate);
     free(e->kv_wrr);
     free(e->kv_pairs);
     free(e->load_req);
@@ -123,16 +123,18 @@ void hs_engine_destroy(hs_engine *e)
 }
 
 int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
-                     const hs_policy_ops *policy, int router,
+                     const hs_policy_ops *policy, const hs_router_ops *router,
                      hs_replica *replicas, int32_t n_replicas, hs_source *src,
                      const hs_sink *sink, int32_t max_model_len,
                      const hs_cluster *cluster, hs_err *err)
 {
     hs_engine *e;
     int32_t n = 0, n_pre = 0, n_dec = 0;
+    size_t n_state;
     int rc;
     *out = NULL;
     if (n_replicas <= 0) return hs_errf(err, HS_EINVAL, "the engine needs at least one replica");
+    if (!router) return hs_errf(err, HS_EINVAL, "the engine needs a router");
     for (int32_t i = 0; i < n_replicas; i++) {
         n_pre += replicas[i].role_kind == HS_ROLE_PREFILL;
         n_dec += replicas[i].role_kind == HS_ROLE_DECODE;
@@ -183,10 +185,9 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
     for (int32_t i = 0; i < n_replicas; i++)
         n += replicas[i].layout.pp * (replicas[i].role_kind == HS_ROLE_PREFILL ? cfg->prefill_lanes : 1);
     e->lanes = calloc((size_t)n, sizeof *e->lanes);
-    e->wrr = calloc((size_t)n_replicas, sizeof *e->wrr);
     e->load_req = calloc((size_t)n_replicas, sizeof *e->load_req);
     e->load_tok = calloc((size_t)n_replicas, sizeof *e->load_tok);
-    if (!e->lanes || !e->wrr || !e->load_req || !e->load_tok) goto nomem;
+    if (!e->lanes || !e->load_req || !e->load_tok) goto nomem;
     for (int32_t i = 0; i < n_replicas; i++) {
         hs_replica *rp = &replicas[i];
         rp->n_lanes = rp->layout.pp * (rp->role_kind == HS_ROLE_PREFILL ? cfg->prefill_lanes : 1);
@@ -203,6 +204,9 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
             e->n_lanes++;
         }
     }
+    /* The router's state, sized once the weights are final. */
+    n_state = router->state_bytes ? router->state_bytes(e) : 0;
+    if (n_state && !(e->rstate = calloc(1, n_state))) goto nomem;
     *out = e;
     return 0;
 nomem:
@@ -299,6 +303,7 @@ static int on_arrival(hs_engine *e)
     hs_req *q;
     hs_replica *rp;
     hs_lane *l;
+    int32_t to;
     if (r < 0) return HS_ENOMEM;
     q = &e->pool[r];
     memset(q, 0, sizeof *q);
@@ -326,7 +331,9 @@ static int on_arrival(hs_engine *e)
         e->truncated++;
     }
     r = (int32_t)(q - e->pool);
-    rp = &e->replicas[hs__route(e, q)];
+    to = e->router->pick(e, q);
+    assert(to >= 0 && to < e->n_replicas && hs_router_admits(e, to)); /* the router contract */
+    rp = &e->replicas[to];
     l = hs__pick_lane(rp);
     q->replica = rp->id;
     q->lane = l->id;

@@ -23,23 +23,11 @@
 #include "serve/sink.h"
 #include "workload/workload.h"
 
-typedef enum hs_router_kind {
-    HS_ROUTE_RR,        /* round robin */
-    HS_ROUTE_LOR,       /* least outstanding requests */
-    HS_ROUTE_LOT,       /* least outstanding prompt tokens */
-    HS_ROUTE_WEIGHTED   /* smooth weighted round robin on replica weights */
-} hs_router_kind;
-
-/* Parses "rr", "lor", "lot", "weighted"; -1 when unknown. */
-int hs_router_parse(const char *name);
-extern const char *const hs_router_names[];
-
 typedef struct hs_engine {
     hs_engine_cfg cfg;
     const hs_policy_ops *policy;
-    int router;
-    int64_t rr_next;
-    double *wrr;              /* smooth WRR current weights [n_replicas] */
+    const hs_router_ops *router;
+    void *rstate;             /* the router's state (router->state_bytes, zeroed; NULL: none) */
     double *kv_wrr;           /* per (prefill, decode) pair, lazily [n_replicas^2] */
     int64_t *kv_pairs;        /* hand-overs routed by kv_route per pair (same shape) */
     /* Router view per replica, contiguous so a scan stays in cache:
@@ -86,12 +74,13 @@ typedef struct hs_engine {
 } hs_engine;
 
 /* Creates an engine over replicas (owned by the caller, outlive the engine),
- * a source and a sink.  max_model_len: context limit in tokens.  The
- * cluster is read during the call (the network model of disaggregated
+ * a source and a sink, routing arrivals with router (hs_routers[],
+ * runtime.h; HS_EINVAL when NULL).  max_model_len: context limit in tokens.
+ * The cluster is read during the call (the network model of disaggregated
  * deployments); a deployment with prefill replicas needs decode replicas
  * and the reverse. */
 int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
-                     const hs_policy_ops *policy, int router,
+                     const hs_policy_ops *policy, const hs_router_ops *router,
                      hs_replica *replicas, int32_t n_replicas, hs_source *src,
                      const hs_sink *sink, int32_t max_model_len,
                      const hs_cluster *cluster, hs_err *err);

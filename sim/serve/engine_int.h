@@ -1,8 +1,9 @@
 /* engine_int.h - the engine's private interface, shared by the files that
  * make up the engine: engine.c (life cycle, event loop, arrivals, iteration
- * start and end), route.c (routers), fastforward.c (runs of decode steps in
- * one event), handover.c (disaggregation's KV hand-over and the network
- * event) and trace.c (schedule emission).  Not public: policies use
+ * start and end), route.c (the router registry, lanes for arrivals and
+ * hand-overs), fastforward.c (runs of decode steps in one event), handover.c
+ * (disaggregation's KV hand-over and the network event) and trace.c
+ * (schedule emission).  Not public: policies and routers (routers.c) use
  * runtime.h and engine.h.  The hs__ functions that lane.c calls
  * (hs__handoff, hs__trace_preempt, hs__engine_fail) are in runtime.h.
  *
@@ -17,10 +18,7 @@
  * the request id for ARRIVAL, 0 for NET. */
 enum { HS__EV_ARRIVAL = 1, HS__EV_KICK, HS__EV_ITER_END, HS__EV_NET };
 
-/* ---- route.c ---- */
-/* The replica an arrival goes to under e->router: a colocated or prefill
- * replica of positive weight (updates the round-robin and WRR state). */
-int32_t hs__route(hs_engine *e, const hs_req *q);
+/* ---- route.c ---- (arrivals go to e->router->pick, runtime.h) */
 /* The lane of rp with the fewest outstanding requests (the first on ties). */
 hs_lane *hs__pick_lane(hs_replica *rp);
 /* The decode lane for a hand-over from replica src: src's kv_route when it

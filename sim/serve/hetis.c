@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/vec.h"
 #include "serve/engine.h"
 
 #define MD HS_HETIS_MAX_DEV
@@ -305,13 +306,9 @@ static void untrack(hs_hetis *h, int32_t k)
 
 static int track(hs_hetis *h, int32_t r, int64_t id, int lane)
 {
-    if (h->n_tracked == h->cap_tracked) {
-        int32_t n = h->cap_tracked ? 2 * h->cap_tracked : 256;
-        int32_t *t = realloc(h->tracked, sizeof *t * (size_t)n);
-        if (!t) return HS_ENOMEM;
-        h->tracked = t;
-        h->cap_tracked = n;
-    }
+    if (hs_vec_reserve_i32((void **)&h->tracked, &h->cap_tracked, h->n_tracked + 1,
+                           sizeof *h->tracked, 256))
+        return HS_ENOMEM;
     h->tracked[h->n_tracked++] = r;
     h->rec_id[r] = id;
     h->rec_lane[r] = lane;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/vec.h"
 #include "serve/engine.h"
 
 hs_req *hs_req_at(hs_engine *e, int32_t r)
@@ -95,34 +96,19 @@ static void heap_down(hs_engine *e, hs_lane *l, int32_t i)
     heap_set(e, l, i, r);
 }
 
-static int grow(void **p, int32_t *cap, int32_t need, size_t sz)
-{
-    int32_t nc;
-    void *np;
-    if (need <= *cap) return 0;
-    nc = *cap ? *cap : 16;
-    while (nc < need) nc *= 2;
-    np = realloc(*p, (size_t)nc * sz);
-    if (!np) return HS_ENOMEM;
-    *p = np;
-    *cap = nc;
-    return 0;
-}
-
 static int32_t mod_bs(const hs_engine *e, int64_t v)
 {
     int64_t m = v % e->cfg.block_size;
     return (int32_t)(m < 0 ? m + e->cfg.block_size : m);
 }
 
-static int ensure_heap(hs_lane *l, int32_t n, int32_t *cap);
-
 /* Joins the decode set after a prefill that produced token `gen` at t. */
 int hs__dec_join(hs_engine *e, hs_lane *l, int32_t r, hs_ns t)
 {
     hs_req *q = hs_req_at(e, r);
-    if (ensure_heap(l, l->n_dec + 1, &l->heap_cap) ||
-        grow((void **)&l->joiners, &l->cap_joiners, l->n_joiners + 1, sizeof *l->joiners))
+    if (hs_vec_reserve_i32((void **)&l->heap, &l->heap_cap, l->n_dec + 1, sizeof *l->heap, 16) ||
+        hs_vec_reserve_i32((void **)&l->joiners, &l->cap_joiners, l->n_joiners + 1,
+                           sizeof *l->joiners, 16))
         return HS_ENOMEM;
     q->state = HS_REQ_DECODE;
     q->g0 = l->g;
@@ -173,18 +159,13 @@ static void dec_leave(hs_engine *e, hs_lane *l, int32_t r)
     q->blocks = hs_blocks_for(e, kv);
 }
 
-/* Grows per-lane arrays so the decode set can hold n members. */
-static int ensure_heap(hs_lane *l, int32_t n, int32_t *cap)
-{
-    return grow((void **)&l->heap, cap, n, sizeof *l->heap);
-}
-
 int hs_iter_add_chunk(hs_engine *e, hs_lane *l, int32_t r, int32_t len)
 {
     hs_req *q = hs_req_at(e, r);
     hs_batch_shape *s = &l->it.shape;
     double p = q->prefilled;
-    if (grow((void **)&l->it.chunks, &l->cap_chunks, l->it.n_chunks + 1, sizeof *l->it.chunks))
+    if (hs_vec_reserve_i32((void **)&l->it.chunks, &l->cap_chunks, l->it.n_chunks + 1,
+                           sizeof *l->it.chunks, 16))
         return HS_ENOMEM;
     l->it.chunks[l->it.n_chunks].req = r;
     l->it.chunks[l->it.n_chunks].len = len;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/vec.h"
 #include "serve/multi.h"
 #include "serve/multi_int.h"
 
@@ -200,13 +201,8 @@ int hs_multi_schedule(hs_multi *mm, int model, double t_s, hs_err *err)
     /* Times are int64 ns inside: at most about 292 years. */
     if (model < 0 || model >= mm->n_models || !(t_s >= 0) || !(t_s <= 9e9))
         return hs_errf(err, HS_ERANGE, "iserve: deployment of model %d at %g s", model, t_s);
-    if (mm->n_deps == mm->cap_deps) {
-        int cap = mm->cap_deps ? 2 * mm->cap_deps : 16;
-        hs__dep *d = realloc(mm->deps, sizeof *d * (size_t)cap);
-        if (!d) return hs_errf(err, HS_ENOMEM, "out of memory");
-        mm->deps = d;
-        mm->cap_deps = cap;
-    }
+    if (hs_vec_reserve((void **)&mm->deps, &mm->cap_deps, (size_t)mm->n_deps + 1, sizeof *mm->deps, 16))
+        return hs_errf(err, HS_ENOMEM, "out of memory");
     mm->deps[mm->n_deps] = (hs__dep){hs_ns_from_s(t_s), model, mm->n_deps};
     mm->n_deps++;
     return 0;
@@ -231,13 +227,8 @@ int hs_multi_add(hs_multi *mm, int model, const hs_layout *l, double lat_factor,
         if (need[g] > 0 && mm->true_b[g] + need[g] > mm->cap_b[g])
             return hs_errf(err, HS_ENOFIT, "iserve: GPU %d would hold %.2f GiB, over %.2f usable",
                            g, (mm->true_b[g] + need[g]) / 1073741824.0, mm->cap_b[g] / 1073741824.0);
-    if (mm->n_in == mm->cap_in) {
-        int cap = mm->cap_in ? 2 * mm->cap_in : 16;
-        hs__inst *ni = realloc(mm->in, sizeof *ni * (size_t)cap);
-        if (!ni) return hs_errf(err, HS_ENOMEM, "out of memory");
-        mm->in = ni;
-        mm->cap_in = cap;
-    }
+    if (hs_vec_reserve((void **)&mm->in, &mm->cap_in, (size_t)mm->n_in + 1, sizeof *mm->in, 16))
+        return hs_errf(err, HS_ENOMEM, "out of memory");
     in = &mm->in[mm->n_in];
     memset(in, 0, sizeof *in);
     if ((rc = hs_solo_build(&in->solo, &mm->cfg.perf, &mm->models[model], mm->c, l,
@@ -476,13 +467,9 @@ int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *
                 rerate(mm);
                 continue;
             }
-            if (mm->n_rq == mm->cap_rq) {
-                int64_t cap = mm->cap_rq ? 2 * mm->cap_rq : 4096;
-                hs__mreq *nr = realloc(mm->rq, sizeof *nr * (size_t)cap);
-                if (!nr) return hs_errf(err, HS_ENOMEM, "out of memory");
-                mm->rq = nr;
-                mm->cap_rq = cap;
-            }
+            if (hs_vec_reserve((void **)&mm->rq, &mm->cap_rq, (size_t)mm->n_rq + 1, sizeof *mm->rq,
+                               4096))
+                return hs_errf(err, HS_ENOMEM, "out of memory");
             r = &mm->rq[mm->n_rq];
             memset(r, 0, sizeof *r);
             r->arrival = t;

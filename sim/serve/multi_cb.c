@@ -189,8 +189,8 @@ int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_eng
             cs.n = k;
             sink = (hs_sink){&cs, cb_request, cb_itl};
             if (!(rc = hs_source_open_array(&src, arr, k, err)) &&
-                !(rc = hs_engine_create(&e, &ec, policy, HS_ROUTE_RR, rep, 1, src, &sink, mlen,
-                                        mm->c, err)))
+                !(rc = hs_engine_create(&e, &ec, policy, hs_router_find("rr"), rep, 1, src, &sink,
+                                        mlen, mm->c, err)))
                 rc = hs_engine_run(e, err);
             hs_engine_destroy(e);
             hs_source_close(src);

@@ -39,11 +39,14 @@ struct hs_multi {
     int *has_base, *deployed;
     int *due;                    /* its deployment time has come (tried or done) */
     hs__dep *deps;
-    int n_deps, cap_deps;
+    int n_deps;
+    size_t cap_deps;
     hs__inst *in;
-    int n_in, cap_in;
+    int n_in;
+    size_t cap_in;
     hs__mreq *rq;
-    int64_t n_rq, cap_rq;
+    int64_t n_rq;
+    size_t cap_rq;
     double *cap_b, *charge_b, *free_b, *true_b, *loadv, *busy_ns;
     int *busy_k;
     hs_loadmon mon;

@@ -1,77 +1,47 @@
-/* route.c - the routers: which replica an arrival goes to (hs_router_names,
- * hs_router_parse, hs__route), which lane of a replica takes it
- * (hs__pick_lane), and which decode replica takes a disaggregated hand-over
- * (hs__pick_decode).
+/* route.c - routing: the router registry (hs_routers[], hs_router_find),
+ * which replicas take arrivals (hs_router_admits), which lane of a replica
+ * takes an arrival (hs__pick_lane), and which decode replica takes a
+ * disaggregated hand-over (hs__pick_decode).  The routers themselves, which
+ * pick the replica of an arrival, are in routers.c (runtime.h has their
+ * contract).
  *
- * Routers see only what a real router knows at arrival: per replica the
- * outstanding request count and prompt tokens (e->load_req, e->load_tok),
- * and the static weights; never a request's output length.  A replica of
- * weight 0 is switched off (hs_engine_create made sure every side has one
- * that is on).  Every choice is deterministic: ties go to the lowest index. */
+ * Like routers, the choices here see only what a real router knows: per
+ * replica the outstanding request count (e->load_req), lanes' outstanding
+ * requests and the static weights; never a request's output length.  A
+ * replica of weight 0 is switched off (hs_engine_create made sure every side
+ * has one that is on).  Every choice is deterministic: ties go to the lowest
+ * index. */
 #include "serve/engine_int.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-const char *const hs_router_names[] = {"rr", "lor", "lot", "weighted", NULL};
+extern const hs_router_ops hs_router_rr;
+extern const hs_router_ops hs_router_lor;
+extern const hs_router_ops hs_router_lot;
+extern const hs_router_ops hs_router_weighted;
 
-int hs_router_parse(const char *name)
+const hs_router_ops *const hs_routers[] = {
+    &hs_router_rr,
+    &hs_router_lor,
+    &hs_router_lot,
+    &hs_router_weighted,
+    NULL,
+};
+
+const hs_router_ops *hs_router_find(const char *name)
 {
-    for (int i = 0; hs_router_names[i]; i++)
-        if (!strcmp(hs_router_names[i], name)) return i;
-    return -1;
+    for (int i = 0; hs_routers[i]; i++)
+        if (!strcmp(hs_routers[i]->name, name)) return hs_routers[i];
+    return NULL;
 }
 
 /* Arrivals go to colocated and prefill replicas of positive weight (create
  * made sure there is one). */
-static int admits(const hs_engine *e, int32_t i)
+int hs_router_admits(const hs_engine *e, int32_t i)
 {
     return e->replicas[i].role_kind != HS_ROLE_DECODE && e->replicas[i].weight > 0;
-}
-
-int32_t hs__route(hs_engine *e, const hs_req *q)
-{
-    int32_t best = 0;
-    (void)q;
-    switch (e->router) {
-    case HS_ROUTE_RR:
-        do best = (int32_t)(e->rr_next++ % e->n_replicas);
-        while (!admits(e, best));
-        break;
-    case HS_ROUTE_LOR:
-    case HS_ROUTE_LOT: {
-        const int64_t *load = e->router == HS_ROUTE_LOR ? e->load_req : e->load_tok;
-        double bv = INFINITY;
-        /* A replica of weight 0 is switched off. */
-        for (int32_t i = 0; i < e->n_replicas; i++) {
-            double w = e->replicas[i].weight, v;
-            if (!admits(e, i)) continue;
-            v = (double)load[i] / w;
-            if (v < bv) {
-                bv = v;
-                best = i;
-            }
-        }
-        break;
-    }
-    case HS_ROUTE_WEIGHTED: {
-        /* Smooth weighted round robin (nginx): deterministic, proportional. */
-        double total = 0, bv = -INFINITY;
-        for (int32_t i = 0; i < e->n_replicas; i++) {
-            if (!admits(e, i)) continue;
-            e->wrr[i] += e->replicas[i].weight;
-            total += e->replicas[i].weight;
-            if (e->wrr[i] > bv) {
-                bv = e->wrr[i];
-                best = i;
-            }
-        }
-        e->wrr[best] -= total;
-        break;
-    }
-    }
-    return best;
 }
 
 hs_lane *hs__pick_lane(hs_replica *rp)

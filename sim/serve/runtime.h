@@ -113,6 +113,32 @@ typedef struct hs_policy_ops {
     int attn_offload;
 } hs_policy_ops;
 
+/* A router: which replica an arrival goes to.  `pick` returns a replica
+ * index for which hs_router_admits holds (hs_engine_create made sure there
+ * is one); it is called once per arrival, before the request is counted in
+ * e->load_req and e->load_tok.  A router sees what a real one knows at
+ * arrival: the engine's per-replica load (e->load_req, e->load_tok), the
+ * replicas' weights and roles, the request's prompt; never its true output
+ * length.  It must be deterministic (ties to the lowest index).  State it
+ * keeps lives in e->rstate: `state_bytes` (NULL: none) gives its size once
+ * the replicas and their weights are set, and the engine owns the block
+ * (hs_engine_create allocates it zeroed, hs_engine_destroy frees it), so it
+ * must be plain data that starts at zero. */
+typedef struct hs_router_ops {
+    const char *name;
+    const char *help;
+    int32_t (*pick)(struct hs_engine *e, const hs_req *q);
+    size_t (*state_bytes)(const struct hs_engine *e);
+} hs_router_ops;
+
+/* The router registry (route.c), NULL-terminated; adding a router touches
+ * its file and one line of hs_routers[]. */
+extern const hs_router_ops *const hs_routers[];
+/* By name; NULL when unknown. */
+const hs_router_ops *hs_router_find(const char *name);
+/* 1 when replica i takes arrivals: colocated or prefill, weight > 0. */
+int hs_router_admits(const struct hs_engine *e, int32_t i);
+
 /* One prefill chunk of an iteration. */
 typedef struct hs_chunk {
     int32_t req;          /* pool index */

@@ -9,6 +9,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/vec.h"
+
 /* ---- writer ---- */
 
 struct hs_sched_writer {
@@ -153,7 +155,7 @@ struct hs_sched_reader {
     hs_sched_chunk *pre;
     hs_sched_dec *dec;
     int64_t *preempted, *first, *finished;
-    int32_t cap_pre, cap_dec, cap_pm, cap_first, cap_fin;
+    size_t cap_pre, cap_dec, cap_pm, cap_first, cap_fin;
 };
 
 int hs_sched_open(hs_sched_reader **out, const char *path, hs_err *err)
@@ -214,22 +216,9 @@ static int str(const cJSON *o, const char *key, char *buf, size_t cap,
     return 0;
 }
 
-static int grow(void **p, int32_t *cap, int32_t n, size_t sz)
-{
-    void *np;
-    int32_t nc = *cap ? *cap : 16;
-    if (n <= *cap) return 0;
-    while (nc < n) nc *= 2;
-    np = realloc(*p, (size_t)nc * sz);
-    if (!np) return HS_ENOMEM;
-    *p = np;
-    *cap = nc;
-    return 0;
-}
-
 /* Reads an array of integers or of k-tuples of integers into out (k ints per
  * entry, stored as int64). */
-static int tuples(const cJSON *o, const char *key, int k, int64_t **out, int32_t *cap,
+static int tuples(const cJSON *o, const char *key, int k, int64_t **out, size_t *cap,
                   int32_t *n, const hs_sched_reader *r, hs_err *err)
 {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key), *e;
@@ -238,7 +227,8 @@ static int tuples(const cJSON *o, const char *key, int k, int64_t **out, int32_t
     int opt_last = !strcmp(key, "prefill");
     if (!cJSON_IsArray(a)) return BAD("%s:%ld: %s: expected an array", r->path, r->lineno, key);
     *n = cJSON_GetArraySize(a);
-    if (grow((void **)out, cap, *n * k, sizeof **out)) return hs_errf(err, HS_ENOMEM, "out of memory");
+    if (hs_vec_reserve((void **)out, cap, (size_t)*n * (size_t)k, sizeof **out, 16))
+        return hs_errf(err, HS_ENOMEM, "out of memory");
     cJSON_ArrayForEach(e, a) {
         const cJSON *x = e;
         for (int j = 0; j < k; j++) {
@@ -269,7 +259,8 @@ static int read_iter(hs_sched_reader *r, const cJSON *o, hs_sched_iter *it, hs_e
     double v = 0;
     int rc;
     int64_t *tmp = NULL;
-    int32_t cap = 0, n = 0;
+    size_t cap = 0;
+    int32_t n = 0;
     memset(it, 0, sizeof *it);
     if ((rc = num(o, "replica", 0, 1e9, &v, r, err))) return rc;
     it->replica = (int32_t)v;
@@ -283,7 +274,7 @@ static int read_iter(hs_sched_reader *r, const cJSON *o, hs_sched_iter *it, hs_e
     if ((rc = num(o, "kv_blocks_used", 0, 9e15, &v, r, err))) return rc;
     it->kv_blocks_used = (int64_t)v;
     if ((rc = tuples(o, "prefill", 4, &tmp, &cap, &n, r, err))) goto out;
-    if (grow((void **)&r->pre, &r->cap_pre, n, sizeof *r->pre)) goto nomem;
+    if (hs_vec_reserve((void **)&r->pre, &r->cap_pre, (size_t)n, sizeof *r->pre, 16)) goto nomem;
     for (int32_t i = 0; i < n; i++) {
         r->pre[i].id = tmp[4 * i];
         r->pre[i].len = (int32_t)tmp[4 * i + 1];
@@ -303,7 +294,7 @@ static int read_iter(hs_sched_reader *r, const cJSON *o, hs_sched_iter *it, hs_e
     it->n_pre = n;
     it->pre = r->pre;
     if ((rc = tuples(o, "decode", 2, &tmp, &cap, &n, r, err))) goto out;
-    if (grow((void **)&r->dec, &r->cap_dec, n, sizeof *r->dec)) goto nomem;
+    if (hs_vec_reserve((void **)&r->dec, &r->cap_dec, (size_t)n, sizeof *r->dec, 16)) goto nomem;
     for (int32_t i = 0; i < n; i++) {
         r->dec[i].id = tmp[2 * i];
         r->dec[i].ctx = (int32_t)tmp[2 * i + 1];

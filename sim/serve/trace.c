@@ -13,23 +13,13 @@
 
 #include <stdlib.h>
 
-/* Grows *p (*cap elements of sz bytes) to hold n; 0 or HS_ENOMEM. */
-static int tgrow(void **p, int32_t *cap, int32_t n, size_t sz)
-{
-    void *np;
-    int32_t nc = *cap ? *cap : 64;
-    if (n <= *cap) return 0;
-    while (nc < n) nc *= 2;
-    if (!(np = realloc(*p, (size_t)nc * sz))) return HS_ENOMEM;
-    *p = np;
-    *cap = nc;
-    return 0;
-}
+#include "core/vec.h"
 
 /* Notes q's preemption on l; it is written with l's next iteration. */
 void hs__trace_preempt(hs_engine *e, hs_lane *l, const hs_req *q)
 {
-    if (tgrow((void **)&l->trace_pm, &l->cap_trace_pm, l->n_trace_pm + 1, sizeof *l->trace_pm)) {
+    if (hs_vec_reserve_i32((void **)&l->trace_pm, &l->cap_trace_pm, l->n_trace_pm + 1,
+                           sizeof *l->trace_pm, 64)) {
         hs__engine_fail(e, HS_ENOMEM, "out of memory in the engine");
         return;
     }
@@ -47,10 +37,10 @@ void hs__trace_iter(hs_engine *e, hs_lane *l)
     t->end = l->it.end;
     t->kv_blocks_used = l->blocks_total - l->blocks_free;
     t->n_pre = t->n_dec = t->n_first = t->n_finished = 0;
-    if (tgrow((void **)&t->pre, &e->cap_tpre, l->it.n_chunks, sizeof *t->pre) ||
-        tgrow((void **)&t->dec, &e->cap_tdec, l->n_dec, sizeof *t->dec) ||
-        tgrow((void **)&t->first, &e->cap_tfirst, n, sizeof *t->first) ||
-        tgrow((void **)&t->finished, &e->cap_tfin, n, sizeof *t->finished)) {
+    if (hs_vec_reserve_i32((void **)&t->pre, &e->cap_tpre, l->it.n_chunks, sizeof *t->pre, 64) ||
+        hs_vec_reserve_i32((void **)&t->dec, &e->cap_tdec, l->n_dec, sizeof *t->dec, 64) ||
+        hs_vec_reserve_i32((void **)&t->first, &e->cap_tfirst, n, sizeof *t->first, 64) ||
+        hs_vec_reserve_i32((void **)&t->finished, &e->cap_tfin, n, sizeof *t->finished, 64)) {
         hs__engine_fail(e, HS_ENOMEM, "out of memory in the engine");
         return;
     }

@@ -16,17 +16,13 @@
 #include <gsl/gsl_sort_int.h>
 #include <gsl/gsl_statistics_int.h>
 
+#include "core/vec.h"
+
 typedef struct ivec { int *v; size_t n, cap; } ivec;
 
 static int ivec_push(ivec *a, int x)
 {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 4096;
-        int *v = realloc(a->v, cap * sizeof *v);
-        if (!v) return -1;
-        a->v = v;
-        a->cap = cap;
-    }
+    if (hs_vec_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof *a->v, 4096)) return -1;
     a->v[a->n++] = x;
     return 0;
 }
