@@ -21,6 +21,10 @@
  *     struct is safe. */
 #include "check.h"
 
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
 #include "hw/hw.h"
 #include "llm/model.h"
 #include "perf/perf.h"
@@ -94,6 +98,35 @@ static void test_cfg(void)
         CHECK_INT(hs_conf_set(&cfg, hs_perf_cfg_fields, "gemm_eff", "0", "test", &err), HS_ERANGE);
         CHECK_OK(hs_conf_set(&cfg, hs_perf_cfg_fields, "gemm_eff", "0.6", "test", &err), &err);
         CHECK_NEAR(cfg.gemm_eff, 0.6, 0);
+    }
+    {
+        /* a JSON section with one bad member changes nothing, even the
+         * members before it */
+        static const char *const bad[] = {
+            "{\"gemm_eff\": 0.5, \"engine\": \"none\", \"mem_eff\": 7}",   /* out of range */
+            "{\"gemm_eff\": 0.5, \"engine\": \"none\", \"bogus\": 1}",     /* unknown key */
+            "{\"gemm_eff\": 0.5, \"engine\": \"none\", \"launch_us\": \"x\"}", /* wrong type */
+        };
+        static const int code[] = {HS_ERANGE, HS_EPARSE, HS_EPARSE};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            hs_err err = {0};
+            hs_perf_cfg before = cfg;
+            cJSON *j = cJSON_Parse(bad[i]);
+            CHECK(j != NULL);
+            if (!j) continue;
+            CHECK_INT(hs_conf_fill(&cfg, hs_perf_cfg_fields, j, "test.json", &err), code[i]);
+            CHECK(strstr(err.msg, "test.json: ") == err.msg);
+            CHECK(memcmp(&before, &cfg, sizeof cfg) == 0);
+            cJSON_Delete(j);
+        }
+        {
+            hs_err err = {0};
+            cJSON *j = cJSON_Parse("{\"gemm_eff\": 0.5, \"engine\": \"none\"}");
+            CHECK_OK(hs_conf_fill(&cfg, hs_perf_cfg_fields, j, "test.json", &err), &err);
+            CHECK_NEAR(cfg.gemm_eff, 0.5, 0);
+            CHECK_STR(cfg.engine, "none");
+            cJSON_Delete(j);
+        }
     }
 }
 

@@ -18,7 +18,7 @@ const hs_field *hs_conf_find(const hs_field *fields, const char *key)
 static int store_num(void *obj, const hs_field *f, double v, const char *where,
                      hs_err *err)
 {
-    char *p = (char *)obj + f->offset;
+    char *p = obj ? (char *)obj + f->offset : NULL; /* NULL: check only */
     if (!isfinite(v))
         return hs_errf(err, HS_ERANGE, "%s: %s: value is not a finite number",
                        where, f->key);
@@ -31,15 +31,17 @@ static int store_num(void *obj, const hs_field *f, double v, const char *where,
         if (v != floor(v))
             return hs_errf(err, HS_ERANGE, "%s: %s: %g is not an integer",
                            where, f->key, v);
-        *(int *)p = (int)v;
+        if (p) *(int *)p = (int)v;
         break;
     case HS_F_I64:
         if (v != floor(v))
             return hs_errf(err, HS_ERANGE, "%s: %s: %g is not an integer",
                            where, f->key, v);
-        *(int64_t *)p = (int64_t)v;
+        if (p) *(int64_t *)p = (int64_t)v;
         break;
-    case HS_F_DOUBLE: *(double *)p = v; break;
+    case HS_F_DOUBLE:
+        if (p) *(double *)p = v;
+        break;
     default: return hs_errf(err, HS_EINVAL, "%s: %s: not a number field",
                             where, f->key);
     }
@@ -49,12 +51,11 @@ static int store_num(void *obj, const hs_field *f, double v, const char *where,
 static int store_str(void *obj, const hs_field *f, const char *s,
                      const char *where, hs_err *err)
 {
-    char *p = (char *)obj + f->offset;
     size_t n = strlen(s);
     if (n >= f->size)
         return hs_errf(err, HS_ERANGE, "%s: %s: string longer than %zu characters",
                        where, f->key, f->size - 1);
-    memcpy(p, s, n + 1);
+    if (obj) memcpy((char *)obj + f->offset, s, n + 1); /* NULL: check only */
     return 0;
 }
 
@@ -76,12 +77,12 @@ void hs_conf_defaults(void *obj, const hs_field *fields)
     }
 }
 
-int hs_conf_fill(void *obj, const hs_field *fields, const cJSON *json,
-                 const char *where, hs_err *err)
+/* One pass of hs_conf_fill over json: obj NULL checks every member, else
+ * stores them (already checked). */
+static int fill_pass(void *obj, const hs_field *fields, const cJSON *json, const char *where,
+                     hs_err *err)
 {
     int rc;
-    if (!cJSON_IsObject(json))
-        return hs_errf(err, HS_EPARSE, "%s: expected a JSON object", where);
     for (const cJSON *it = json->child; it; it = it->next) {
         const hs_field *f = hs_conf_find(fields, it->string);
         if (!f)
@@ -97,7 +98,7 @@ int hs_conf_fill(void *obj, const hs_field *fields, const cJSON *json,
             break;
         case HS_F_BOOL:
             if (cJSON_IsBool(it)) {
-                *(int *)((char *)obj + f->offset) = cJSON_IsTrue(it);
+                if (obj) *(int *)((char *)obj + f->offset) = cJSON_IsTrue(it);
                 rc = 0;
                 break;
             }
@@ -119,6 +120,17 @@ int hs_conf_fill(void *obj, const hs_field *fields, const cJSON *json,
             return hs_errf(err, HS_EPARSE, "%s: missing required key \"%s\"",
                            where, f->key);
     return 0;
+}
+
+int hs_conf_fill(void *obj, const hs_field *fields, const cJSON *json,
+                 const char *where, hs_err *err)
+{
+    int rc;
+    if (!cJSON_IsObject(json))
+        return hs_errf(err, HS_EPARSE, "%s: expected a JSON object", where);
+    /* check every member first, so that a bad key leaves obj untouched */
+    if ((rc = fill_pass(NULL, fields, json, where, err))) return rc;
+    return fill_pass(obj, fields, json, where, err);
 }
 
 int hs_conf_set(void *obj, const hs_field *fields, const char *key,

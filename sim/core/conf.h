@@ -43,7 +43,9 @@ typedef struct hs_field {
 void hs_conf_defaults(void *obj, const hs_field *fields);
 
 /* Applies the members of JSON object `json` to obj.  `where` names the
- * source for messages (a file path).  Returns 0 or HS_EPARSE/HS_ERANGE. */
+ * source for messages (a file path).  Returns 0 or HS_EPARSE/HS_ERANGE; on
+ * an error obj is unchanged (every member is checked before any is
+ * stored). */
 int hs_conf_fill(void *obj, const hs_field *fields, const cJSON *json,
                  const char *where, hs_err *err);
 
