@@ -138,6 +138,36 @@ static inline const hs_req_record *fx_find(const fx_result *x, int64_t id)
 
 static inline void fx_free(fx_result *x) { free(x->rec); memset(x, 0, sizeof *x); }
 
+/* One stage of `layers` layers on GPUs 0..tp-1, 16-bit weights and KV
+ * (the caller frees it). */
+static inline hs_layout *fx_layout1(int tp, int layers)
+{
+    hs_layout *l = calloc(1, sizeof *l);
+    if (!l) exit(2);
+    l->pp = 1;
+    l->kv_bits = 16;
+    l->stage[0].tp = tp;
+    l->stage[0].layers = layers;
+    l->stage[0].bits = 16;
+    for (int i = 0; i < tp; i++) l->stage[0].gpus[i] = i;
+    return l;
+}
+
+/* base with its first `from` replaced by `to`, in a static buffer (valid
+ * until the next call): bad-input variants of a good file.  A `from` that
+ * base lacks is a defect of the test: it exits. */
+static inline const char *fx_variant(const char *base, const char *from, const char *to)
+{
+    static char buf[8192];
+    const char *at = strstr(base, from);
+    if (!at) {
+        fprintf(stderr, "fx_variant: \"%s\" not in the base text\n", from);
+        exit(2);
+    }
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - base), base, to, at + strlen(from));
+    return buf;
+}
+
 /* Runs o's workload and policy on built replicas (owned by the caller);
  * fills x.  Returns 0 or the error code (message in err). */
 static inline int fx_run_replicas(const fx_opts *o, const hs_engine_cfg *ec, hs_replica *reps,

@@ -28,6 +28,7 @@
  * "measured table" with no expected error; perf.model roofline is
  * "datasheet roofline, uncalibrated". */
 #include "check.h"
+#include "fixture.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -278,18 +279,6 @@ static const char good_calib[] =
     " \"par\": [3, 0.5, 64, 4, 0.8, 0, 1]}]},\n"
     "  {\"gpu\": \"\", \"trained_on\": [\"a100-80g\", \"a40\"], \"kinds\": []}]}\n";
 
-static const char *variant(const char *from, const char *to)
-{
-    static char buf[4096];
-    const char *at = strstr(good_calib, from);
-    if (!at) {
-        fprintf(stderr, "variant: \"%s\" not in the good calibration\n", from);
-        exit(2);
-    }
-    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - good_calib), good_calib, to, at + strlen(from));
-    return buf;
-}
-
 static void bad_calib(int line, const char *text, int code, const char *want, const char *want2)
 {
     static hs_calib c;
@@ -337,29 +326,29 @@ static void test_load_errors(void)
         CHECK(hs_calib_for(&c, "h100-sxm-80g") == &c.e[1]);
     }
 
-    bad_calib(__LINE__, variant("\"par\": [1.5, 0.7, 1, 4, 0.25, 0, 1000]", "\"par\": [1.5, 0.7, 1, 4, 0.25, 0]"),
+    bad_calib(__LINE__, fx_variant(good_calib, "\"par\": [1.5, 0.7, 1, 4, 0.25, 0, 1000]", "\"par\": [1.5, 0.7, 1, 4, 0.25, 0]"),
               HS_EPARSE, kinds, "par: expected 7 numbers");
-    bad_calib(__LINE__, variant("\"par\": [1.5, 0.7, 1, 4, 0.25, 0, 1000]", "\"par\": [1.5, 0.7, 1, 4, 0.25, 0, 1000, 1]"),
+    bad_calib(__LINE__, fx_variant(good_calib, "\"par\": [1.5, 0.7, 1, 4, 0.25, 0, 1000]", "\"par\": [1.5, 0.7, 1, 4, 0.25, 0, 1000, 1]"),
               HS_EPARSE, kinds, "par: expected 7 numbers");
-    bad_calib(__LINE__, variant("[1.5, 0.7, 1, 4,", "[0, 0.7, 1, 4,"), HS_EPARSE, kinds, "par[0]: expected a finite number > 0");
-    bad_calib(__LINE__, variant("0.25, 0, 1000]", "0.25, 0, 0]"), HS_EPARSE, kinds, "par[6]");
-    bad_calib(__LINE__, variant("[1.5, 0.7, 1, 4,", "[1.5, 0.7, 1, -4,"), HS_EPARSE, kinds, "par[3]");
-    bad_calib(__LINE__, variant("[1.5, 0.7, 1, 4,", "[1.5, \"x\", 1, 4,"), HS_EPARSE, kinds, "par[1]");
-    bad_calib(__LINE__, variant("\"kind\": \"emb\"", "\"kind\": \"gate\""), HS_EPARSE, "entries[0]: kinds[0]",
+    bad_calib(__LINE__, fx_variant(good_calib, "[1.5, 0.7, 1, 4,", "[0, 0.7, 1, 4,"), HS_EPARSE, kinds, "par[0]: expected a finite number > 0");
+    bad_calib(__LINE__, fx_variant(good_calib, "0.25, 0, 1000]", "0.25, 0, 0]"), HS_EPARSE, kinds, "par[6]");
+    bad_calib(__LINE__, fx_variant(good_calib, "[1.5, 0.7, 1, 4,", "[1.5, 0.7, 1, -4,"), HS_EPARSE, kinds, "par[3]");
+    bad_calib(__LINE__, fx_variant(good_calib, "[1.5, 0.7, 1, 4,", "[1.5, \"x\", 1, 4,"), HS_EPARSE, kinds, "par[1]");
+    bad_calib(__LINE__, fx_variant(good_calib, "\"kind\": \"emb\"", "\"kind\": \"gate\""), HS_EPARSE, "entries[0]: kinds[0]",
               "kind: unknown \"gate\"");
-    bad_calib(__LINE__, variant("\"from\": \"mlp_up\"", "\"from\": \"mlp\""), HS_EPARSE,
+    bad_calib(__LINE__, fx_variant(good_calib, "\"from\": \"mlp_up\"", "\"from\": \"mlp\""), HS_EPARSE,
               "entries[0]: kinds[1] (lm_head)", "from: unknown \"mlp\"");
-    bad_calib(__LINE__, variant("\"memory_only\": true", "\"memory_only\": 1"), HS_EPARSE, kinds,
+    bad_calib(__LINE__, fx_variant(good_calib, "\"memory_only\": true", "\"memory_only\": 1"), HS_EPARSE, kinds,
               "memory_only: expected true or false");
-    bad_calib(__LINE__, variant("\"gpu\": \"a100-80g\", ", ""), HS_EPARSE, "entries[0]", "\"gpu\"");
-    bad_calib(__LINE__, variant("\"trained_on\": [\"a100-80g\"],", "\"trained_on\": \"a100-80g\","), HS_EPARSE,
+    bad_calib(__LINE__, fx_variant(good_calib, "\"gpu\": \"a100-80g\", ", ""), HS_EPARSE, "entries[0]", "\"gpu\"");
+    bad_calib(__LINE__, fx_variant(good_calib, "\"trained_on\": [\"a100-80g\"],", "\"trained_on\": \"a100-80g\","), HS_EPARSE,
               "entries[0]", "trained_on");
-    bad_calib(__LINE__, variant("\"layer_median_ape\": 3.5", "\"layer_median_ape\": -3.5"), HS_ERANGE,
+    bad_calib(__LINE__, fx_variant(good_calib, "\"layer_median_ape\": 3.5", "\"layer_median_ape\": -3.5"), HS_ERANGE,
               "entries[0]: cv", "layer_median_ape");
-    bad_calib(__LINE__, variant("\"kinds\": []", "\"kinds\": 3"), HS_EPARSE, "entries[1]", "kinds: expected an array");
+    bad_calib(__LINE__, fx_variant(good_calib, "\"kinds\": []", "\"kinds\": 3"), HS_EPARSE, "entries[1]", "kinds: expected an array");
     bad_calib(__LINE__, "{\"source\": \"s\", \"entries\": {}}\n", HS_EPARSE, "entries: expected an array", NULL);
     bad_calib(__LINE__, "{\"source\": \"s\"}\n", HS_EPARSE, "entries: expected an array", NULL);
-    bad_calib(__LINE__, variant("\"rows\": 8,", "\"rows\": 8"), HS_EPARSE, "invalid JSON", NULL);
+    bad_calib(__LINE__, fx_variant(good_calib, "\"rows\": 8,", "\"rows\": 8"), HS_EPARSE, "invalid JSON", NULL);
     {
         char path[256];
         snprintf(path, sizeof path, "%s/absent.json", root);
@@ -375,19 +364,6 @@ static void test_load_errors(void)
 
 /* ---- provenance through hs_perf_build ---------------------------------------------- */
 
-static hs_layout *layout1(int tp, int layers)
-{
-    hs_layout *l = calloc(1, sizeof *l);
-    if (!l) exit(2);
-    l->pp = 1;
-    l->kv_bits = 16;
-    l->stage[0].tp = tp;
-    l->stage[0].layers = layers;
-    l->stage[0].bits = 16;
-    for (int i = 0; i < tp; i++) l->stage[0].gpus[i] = i;
-    return l;
-}
-
 /* Builds model on cluster at TP 2 (all layers, one stage); 0 on success. */
 static int build(hs_perf *p, const hs_perf_cfg *cfg, const char *model, const char *cluster)
 {
@@ -401,7 +377,7 @@ static int build(hs_perf *p, const hs_perf_cfg *cfg, const char *model, const ch
         CHECK_OK(rc, &err);
         return rc;
     }
-    l = layout1(2, m.layers);
+    l = fx_layout1(2, m.layers);
     rc = hs_perf_build(p, cfg, &m, c, l, 256, 16, &err);
     CHECK_OK(rc, &err);
     free(l);
@@ -488,7 +464,7 @@ static void test_provenance(const hs_calib *built)
         {
             hs_model m;
             hs_cluster *c = NULL;
-            hs_layout *l = layout1(2, 2);
+            hs_layout *l = fx_layout1(2, 2);
             if (hs_model_find(&m, "tiny-test", &err) == 0 && hs_cluster_find(&c, "dgx-a100", &err) == 0) {
                 CHECK_INT(hs_perf_build(&p, &cfg, &m, c, l, 64, 8, &err), HS_EPARSE);
                 msg_has(&err, __LINE__, path, "entries[0]: kinds[0]");

@@ -33,6 +33,7 @@
  * head[k] at TP 2: the shipped vllm profile's launch may be 0, the written
  * one's is 7.5 us), hs_perf_step_ns, and an unknown engine. */
 #include "check.h"
+#include "fixture.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -586,19 +587,6 @@ static const char good_profile[] =
     "  ]\n"
     "}\n";
 
-/* good_profile with the first `from` replaced by `to`. */
-static const char *variant(const char *from, const char *to)
-{
-    static char buf[4096];
-    const char *at = strstr(good_profile, from);
-    if (!at) {
-        fprintf(stderr, "variant: \"%s\" not in the good profile\n", from);
-        exit(2);
-    }
-    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - good_profile), good_profile, to, at + strlen(from));
-    return buf;
-}
-
 static void bad_profile(int line, const char *text, int code, const char *want, const char *want2)
 {
     const char *path = hs_test_tmpfile("ovh", text);
@@ -632,35 +620,35 @@ static void test_load_errors(void)
     CHECK_NEAR(p.comp[0].row[1].per_token_us, 0, 0);
     CHECK_INT(p.comp[0].row[1].samples, 0);
 
-    bad_profile(__LINE__, variant("\"source\"", "\"colour\": 1, \"source\""), HS_EPARSE, "unknown key \"colour\"", NULL);
-    bad_profile(__LINE__, variant("\"samples\": 4", "\"per_batch_us\": 4"), HS_EPARSE,
+    bad_profile(__LINE__, fx_variant(good_profile, "\"source\"", "\"colour\": 1, \"source\""), HS_EPARSE, "unknown key \"colour\"", NULL);
+    bad_profile(__LINE__, fx_variant(good_profile, "\"samples\": 4", "\"per_batch_us\": 4"), HS_EPARSE,
                 "components[0] (schedule): rows[0]: unknown key \"per_batch_us\"", NULL);
-    bad_profile(__LINE__, variant("\"multi_gpu\": true", "\"multi_gpu\": true, \"gpus\": 2"), HS_EPARSE,
+    bad_profile(__LINE__, fx_variant(good_profile, "\"multi_gpu\": true", "\"multi_gpu\": true, \"gpus\": 2"), HS_EPARSE,
                 "components[1]: unknown key \"gpus\"", NULL);
-    bad_profile(__LINE__, variant("\"fixed_us\": 50, ", ""), HS_EPARSE, "components[0] (schedule): rows[1]",
+    bad_profile(__LINE__, fx_variant(good_profile, "\"fixed_us\": 50, ", ""), HS_EPARSE, "components[0] (schedule): rows[1]",
                 "\"fixed_us\"");
-    bad_profile(__LINE__, variant("\"min_tp\": 2, \"fixed_us\": 50", "\"min_tp\": 1, \"fixed_us\": 50"), HS_EPARSE,
+    bad_profile(__LINE__, fx_variant(good_profile, "\"min_tp\": 2, \"fixed_us\": 50", "\"min_tp\": 1, \"fixed_us\": 50"), HS_EPARSE,
                 "components[0] (schedule): rows[1]: min_tp 1 must be above the previous row's 1", NULL);
-    bad_profile(__LINE__, variant("\"per_seq_us\": 30", "\"per_seq_us\": -30"), HS_ERANGE,
+    bad_profile(__LINE__, fx_variant(good_profile, "\"per_seq_us\": 30", "\"per_seq_us\": -30"), HS_ERANGE,
                 "components[1] (ray_comm): rows[0]: per_seq_us: -30 is outside", NULL);
-    bad_profile(__LINE__, variant("\"fixed_us\": 30", "\"fixed_us\": -0.5"), HS_ERANGE,
+    bad_profile(__LINE__, fx_variant(good_profile, "\"fixed_us\": 30", "\"fixed_us\": -0.5"), HS_ERANGE,
                 "components[0] (schedule): rows[0]: fixed_us: -0.5 is outside", NULL);
-    bad_profile(__LINE__, variant("\"collective_launch_us\": 20", "\"collective_launch_us\": -1"), HS_ERANGE,
+    bad_profile(__LINE__, fx_variant(good_profile, "\"collective_launch_us\": 20", "\"collective_launch_us\": -1"), HS_ERANGE,
                 "collective_launch_us: -1 is outside", NULL);
-    bad_profile(__LINE__, variant("\"multi_gpu\": false", "\"multi_gpu\": 0"), HS_EPARSE, "components[0]",
+    bad_profile(__LINE__, fx_variant(good_profile, "\"multi_gpu\": false", "\"multi_gpu\": 0"), HS_EPARSE, "components[0]",
                 "multi_gpu: expected true or false");
-    bad_profile(__LINE__, variant("\"min_tp\": 2, \"fixed_us\": 2000", "\"min_tp\": 0, \"fixed_us\": 2000"),
+    bad_profile(__LINE__, fx_variant(good_profile, "\"min_tp\": 2, \"fixed_us\": 2000", "\"min_tp\": 0, \"fixed_us\": 2000"),
                 HS_ERANGE, "components[1] (ray_comm): rows[0]: min_tp: 0 is outside", NULL);
-    bad_profile(__LINE__, variant("\"name\": \"t\",\n", ""), HS_EPARSE, "\"name\"", NULL);
+    bad_profile(__LINE__, fx_variant(good_profile, "\"name\": \"t\",\n", ""), HS_EPARSE, "\"name\"", NULL);
     bad_profile(__LINE__, "{\"name\": \"t\", \"source\": \"s\", \"components\": []}\n", HS_EPARSE,
                 "components: expected an array of 1..", NULL);
-    bad_profile(__LINE__, variant("\"rows\": [\n      {\"min_tp\": 2, \"fixed_us\": 2000, \"per_seq_us\": 30}]",
+    bad_profile(__LINE__, fx_variant(good_profile, "\"rows\": [\n      {\"min_tp\": 2, \"fixed_us\": 2000, \"per_seq_us\": 30}]",
                                   "\"rows\": []"),
                 HS_EPARSE, "components[1] (ray_comm): rows: expected an array of 1..", NULL);
     /* malformed JSON: a missing comma at the end of line 4; the parser
      * stops at line 5 */
     {
-        const char *text = variant("\"collective_launch_us\": 20,", "\"collective_launch_us\": 20");
+        const char *text = fx_variant(good_profile, "\"collective_launch_us\": 20,", "\"collective_launch_us\": 20");
         const char *path = hs_test_tmpfile("ovh", text);
         char want[200];
         memset(&p, 0x5a, sizeof p);
@@ -830,19 +818,6 @@ static void test_report(void)
 
 /* ---- through hs_perf_build ----------------------------------------------------------- */
 
-static hs_layout *layout1(int tp, int layers)
-{
-    hs_layout *l = calloc(1, sizeof *l);
-    if (!l) exit(2);
-    l->pp = 1;
-    l->kv_bits = 16;
-    l->stage[0].tp = tp;
-    l->stage[0].layers = layers;
-    l->stage[0].bits = 16;
-    for (int i = 0; i < tp; i++) l->stage[0].gpus[i] = i;
-    return l;
-}
-
 /* Builds llama-2-7b with the roofline on dgx-a100 at TP 1 and 2 for one
  * engine; 0 when both built. */
 static int build_pair(hs_perf out[2], hs_perf_cfg *cfg, const char *engine, const hs_model *m,
@@ -852,7 +827,7 @@ static int build_pair(hs_perf out[2], hs_perf_cfg *cfg, const char *engine, cons
     int ok = 1;
     if (snprintf(cfg->engine, sizeof cfg->engine, "%s", engine) >= (int)sizeof cfg->engine) SKIP("temp path too long");
     for (int i = 0; i < 2; i++) {
-        hs_layout *l = layout1(i + 1, m->layers);
+        hs_layout *l = fx_layout1(i + 1, m->layers);
         if (hs_perf_build(&out[i], cfg, m, c, l, maxt, maxs, &err)) {
             CHECK_OK(1, &err);
             memset(&out[i], 0, sizeof out[i]);
@@ -1014,7 +989,7 @@ static void test_perf_build(void)
 
     /* an unknown engine: HS_ENOTFOUND naming perf.engine, nothing built */
     {
-        hs_layout *l = layout1(2, m.layers);
+        hs_layout *l = fx_layout1(2, m.layers);
         hs_perf p;
         snprintf(cfg.engine, sizeof cfg.engine, "no-such-engine");
         CHECK_INT(hs_perf_build(&p, &cfg, &m, c, l, MAXT, MAXS, &err), HS_ENOTFOUND);

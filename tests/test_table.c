@@ -28,6 +28,7 @@
  * between stages in one node comes from sendrecv.csv; a TP group of two GPU
  * types is at least as slow as its measured type. */
 #include "check.h"
+#include "fixture.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -684,19 +685,6 @@ static void test_round_trip(void)
     rm_rf(dir);
 }
 
-static hs_layout *layout1(int tp, int layers)
-{
-    hs_layout *l = calloc(1, sizeof *l);
-    if (!l) exit(2);
-    l->pp = 1;
-    l->kv_bits = 16;
-    l->stage[0].tp = tp;
-    l->stage[0].layers = layers;
-    l->stage[0].bits = 16;
-    for (int i = 0; i < tp; i++) l->stage[0].gpus[i] = i;
-    return l;
-}
-
 static void test_builders(void)
 {
     hs_model m, m7;
@@ -704,7 +692,7 @@ static void test_builders(void)
     hs_perf_cfg cfg;
     hs_perf p;
     hs_err err = {0};
-    hs_layout *l = layout1(2, 2);
+    hs_layout *l = fx_layout1(2, 2);
     if (hs_model_find(&m, "tiny-test", &err) || hs_model_find(&m7, "llama-2-7b", &err) ||
         hs_cluster_find(&c, "dgx-a100", &err)) {
         CHECK_OK(1, &err);
@@ -766,7 +754,7 @@ static void test_builders(void)
     }
     /* table mode needs every op at the layout's TP */
     {
-        hs_layout *l4 = layout1(4, 2);
+        hs_layout *l4 = fx_layout1(4, 2);
         CHECK_INT(hs_perf_build(&p, &cfg, &m, c, l4, 64, 8, &err), HS_ENOTFOUND);
         CHECK(strstr(err.msg, "at tp 4, bits 16 in dense.csv") != NULL);
         free(l4);
@@ -866,7 +854,7 @@ static void test_network_table(void)
     hs_perf_cfg cfg;
     hs_perf with, without;
     hs_err err = {0};
-    hs_layout *l = layout1(2, 2);
+    hs_layout *l = fx_layout1(2, 2);
     make_tmpdir(dir, sizeof dir);
     if (hs_model_find(&m, "tiny-test", &err) || hs_cluster_find(&c, "dgx-a100", &err) ||
         hs_ptable_read(&t, fixture, &err) || hs_ptable_create(&n, &err)) {

@@ -3,7 +3,7 @@
  *                                   our table format (profiles/README.md)
  *   fit [DIRS]                      fit the roofline efficiency curves on
  *                                   measured tables and print them
- *   crossval [VIDUR_DIR]            cross-validate the fitted model on
+ *   crossval VIDUR_DIR              cross-validate the fitted model on
  *                                   Vidur's A100/A40 tables
  *   compare DIR [options]           error of the roofline (and the fitted
  *                                   model) on one measured table
@@ -32,9 +32,10 @@ static void usage(FILE *fp)
             "                                   *_attention_*.csv) to OUT_DIR/<gpu>/<model>/\n"
             "  fit [DIR[,DIR...]]               fit the efficiency curves on measured tables\n"
             "                                   (default: <data root>/profiles) and print them\n"
-            "  crossval [VIDUR_DIR]             fit on Llama-2-7B A100, predict 70B A100; fit on\n"
+            "  crossval VIDUR_DIR               fit on Llama-2-7B A100, predict 70B A100; fit on\n"
             "                                   A100, predict A40; error per operator\n"
-            "                                   (default: ../shared/data/profiles/vidur)\n"
+            "                                   (VIDUR_DIR: Vidur's data folder, compute/ and\n"
+            "                                   network/ inside)\n"
             "  compare DIR [--fit DIRS] [--tflops X] [--gbs Y]\n"
             "                                   error per operator of the datasheet roofline\n"
             "                                   (or one on the given ceilings) and, with --fit,\n"
@@ -207,13 +208,11 @@ int hs_cli_perf(int argc, char **argv)
     } else if (!strcmp(argv[1], "fit")) {
         rc = hs_fit_report(argc > 2 ? argv[2] : NULL, stdout, &err);
     } else if (!strcmp(argv[1], "crossval")) {
-        char def[1200];
-        const char *dir = argc > 2 ? argv[2] : NULL;
-        if (!dir) {
-            snprintf(def, sizeof def, "%s/../shared/data/profiles/vidur", hs_data_root());
-            dir = def;
+        if (argc != 3) {
+            fprintf(stderr, "hetsim: perf crossval: expected VIDUR_DIR (Vidur's data folder)\n");
+            return 2;
         }
-        rc = hs_perf_crossval(dir, stdout, &err);
+        rc = hs_perf_crossval(argv[2], stdout, &err);
     } else if (!strcmp(argv[1], "calibrate")) {
         char root[700], outp[760];
         const char *dirs = NULL, *out = NULL;

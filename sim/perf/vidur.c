@@ -9,7 +9,7 @@
  * Vidur writes one row per measured point: columns time_stats.<op>.{min,max,
  * mean,median,std} in ms plus the shape.  Two folder layouts exist.
  *
- * Current (../shared/data/profiles/vidur):
+ * Current (Vidur's data/profiling folder):
  *   compute/<gpu>/<org>/<model>/mlp.csv   per-op times per num_tokens and
  *                                          num_tensor_parallel_workers
  *   <gpu>_attention_*.csv                  attention kernels per batch_size,
