@@ -1,4 +1,5 @@
--- hetsim results database, schema version 2.
+-- hetsim results database, schema version 3 (its last section migrates a
+-- version 2 database; run the whole file on an empty database only).
 -- sim/out/db.c embeds this text up to version 2 and applies the later
 -- versions as migrations (tests/test_db.c checks that both
 -- create the same sqlite_master); change them together and bump

@@ -83,6 +83,19 @@ static int int_list(const char *opt, const char *s, long lo, long hi, long *v, i
     return n ? n : -1;
 }
 
+/* One row of `perf step`: the hot path's own sums (hs_perf_stage_ns,
+ * hs_perf_step_ns); attention is the stage time less its tabulated dense
+ * and head parts, so the columns add up to the total whatever terms the
+ * stage time gains. */
+static void step_line(const hs_perf *p, const char *kind, const hs_batch_shape *b, long tokens)
+{
+    const hs_perf_stage *s = &p->stage[0];
+    double stage = hs_perf_stage_ns(p, 0, b), host = hs_perf_step_ns(p, b);
+    double dense = s->dense[b->tokens], head = s->head[b->samples];
+    printf("%-8s %7d %9ld %9.3f %9.3f %9.3f %9.3f %10.3f\n", kind, b->dec_seqs ? b->dec_seqs : b->pre_chunks,
+           tokens, dense / 1e6, head / 1e6, (stage - dense - head) / 1e6, host / 1e6, (stage + host) / 1e6);
+}
+
 /* `hetsim perf step`: the hot path's arithmetic for chosen batches, so
  * users (and tools/bench-fidelity) can see what one iteration costs and
  * where the time goes. */
@@ -100,6 +113,10 @@ static int perf_step(int argc, char **argv)
     hs_perf_cfg_defaults(&cfg);
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "hetsim: perf step: %s needs a value (see hetsim perf --help)\n", a);
             return 2;
@@ -163,26 +180,19 @@ static int perf_step(int argc, char **argv)
     for (int j = 0; j < nc && nb; j++)
         for (int i = 0; i < nb; i++) {
             hs_batch_shape b;
-            const hs_perf_stage *s = &p.stage[0];
             memset(&b, 0, sizeof b);
             b.tokens = b.samples = b.dec_seqs = (int32_t)batch[i];
             b.dec_ctx = (int64_t)batch[i] * ctx[j];
-            printf("%-8s %7ld %9ld %9.3f %9.3f %9.3f %9.3f %10.3f\n", "decode", batch[i], ctx[j],
-                   s->dense[b.tokens] / 1e6, s->head[b.samples] / 1e6,
-                   (s->dec_fixed + s->dec_seq * b.dec_seqs + s->dec_ctx * (double)b.dec_ctx) / 1e6,
-                   hs_perf_step_ns(&p, &b) / 1e6, (hs_perf_stage_ns(&p, 0, &b) + hs_perf_step_ns(&p, &b)) / 1e6);
+            step_line(&p, "decode", &b, ctx[j]);
         }
     for (int i = 0; i < np; i++) {
         hs_batch_shape b;
-        const hs_perf_stage *s = &p.stage[0];
         memset(&b, 0, sizeof b);
         b.tokens = (int32_t)pre[i];
         b.samples = b.pre_chunks = 1;
         b.pre_self = (double)pre[i] * (pre[i] + 1) / 2.0;
         b.pre_tokens = pre[i];
-        printf("%-8s %7d %9ld %9.3f %9.3f %9.3f %9.3f %10.3f\n", "prefill", 1, pre[i], s->dense[b.tokens] / 1e6,
-               s->head[1] / 1e6, (s->pre_fixed + s->pre_self * b.pre_self + s->pre_tok * (double)b.pre_tokens) / 1e6,
-               hs_perf_step_ns(&p, &b) / 1e6, (hs_perf_stage_ns(&p, 0, &b) + hs_perf_step_ns(&p, &b)) / 1e6);
+        step_line(&p, "prefill", &b, pre[i]);
     }
     hs_perf_free(&p);
 out:

@@ -104,6 +104,9 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
                 hs_vec_reserve((void **)&d->ovh, &cap_it5, need, sizeof *d->ovh, 256))
                 goto nomem;
             {
+                /* the host cost the engine charged (hs_perf_step_ns): schedules
+                 * are emitted for vllm and sarathi only, whose batch shape has
+                 * exactly these sequences and tokens (no padding) */
                 double tok = it.n_dec;
                 for (int k = 0; k < it.n_pre; k++) tok += it.pre[k].len;
                 d->ovh[i] = d->h.step_overhead_ns + d->h.step_seq_ns * (it.n_pre + it.n_dec) +
@@ -291,6 +294,11 @@ int hs_cli_validate(int argc, char **argv)
             usage(stdout);
             return 0;
         }
+        if (strcmp(argv[i], "--schedule") && strcmp(argv[i], "--measured") && strcmp(argv[i], "--db") &&
+            strcmp(argv[i], "--replica") && strcmp(argv[i], "--run")) {
+            fprintf(stderr, "hetsim: validate: unknown option \"%s\" (see hetsim validate --help)\n", argv[i]);
+            return 2;
+        }
         if (!v) {
             fprintf(stderr, "hetsim: validate: %s needs a value\n", argv[i]);
             return 2;
@@ -305,10 +313,6 @@ int hs_cli_validate(int argc, char **argv)
             if (bad) return bad;
             if (!strcmp(argv[i], "--replica")) replica = (int32_t)x;
             else run = x;
-        }
-        else {
-            fprintf(stderr, "hetsim: validate: unknown option \"%s\" (see hetsim validate --help)\n", argv[i]);
-            return 2;
         }
     }
     if (!sched || !measured) {

@@ -156,16 +156,28 @@ int hs_conf_set(void *obj, const hs_field *fields, const char *key,
 
 int hs_json_save(const cJSON *j, const char *path, hs_err *err)
 {
-    char *s = j ? cJSON_Print(j) : NULL;
+    char *s = j ? cJSON_Print(j) : NULL, tmp[4200];
     FILE *f;
+    int bad;
     if (!s) return hs_errf(err, HS_ENOMEM, "out of memory writing %s", path);
-    if (!(f = fopen(path, "w"))) {
+    /* written beside and renamed over: a failed write never leaves a
+     * truncated file in place of a good one */
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
         free(s);
-        return hs_errf(err, HS_EIO, "%s: cannot create: %s", path, strerror(errno));
+        return hs_errf(err, HS_ERANGE, "%s: path too long", path);
+    }
+    if (!(f = fopen(tmp, "w"))) {
+        free(s);
+        return hs_errf(err, HS_EIO, "%s: cannot create: %s", tmp, strerror(errno));
     }
     fprintf(f, "%s\n", s);
     free(s);
-    if (ferror(f) | fclose(f)) return hs_errf(err, HS_EIO, "%s: write error", path);
+    bad = ferror(f);
+    bad |= fclose(f);
+    if (bad || rename(tmp, path)) {
+        remove(tmp);
+        return hs_errf(err, HS_EIO, "%s: write error", path);
+    }
     return 0;
 }
 

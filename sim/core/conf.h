@@ -60,8 +60,8 @@ const hs_field *hs_conf_find(const hs_field *fields, const char *key);
  * (cJSON_Delete).  Errors name the path and, for syntax errors, the line. */
 int hs_json_load(const char *path, cJSON **out, hs_err *err);
 
-/* Writes j, formatted, followed by a newline, to path (created or
- * truncated).  j may be NULL (a tree whose building ran out of memory):
+/* Writes j, formatted, followed by a newline, to path (through path.tmp,
+ * renamed over it: path is the old file or the whole new one).  j may be NULL (a tree whose building ran out of memory):
  * then HS_ENOMEM.  The tree stays the caller's.  Returns 0, HS_ENOMEM or
  * HS_EIO naming the path. */
 int hs_json_save(const cJSON *j, const char *path, hs_err *err);

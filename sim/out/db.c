@@ -54,7 +54,8 @@
 /* results/schema.sql up to version 2; the versions after it are the
  * migrations below, which the file lists at its end. */
 static const char schema_sql[] =
-    "-- hetsim results database, schema version 2.\n"
+    "-- hetsim results database, schema version 3 (its last section migrates a\n"
+    "-- version 2 database; run the whole file on an empty database only).\n"
     "-- sim/out/db.c embeds this text up to version 2 and applies the later\n"
     "-- versions as migrations (tests/test_db.c checks that both\n"
     "-- create the same sqlite_master); change them together and bump\n"
@@ -355,6 +356,13 @@ static int bind_text(sqlite3_stmt *st, int i, const char *s)
     return sqlite3_bind_text(st, i, s ? s : "", -1, SQLITE_TRANSIENT);
 }
 
+/* NULL for an absent or empty value, as rows migrated from older schema
+ * versions have it: one way to say "not recorded". */
+static int bind_text_or_null(sqlite3_stmt *st, int i, const char *s)
+{
+    return s && *s ? bind_text(st, i, s) : sqlite3_bind_null(st, i);
+}
+
 /* Checks that run_id is the open run and that SQLite has not rolled its
  * transaction back behind our back (see the file comment). */
 static int check_run(hs_db *db, int64_t run_id, hs_err *err)
@@ -411,10 +419,10 @@ int hs_db_replica(hs_db *db, int64_t run_id, const hs_replica_row *r,
         bind_text(st, 3, r->role) || bind_text(st, 4, r->gpus) ||
         sqlite3_bind_int(st, 5, r->tp) || sqlite3_bind_int(st, 6, r->pp) ||
         sqlite3_bind_int(st, 7, r->bits) || sqlite3_bind_int64(st, 8, r->kv_blocks) ||
-        bind_text(st, 9, r->perf_model) || bind_text(st, 10, r->calibration ? r->calibration : "") ||
+        bind_text(st, 9, r->perf_model) || bind_text_or_null(st, 10, r->calibration) ||
         (r->expected_err_pct >= 0 ? sqlite3_bind_double(st, 11, r->expected_err_pct)
                                   : sqlite3_bind_null(st, 11)) ||
-        bind_text(st, 12, r->engine ? r->engine : "")) {
+        bind_text_or_null(st, 12, r->engine)) {
         rc = db_fail(db, err, "inserting a replica");
         sqlite3_reset(st);
         return rc;

@@ -96,7 +96,7 @@ static int load_kind(hs_fit *f, const cJSON *ko, const char *where, hs_err *err)
 {
     char name[32], from[32];
     const cJSON *par, *mo;
-    double v;
+    long iv = 0;
     int k, kf, rc, i = 0;
     if (!cJSON_IsObject(ko)) return hs_errf(err, HS_EPARSE, "%s: expected an object", where);
     if ((rc = hs_json_str(ko, "kind", name, sizeof name, where, err)) ||
@@ -105,9 +105,8 @@ static int load_kind(hs_fit *f, const cJSON *ko, const char *where, hs_err *err)
     if ((k = kind_find(name)) < 0) return hs_errf(err, HS_EPARSE, "%s: kind: unknown \"%s\"", where, name);
     if ((kf = kind_find(from)) < 0) return hs_errf(err, HS_EPARSE, "%s (%s): from: unknown \"%s\"", where, name, from);
     f->k[k].from = kf;
-    v = 0;
-    if ((rc = hs_json_num_opt(ko, "rows", 0, 1e9, &v, where, err))) return rc;
-    f->k[k].rows = (int)v;
+    if ((rc = hs_json_int_opt(ko, "rows", 0, 1000000000, &iv, where, err))) return rc;
+    f->k[k].rows = (int)iv;
     mo = cJSON_GetObjectItemCaseSensitive(ko, "memory_only");
     if (!cJSON_IsBool(mo)) return hs_errf(err, HS_EPARSE, "%s (%s): memory_only: expected true or false", where, name);
     f->k[k].memory_only = cJSON_IsTrue(mo);
@@ -131,17 +130,17 @@ static int load_entry(hs_calib_entry *e, const cJSON *o, const char *path, int i
 {
     char where[700];
     const cJSON *kinds, *cv, *gl;
-    double v = 0;
+    long iv = 0;
     int rc;
     memset(e, 0, sizeof *e);
     for (int k = 0; k < HS_FK_COUNT; k++) e->fit.k[k].from = -1;
     snprintf(where, sizeof where, "%s: entries[%d]", path, idx);
     if (!cJSON_IsObject(o)) return hs_errf(err, HS_EPARSE, "%s: expected an object", where);
     if ((rc = hs_json_str(o, "gpu", e->gpu, sizeof e->gpu, where, err)) ||
-        (rc = hs_json_num_opt(o, "tables", 0, 1e6, &v, where, err)) ||
+        (rc = hs_json_int_opt(o, "tables", 0, 1000000, &iv, where, err)) ||
         (rc = hs_json_str_opt(o, "models", e->models, sizeof e->models, where, err)))
         return rc;
-    e->n_tables = (int)v;
+    e->n_tables = (int)iv;
     gl = cJSON_GetObjectItemCaseSensitive(o, "trained_on");
     if (!cJSON_IsArray(gl)) return hs_errf(err, HS_EPARSE, "%s: trained_on: expected an array of GPU names", where);
     for (const cJSON *g = gl->child; g; g = g->next) {
@@ -159,9 +158,9 @@ static int load_entry(hs_calib_entry *e, const cJSON *o, const char *path, int i
             (rc = hs_json_num_opt(cv, "layer_bias", -1e6, 1e6, &e->cv.layer_bias, w2, err)) ||
             (rc = hs_json_num_opt(cv, "attention_median_ape", -1, 1e6, &e->cv.attn_med, w2, err)))
             return rc;
-        v = 0;
-        if ((rc = hs_json_num_opt(cv, "layer_points", 0, 1e9, &v, w2, err))) return rc;
-        e->cv.n = (int)v;
+        iv = 0;
+        if ((rc = hs_json_int_opt(cv, "layer_points", 0, 1000000000, &iv, w2, err))) return rc;
+        e->cv.n = (int)iv;
     }
     kinds = cJSON_GetObjectItemCaseSensitive(o, "kinds");
     if (!cJSON_IsArray(kinds)) return hs_errf(err, HS_EPARSE, "%s: kinds: expected an array", where);

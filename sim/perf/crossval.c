@@ -605,7 +605,12 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
     for (int i = 0; i < d.n; i++) {
         int seen = 0;
         for (int j = 0; j < ng; j++) seen |= !strcmp(gpus[j], d.in[i].g->name);
-        if (!seen && ng < HS_FIT_MAX_GPUS) snprintf(gpus[ng++], sizeof gpus[0], "%s", d.in[i].g->name);
+        if (!seen && ng == HS_FIT_MAX_GPUS) {
+            rc = hs_errf(err, HS_ERANGE, "%s: more than %d GPU types of measured tables (calibration holds %d)",
+                         d.tables[i]->dir, HS_FIT_MAX_GPUS, HS_FIT_MAX_GPUS);
+            goto out;
+        }
+        if (!seen) snprintf(gpus[ng++], sizeof gpus[0], "%s", d.in[i].g->name);
     }
     snprintf(c->source, sizeof c->source, "hetsim perf calibrate on %d measured tables of %d GPU types", d.n, ng);
     /* per GPU: fit on its tables; leave one model out among them */

@@ -291,7 +291,7 @@ static void note_source(bctx *b, const src *s)
     size_t len = strlen(b->prov);
     double e = -1;
     int own = s->ce && s->ce->gpu[0];
-    if (strstr(b->prov, s->g->name)) return;
+    if (hs__prov_has(b->prov, s->g->name)) return;
     /* a fit on perf.fit_from (no calibration entry) may include this GPU */
     for (int i = 0; !s->ce && s->fit && i < s->fit->n_gpus; i++) own |= !strcmp(s->fit->gpus[i], s->g->name);
     if (s->t && !s->n_fit) {

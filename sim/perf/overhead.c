@@ -355,13 +355,10 @@ static void wls2(const double *x, const double *y, const double *w, int n, doubl
  * the weight).  The median fit keeps a host timer's occasional stall (a
  * garbage collection, a context switch: the A40 file's schedule column has
  * 3x jumps between neighbouring batch sizes) from moving the line. */
-static void lad_fit(const double *x, const double *y, int n, double *a, double *b)
+static int lad_fit(const double *x, const double *y, int n, double *a, double *b)
 {
     double *w = malloc((size_t)n * sizeof *w);
-    if (!w) {
-        *a = *b = 0;
-        return;
-    }
+    if (!w) return HS_ENOMEM;
     for (int i = 0; i < n; i++) w[i] = 1.0 / (y[i] * y[i]);
     wls2(x, y, w, n, a, b);
     for (int it = 0; it < 60; it++) {
@@ -372,6 +369,7 @@ static void lad_fit(const double *x, const double *y, int n, double *a, double *
         wls2(x, y, w, n, a, b);
     }
     free(w);
+    return 0;
 }
 
 /* TP classes of a fitted profile: 1, 2, 3 and more. */
@@ -387,7 +385,6 @@ int hs_ovh_fit(hs_ovh_profile *p, const hs_ovh_sample *s, int n, const char *exc
 {
     double *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
     double *y = malloc((size_t)(n > 0 ? n : 1) * sizeof *y);
-    int used = 0;
     memset(p, 0, sizeof *p);
     p->fit_med_ape = p->fit_p90_ape = p->cv_med_ape = -1;
     if (!x || !y) {
@@ -409,9 +406,13 @@ int hs_ovh_fit(hs_ovh_profile *p, const hs_ovh_sample *s, int n, const char *exc
                 y[m++] = s[i].us[k];
             }
             if (m < 2) continue;
-            lad_fit(x, y, m, &a, &b);
+            if (lad_fit(x, y, m, &a, &b)) {
+                free(x);
+                free(y);
+                memset(p, 0, sizeof *p);
+                return hs_errf(err, HS_ENOMEM, "out of memory fitting an engine profile");
+            }
             c->row[c->n++] = (hs_ovh_row){tp_class_min[cl], a, b, 0, m};
-            used += m;
         }
         /* A component measured on one GPU is paid there too, whatever
          * Vidur's column implies (the A40 file's Ray time at TP 1 is
@@ -427,7 +428,6 @@ int hs_ovh_fit(hs_ovh_profile *p, const hs_ovh_sample *s, int n, const char *exc
     }
     free(x);
     free(y);
-    (void)used;
     return 0;
 }
 

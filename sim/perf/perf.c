@@ -6,6 +6,7 @@
 
 #include "core/conf.h"
 #include "perf/overhead.h"
+#include "perf/table_int.h"
 
 extern const hs_perf_builder hs_perf_roofline;
 extern const hs_perf_builder hs_perf_table;
@@ -92,6 +93,18 @@ static int engine_terms(hs_perf *p, const hs_perf_cfg *cfg, const hs_layout *l, 
     p->step_tok = tok;
     snprintf(p->engine, sizeof p->engine, "%s", prof.name);
     *launch = prof.collective_launch_us * 1e3;
+    return 0;
+}
+
+int hs__prov_has(const char *prov, const char *gpu)
+{
+    size_t n = strlen(gpu);
+    for (const char *seg = prov; *seg; ) {
+        const char *end = strstr(seg, "; ");
+        if (!strncmp(seg, gpu, n) && seg[n] == ':') return 1;
+        if (!end) break;
+        seg = end + 2;
+    }
     return 0;
 }
 

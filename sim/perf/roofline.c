@@ -17,6 +17,7 @@
 
 #include "perf/perf.h"
 #include "perf/table.h"
+#include "perf/table_int.h"
 
 typedef struct rf {
     double flops, bw;        /* slowest rank's FLOP/s and bytes/s */
@@ -149,7 +150,7 @@ static int build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
         for (int i = 0; i < l->stage[s].tp; i++) {
             const char *gn = hs_cluster_gpu(c, l->stage[s].gpus[i])->name;
             size_t len = strlen(p->calib);
-            if (strstr(p->calib, gn)) continue;
+            if (hs__prov_has(p->calib, gn)) continue;
             snprintf(p->calib + len, sizeof p->calib - len, "%s%s: datasheet roofline, uncalibrated",
                      len ? "; " : "", gn);
         }

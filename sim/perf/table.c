@@ -633,21 +633,20 @@ static double lower_median(double *v, int n)
 
 int hs_curve_smooth(const double *x, double *y, int n, hs_err *err)
 {
-    double *m, *buf, win[2 * HS_SMOOTH_HALF + 1];
+    double *m, win[2 * HS_SMOOTH_HALF + 1];
     int *start, nb = 0;
     if (n < 1) return hs_errf(err, HS_EINVAL, "smoothing needs at least one point");
     if (!(x[0] > 0)) return hs_errf(err, HS_EINVAL, "smoothing points must be positive, got %g", x[0]);
     for (int i = 1; i < n; i++)
         if (!(x[i] > x[i - 1]))
             return hs_errf(err, HS_EINVAL, "smoothing points not increasing at %g", x[i]);
-    m = malloc(2 * (size_t)n * sizeof *m);
+    m = malloc((size_t)n * sizeof *m);
     start = malloc((size_t)n * sizeof *start);
     if (!m || !start) {
         free(m);
         free(start);
         return hs_errf(err, HS_ENOMEM, "out of memory smoothing a curve");
     }
-    buf = m + n;
     /* 1. Outliers: a point more than HS_SMOOTH_OUT times off the median of
      * a window centred on it (as wide as both sides allow) takes that
      * median; other points keep their measured value.  The median of a
@@ -696,7 +695,6 @@ int hs_curve_smooth(const double *x, double *y, int n, hs_err *err)
      * which would price those sizes at a third of what was measured.
      * Pools are index ranges [start[b], start[b + 1]); y receives each
      * pool's mean. */
-    (void)buf;
     for (int i = 0; i < n; i++) {
         start[nb] = i;
         y[i] = m[i];

@@ -55,6 +55,11 @@ int hs__list_files(const char *dir, const char *prefix, const char *suffix,
  * sorted within a root; as hs__subdirs. */
 int hs__table_dirs(const char *dirs, char ***out, int *n, hs_err *err);
 
+/* 1 when the provenance text prov ("gpu: source; gpu: source") already has
+ * a segment for GPU type `gpu` (the exact name before a ':', not a
+ * substring: "a40" is not in "l40s: ..." nor in "... from a100-80g,a40"). */
+int hs__prov_has(const char *prov, const char *gpu);
+
 /* Percentile (0..100) of v[0..n-1] by linear interpolation; sorts v. */
 double hs__percentile(double *v, int n, double pct);
 

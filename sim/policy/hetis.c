@@ -28,10 +28,7 @@ static int heads_fit(void *ctx, hs_engine *e, hs_lane *l, int32_t r, const char 
 static int schedule(hs_engine *e, hs_lane *l)
 {
     int rc;
-    if ((rc = hs_hetis_prepare(e, l))) { /* hs_hetis_prepare named it (hs__engine_fail) */
-        hs__engine_fail(e, rc, "hetis: dispatch failed");
-        return 0;
-    }
+    if ((rc = hs_hetis_prepare(e, l))) return 0; /* it stopped the run (hs__engine_fail) */
     for (int pass = 0; pass < 2; pass++) {
         if (hs_lane_admit_fcfs(e, l, e->cfg.max_batched_tokens, 0, heads_fit, NULL) < 0) return 0;
         if (l->it.n_chunks) break;

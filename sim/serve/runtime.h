@@ -286,6 +286,14 @@ int hs_lane_reserve_decode(struct hs_engine *e, hs_lane *l);
 /* Fills it.shape's decode fields from the aggregates. */
 void hs_lane_decode_shape(struct hs_engine *e, hs_lane *l);
 
+/* Stops the run from inside a callback (a policy hook, a scheduling or
+ * completion step) that cannot return an error: the first failure wins and
+ * keeps its code and message (e->fatal, e->fatal_err); later ones are
+ * dropped, as they are usually its consequences.  hs_engine_run reports it
+ * as "simulation stopped: <message>". */
+void hs__engine_fail(struct hs_engine *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* vLLM's admission, shared by the policies that batch whole prompts: moves
  * waiting requests FCFS into this iteration as prefill chunks while the lane
  * stays within max_num_seqs sequences, max_tok tokens in the pass, the
@@ -294,13 +302,6 @@ void hs_lane_decode_shape(struct hs_engine *e, hs_lane *l);
  * HS_ADMIT_OK admits it (the veto may count it), HS_ADMIT_STOP ends the
  * batch, HS_ADMIT_DROP drops it.  Returns the number admitted, or -1 with
  * e->fatal set. */
-/* Stops the run from inside a callback (a policy hook, a scheduling or
- * completion step) that cannot return an error: the first failure wins and
- * keeps its code and message (e->fatal, e->fatal_err); later ones are
- * dropped, as they are usually its consequences.  hs_engine_run reports it
- * as "simulation stopped: <message>". */
-void hs__engine_fail(struct hs_engine *e, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 enum { HS_ADMIT_OK = 0, HS_ADMIT_STOP, HS_ADMIT_DROP };
 typedef int (*hs_admit_veto)(void *ctx, struct hs_engine *e, hs_lane *l, int32_t r, const char **why);
 int32_t hs_lane_admit_fcfs(struct hs_engine *e, hs_lane *l, int32_t max_tok, int32_t max_new,

@@ -442,8 +442,10 @@ int hs_source_next(hs_source *s, hs_arrival *a, hs_err *err)
     /* Vidur caps prompt + output by shortening the prompt; replaying its
      * jobs needs the same requests */
     if (s->cfg.fit_context > 0 && (int64_t)a->prompt + a->output > s->cfg.fit_context) {
-        int64_t p = (int64_t)s->cfg.fit_context - a->output;
-        a->prompt = (int32_t)(p > 1 ? p : 1);
+        /* an output that alone fills the context keeps one prompt token
+         * and is cut to the rest, so the cap always holds */
+        if (a->output >= s->cfg.fit_context) a->output = s->cfg.fit_context > 1 ? s->cfg.fit_context - 1 : 1;
+        a->prompt = s->cfg.fit_context - a->output > 1 ? s->cfg.fit_context - a->output : 1;
     }
     a->id = s->emitted++;
     return 1;

@@ -54,7 +54,8 @@ typedef struct hs_workload_cfg {
     double time_scale;     /* arrival times are multiplied by 1/time_scale: 2 = twice the rate */
     int32_t max_prompt;    /* clamp/validate: tokens beyond this are an error (0: no limit) */
     int32_t fit_context;   /* > 0: a prompt whose prompt + output exceeds this is
-                              shortened to fit, keeping the output (Vidur's rule) */
+                              shortened to fit, keeping the output (Vidur's rule);
+                              an output that alone fills it keeps one prompt token */
     uint64_t seed;
 } hs_workload_cfg;
 
