@@ -56,8 +56,8 @@ hs_run 2 "sarathi refuses T5" run --model t5-11b --cluster exegpt-a40x8 --policy
 # Impossible bound, unknown SLA form: exit 2, one line.
 hs_run 2 "bound no schedule meets" plan "${common[@]}" --set slo.e2el_ms=1 &&
     check_grep "names slo.e2el_ms" "$T/err" "slo.e2el_ms"
-hs_run 2 "bad plan_sla" plan "${common[@]}" --set plan_sla=median &&
-    check_grep "names plan_sla" "$T/err" "^hetsim: plan_sla"
+hs_run 2 "bad sla option" plan "${common[@]}" --plan-opts sla=median &&
+    check_grep "names the sla option" "$T/err" "^hetsim: plan_opts: sla"
 check_eq "errors are one line" "$(wc -l < "$T/err")" 1
 
 e2e_finish

@@ -14,13 +14,14 @@
 #include "plan/plan.h"
 #include "policy/policy.h"
 #include "serve/deploy.h"
-#include "serve/engine.h"
+#include "serve/plugin.h"
 #include "workload/workload.h"
 
 typedef struct fx_opts {
     const char *model, *cluster, *policy, *router;   /* registry names */
     int tp, pp, max_model_len, max_replicas, prefill_replicas;
     hs_engine_cfg ec;
+    hs_popts po[HS_MAX_POLICIES];   /* every policy's options (fx_popt) */
     hs_perf_cfg pc;
     hs_workload_cfg wc;
 } fx_opts;
@@ -45,8 +46,27 @@ static inline void fx_defaults(fx_opts *o)
     o->tp = 1;
     o->pp = 1;
     hs_engine_cfg_defaults(&o->ec);
+    hs_policies_opts_defaults(o->po);
     hs_perf_cfg_defaults(&o->pc);
     hs_workload_defaults(&o->wc);
+}
+
+/* Sets a policy option (an engine.* key a policy declares) in every policy
+ * that declares it; a key none declares is a defect of the test: it exits. */
+static inline void fx_popt(fx_opts *o, const char *key, const char *value)
+{
+    hs_err err = {0};
+    if (hs_policies_opt_set(o->po, key, value, "test", &err)) {
+        fprintf(stderr, "fx_popt %s=%s: %s\n", key, value, err.msg[0] ? err.msg : "no policy declares it");
+        exit(2);
+    }
+}
+
+/* The options of o's policy. */
+static inline const void *fx_popts(const fx_opts *o)
+{
+    const hs_policy_ops *p = hs_policy_find(o->policy);
+    return p ? hs_policy_opts_of(o->po, p) : NULL;
 }
 
 /* The KV-pressure scenario several tests share: T4s holding Llama-2-7B
@@ -183,14 +203,16 @@ static inline int fx_run_replicas(const fx_opts *o, const hs_engine_cfg *ec, hs_
     if (!pol) return hs_errf(err, HS_ENOTFOUND, "policy %s", o->policy);
     if (!router) return hs_errf(err, HS_ENOTFOUND, "router %s", o->router);
     if ((rc = hs_source_open(&src, &o->wc, err))) return rc;
-    if (!(rc = hs_engine_create(&e, ec, pol, router, reps, n, src, &sink, mml, c, err))) {
+    if (!(rc = hs_engine_create(&e, ec, pol, fx_popts(o), router, reps, n, src, &sink, mml, c, err))) {
+        hs_engine_stats st;
         rc = hs_engine_run(e, err);
-        x->arrivals = e->arrivals;
-        x->completed = e->completed;
-        x->dropped = e->dropped;
-        x->preemptions = e->preemptions;
-        x->truncated = e->truncated;
-        x->iterations = e->iterations;
+        hs_engine_stats_get(e, &st);
+        x->arrivals = st.arrivals;
+        x->completed = st.completed;
+        x->dropped = st.dropped;
+        x->preemptions = st.preemptions;
+        x->truncated = st.truncated;
+        x->iterations = st.iterations;
     }
     hs_engine_destroy(e);
     hs_source_close(src);
@@ -215,7 +237,7 @@ static inline int fx_run(const fx_opts *o, fx_result *x, hs_err *err)
     if ((rc = hs_model_find(&m, o->model, err))) return rc;
     if ((rc = hs_cluster_find(&c, o->cluster, err))) return rc;
     mml = o->max_model_len ? o->max_model_len : hs_model_max_context(&m);
-    max_tokens = hs_engine_pass_tokens(&ec, pol, mml);
+    max_tokens = hs_engine_pass_tokens(&ec, pol, fx_popts(o), mml);
     if (max_tokens < 0) {
         rc = hs_errf(err, HS_ERANGE, "forward pass too large");
         goto out;

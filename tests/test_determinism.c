@@ -11,7 +11,7 @@ static void setup(fx_opts *o, const char *policy, const char *seed)
     o->cluster = "llmpq-c9";
     o->max_model_len = 2048;
     o->policy = policy;
-    o->ec.static_batch = 2; /* padded prefills of 8 x 2048 tokens would not leave a T4 any KV room */
+    fx_popt(o, "static_batch", "2"); /* padded prefills of 8 x 2048 tokens would not leave a T4 any KV room */
     hs_workload_set(&o->wc, "rate", "30", NULL);
     hs_workload_set(&o->wc, "max_requests", "300", NULL);
     hs_workload_set(&o->wc, "prompt.max", "1500", NULL);

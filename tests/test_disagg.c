@@ -172,7 +172,7 @@ int main(void)
         fx_free(&x);
         pressure(&o);
         o.policy = "static";
-        o.ec.static_batch = 2; /* so the T4s hold it and the role check is what fails */
+        fx_popt(&o, "static_batch", "2"); /* so the T4s hold it and the role check is what fails */
         CHECK(fx_run(&o, &x, &err) != 0);
         CHECK(strstr(err.msg, "cannot run disaggregated") != NULL);
         fx_free(&x);

@@ -291,15 +291,15 @@ static int run_dep_kv(const char *dep, const char *policy, const hs_workload_cfg
     fo.wc = *wc;
     roofline(&fo.pc);
     fo.ec.audit = 1;
-    fo.ec.static_batch = 8;
-    fo.ec.exegpt_be = 4;
-    fo.ec.exegpt_nd = 2;
-    fo.ec.exegpt_adjust = 0;
+    fx_popt(&fo, "static_batch", "8");
+    fx_popt(&fo, "exegpt_be", "4");
+    fx_popt(&fo, "exegpt_nd", "2");
+    fx_popt(&fo, "exegpt_adjust", "0");
     if (!hs_policy_find(policy)) return hs_errf(err, HS_ENOTFOUND, "policy %s", policy);
     if ((rc = hs_model_find(&m, "t5-11b", err)) || (rc = hs_cluster_find(&c, "exegpt-a40x8", err)))
         return rc;
     mml = mml_set > 0 ? mml_set : hs_model_max_context(&m);
-    max_tokens = hs_engine_pass_tokens(&fo.ec, hs_policy_find(policy), mml);
+    max_tokens = hs_engine_pass_tokens(&fo.ec, hs_policy_find(policy), fx_popts(&fo), mml);
     if ((rc = deploy_text(&d, "t5-11b", dep, err))) goto out;
     if ((rc = hs_replicas_build(&reps, &d, &m, c, &fo.ec, &fo.pc, max_tokens, mml, err))) goto out;
     if (blocks > 0) reps[0].kv_blocks = blocks;

@@ -103,7 +103,7 @@ static void sarathi_chunks(void)
     write_trace("2024-01-01 00:00:00.0000000,100,4\n2024-01-01 00:00:00.0000010,1000,2\n");
     base(&o);
     o.policy = "sarathi";
-    o.ec.chunk_size = 512;
+    fx_popt(&o, "chunk_size", "512");
     CHECK_OK(fx_run(&o, &x, &err), &err);
     perf_for(&o, &p, 512);
     b = fx_prefill(1, l0, NULL);
@@ -157,7 +157,7 @@ static void static_slots(void)
                 "2024-01-01 00:00:00.0000020,80,4\n");
     base(&o);
     o.policy = "static";
-    o.ec.static_batch = 2;
+    fx_popt(&o, "static_batch", "2");
     CHECK_OK(fx_run(&o, &x, &err), &err);
     perf_for(&o, &p, 2 * 4096);
     b = fx_prefill(1, one, NULL);

@@ -3,7 +3,7 @@
  * generator, the generic branch and bound against exhaustive search (on
  * synthetic monotone functions and on the estimator), estimator sanity
  * (monotone trends, memory), deployments, and the Table 6 case study
- * (sim/plan/bnb.c, exegpt_est.c, exegpt_plan.c). */
+ * (sim/plan/bnb.c, exegpt_round.c, exegpt_est.c, exegpt_plan.c). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

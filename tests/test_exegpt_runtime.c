@@ -1,4 +1,4 @@
-/* test_exegpt_runtime.c - ExeGPT's runtime policies (policy/exegpt.c), the
+/* test_exegpt_runtime.c - ExeGPT's runtime policies (policy/exegpt/exegpt.c), the
  * exegpt planner behind the planner interface (plan/exegpt_reg.c), and the
  * estimator against discrete-event runs of its schedules
  * (plan/exegpt_des.c). */
@@ -16,7 +16,7 @@ static void queued(fx_opts *o, const char *policy, int64_t n, const char *prompt
     o->max_replicas = 1;
     o->max_model_len = 2048;
     o->ec.audit = 1;
-    o->ec.exegpt_adjust = 0;
+    fx_popt(o, "exegpt_adjust", "0");
     hs_workload_set(&o->wc, "preset", "", NULL);
     hs_workload_set(&o->wc, "kind", "synthetic", NULL);
     hs_workload_set(&o->wc, "arrival", "constant", NULL);
@@ -58,8 +58,8 @@ static void test_rra_phases(void)
     int64_t st[64];
     int n = 24, g;
     queued(&o, "rra", n, "100", "10");
-    o.ec.exegpt_be = 2;
-    o.ec.exegpt_nd = 3;
+    fx_popt(&o, "exegpt_be", "2");
+    fx_popt(&o, "exegpt_nd", "3");
     CHECK_OK(fx_run(&o, &x, &err), &err);
     CHECK_INT(x.completed, n);
     CHECK_INT(x.preemptions, 0);
@@ -88,8 +88,8 @@ static void test_rra_nd_not_dividing(void)
     int64_t st[64];
     int g;
     queued(&o, "rra", 17, "100", "10");
-    o.ec.exegpt_be = 2;
-    o.ec.exegpt_nd = 4;
+    fx_popt(&o, "exegpt_be", "2");
+    fx_popt(&o, "exegpt_nd", "4");
     CHECK_OK(fx_run(&o, &x, &err), &err);
     CHECK_INT(x.completed, 17);
     qsort(x.rec, (size_t)x.n, sizeof *x.rec, by_id);
@@ -115,10 +115,10 @@ static void test_encoder_band(void)
     hs_workload_set(&o.wc, "prompt.kind", "uniform", NULL);
     hs_workload_set(&o.wc, "prompt.min", "50", NULL);
     hs_workload_set(&o.wc, "prompt.max", "450", NULL);
-    o.ec.exegpt_be = 8;
-    o.ec.exegpt_nd = 4;
-    o.ec.exegpt_adjust = 0.2;
-    o.ec.exegpt_prompt_mean = 250;
+    fx_popt(&o, "exegpt_be", "8");
+    fx_popt(&o, "exegpt_nd", "4");
+    fx_popt(&o, "exegpt_adjust", "0.2");
+    fx_popt(&o, "exegpt_prompt_mean", "250");
     CHECK_OK(fx_run(&o, &x, &err), &err);
     CHECK_INT(x.completed, 400);
     qsort(x.rec, (size_t)x.n, sizeof *x.rec, by_id);
@@ -151,10 +151,10 @@ static void test_pressure(void)
         hs_err err = {0};
         fx_pressure(&o, "20", 300);
         o.policy = pols[p];
-        o.ec.exegpt_be = 6;
-        o.ec.exegpt_nd = 5;
-        o.ec.exegpt_adjust = 0.1;
-        o.ec.exegpt_bd = 12;
+        fx_popt(&o, "exegpt_be", "6");
+        fx_popt(&o, "exegpt_nd", "5");
+        fx_popt(&o, "exegpt_adjust", "0.1");
+        fx_popt(&o, "exegpt_bd", "12");
         if (p == 1) {
             o.prefill_replicas = 2;
             o.ec.prefill_lanes = 2;
@@ -178,6 +178,7 @@ static void test_planner(void)
     hs_plan_req pr;
     hs_engine_cfg ec;
     hs_workload_cfg wc;
+    hs_slo slo;
     hs_err err = {0};
     const hs_planner_ops *pl = hs_planner_find("exegpt");
     CHECK(pl != NULL);
@@ -188,12 +189,14 @@ static void test_planner(void)
     hs_workload_defaults(&wc);
     hs_workload_set(&wc, "preset", "S", NULL);
     memset(&pr, 0, sizeof pr);
+    memset(&slo, 0, sizeof slo);
     pr.model = &m;
     pr.cluster = c;
     pr.engine = &ec;
     pr.bits = 16;
     pr.workload = &wc;
-    pr.e2e_bound_ms = 5900;
+    pr.slo = &slo;
+    slo.e2el_ms = 5900;
     CHECK_OK(pl->plan(&pr, &d, &err), &err);
     CHECK(!strcmp(d.policy, "rra") || !strcmp(d.policy, "waa"));
     CHECK(d.engine && strstr(d.engine, "\"exegpt_be\""));
@@ -207,7 +210,16 @@ static void test_planner(void)
     CHECK_INT(d.n, 1);
     hs_deploy_free(&d);
     /* An impossible bound is an error naming the key. */
-    pr.e2e_bound_ms = 1;
+    /* Its options are its own: a misspelt one names the key and lists
+     * the planner's keys. */
+    pr.opts = "sla=queries,exhausitve=1";
+    CHECK(pl->plan(&pr, &d, &err) == HS_EINVAL);
+    CHECK(strstr(err.msg, "exhausitve") && strstr(err.msg, "exhaustive"));
+    pr.opts = "sla=median";
+    CHECK(pl->plan(&pr, &d, &err) == HS_EINVAL);
+    CHECK(strstr(err.msg, "sla") && strstr(err.msg, "median"));
+    pr.opts = NULL;
+    slo.e2el_ms = 1;
     CHECK(pl->plan(&pr, &d, &err) != 0);
     CHECK(strstr(err.msg, "slo.e2el_ms") != NULL);
     hs_cluster_destroy(c);
@@ -348,7 +360,7 @@ static void test_dsi_matches_static(void)
     o.cluster = "exegpt-a40x4";
     o.tp = 4;
     o.max_model_len = f.din.max + f.dout.max;
-    o.ec.static_batch = 8;
+    fx_popt(&o, "static_batch", "8");
     o.pc = f.eo.perf;
     CHECK_OK(fx_run(&o, &r, &err), &err);
     for (int64_t i = 0; i < r.n; i++)

@@ -9,12 +9,12 @@
 #include "check.h"
 #include "hw/hw.h"
 #include "llm/model.h"
-#include "plan/hetis_lp.h"
+#include "policy/hetis/hetis_lp.h"
 #include "plan/plan.h"
 #include "policy/policy.h"
 #include "serve/deploy.h"
-#include "serve/engine.h"
-#include "serve/hetis.h"
+#include "serve/plugin.h"
+#include "policy/hetis/hetis.h"
 #include "workload/workload.h"
 
 /* ---- dispatch program vs enumeration ---- */
@@ -189,7 +189,7 @@ static void run_deploy(const char *json, const char *model, double mem_util, con
     ec.gpu_mem_util = mem_util;
     ec.audit = 1;
     hs_perf_cfg_defaults(&pc);
-    mtokens = hs_engine_pass_tokens(&ec, hs_policy_find("hetis"), 2048);
+    mtokens = hs_engine_pass_tokens(&ec, hs_policy_find("hetis"), NULL, 2048);
     CHECK(mtokens > 0);
     CHECK_OK(hs_replicas_build(&rp, &d, &m, c, &ec, &pc, mtokens, 2048, &err), &err);
     hs_hetis_cfg_defaults(&hc);
@@ -209,16 +209,16 @@ static void run_deploy(const char *json, const char *model, double mem_util, con
     hs_workload_set(&wc, "output.max", out_max, NULL);
     wc.max_requests = n;
     CHECK_OK(hs_source_open(&src, &wc, &err), &err);
-    CHECK_OK(hs_engine_create(&e, &ec, hs_policy_find(run_policy), hs_router_find("lor"), rp, d.n, src, &sink,
+    CHECK_OK(hs_engine_create(&e, &ec, hs_policy_find(run_policy), NULL, hs_router_find("lor"), rp, d.n, src, &sink,
                               2048, c, &err), &err);
     CHECK_OK(hs_engine_run(e, &err), &err);
     o->arrivals = e->arrivals;
     o->preemptions = e->preemptions;
     o->end_s = hs_ns_to_s(e->end_time);
     for (int32_t i = 0; i < d.n && hetis; i++) {
-        CHECK(rp[i].hetis != NULL);
-        CHECK(hs_hetis_sane(e, rp[i].hetis, -1)); /* INV-HEAD, INV-HMEM */
-        o->tracked_left += rp[i].hetis->n_tracked;
+        CHECK(hs_hetis_of(&rp[i]) != NULL);
+        CHECK(hs_hetis_sane(e, hs_hetis_of(&rp[i]), -1)); /* INV-HEAD, INV-HMEM */
+        o->tracked_left += hs_hetis_of(&rp[i])->n_tracked;
     }
     hs_hetis_totals(rp, d.n, &o->st);
     hs_engine_destroy(e);
@@ -332,7 +332,7 @@ static void test_planners(void)
         q.engine = &ec;
         q.pp = 1;
         q.bits = 16;
-        q.max_tokens = hs_engine_pass_tokens(&ec, hs_policy_find("hetis"), 4096);
+        q.max_tokens = hs_engine_pass_tokens(&ec, hs_policy_find("hetis"), NULL, 4096);
         q.max_model_len = 4096;
         for (int k = 0; k < 3; k++) {
             hs_deploy d;

@@ -38,7 +38,7 @@ static void req_init(hs_plan_req *q, const hs_model *m, const hs_cluster *c, con
     q->cluster = c;
     q->engine = &ec;
     q->bits = 16;
-    q->max_tokens = hs_engine_pass_tokens(&ec, hs_policy_find("vllm"), m->max_seq_len);
+    q->max_tokens = hs_engine_pass_tokens(&ec, hs_policy_find("vllm"), NULL, m->max_seq_len);
     q->max_model_len = m->max_seq_len;
     q->seed = seed;
     q->opts = opts;
@@ -155,7 +155,7 @@ static void output_invariants(const char *cluster)
      * lane holds one max_model_len context: INV-FIT) */
     hs_perf_cfg_defaults(&pc);
     snprintf(pc.model, sizeof pc.model, "roofline");
-    mt = hs_engine_pass_tokens(&ec, hs_policy_find("vllm"), m70.max_seq_len);
+    mt = hs_engine_pass_tokens(&ec, hs_policy_find("vllm"), NULL, m70.max_seq_len);
     CHECK_OK(hs_replicas_build(&reps, &d, &m70, c, &ec, &pc, mt, m70.max_seq_len, &err), &err);
     hs_replicas_free(reps, d.n);
     free(used);
@@ -306,7 +306,7 @@ static void replay_follows_routes(void)
     hs_perf_cfg_defaults(&pc);
     snprintf(pc.model, sizeof pc.model, "roofline");
     e2.audit = 1;
-    mt = hs_engine_pass_tokens(&e2, hs_policy_find("vllm"), m70.max_seq_len);
+    mt = hs_engine_pass_tokens(&e2, hs_policy_find("vllm"), NULL, m70.max_seq_len);
     CHECK_OK(hs_replicas_build(&reps, &d, &m70, c, &e2, &pc, mt, m70.max_seq_len, &err), &err);
     hs_workload_defaults(&wc);
     hs_workload_set(&wc, "preset", "", NULL);
@@ -317,7 +317,7 @@ static void replay_follows_routes(void)
     hs_workload_set(&wc, "rate", "6", NULL);
     hs_workload_set(&wc, "max_requests", "400", NULL);
     CHECK_OK(hs_source_open(&src, &wc, &err), &err);
-    CHECK_OK(hs_engine_create(&live, &e2, hs_policy_find("vllm"), hs_router_find("weighted"), reps, d.n, src,
+    CHECK_OK(hs_engine_create(&live, &e2, hs_policy_find("vllm"), NULL, hs_router_find("weighted"), reps, d.n, src,
                               &sink, m70.max_seq_len, c, &err), &err);
     if (live) {
         CHECK_OK(hs_engine_run(live, &err), &err);

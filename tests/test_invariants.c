@@ -65,8 +65,8 @@ int main(void)
             fx_pressure(&o, "40", 400);
             o.policy = policies[p];
             o.router = hs_routers[r]->name;
-            o.ec.chunk_size = 256;
-            o.ec.static_batch = 4;
+            fx_popt(&o, "chunk_size", "256");
+            fx_popt(&o, "static_batch", "4");
             snprintf(what, sizeof what, "pressure %s/%s", policies[p], o.router);
             /* Static batching reserves whole contexts, so it never preempts. */
             check_run(what, &o, 400, p < 2);

@@ -3,12 +3,15 @@
  * space has the paper's size; intents rank correctly; placement never
  * charges a GPU more than its free memory (ISV-MEM); the multi-model runner
  * conserves requests (MULTI-CONS), keeps true memory within the GPUs
- * (MULTI-MEM), queues exactly and slows down under interference. */
+ * (MULTI-MEM), queues exactly and slows down under interference, and orders
+ * events at one instant as multi.h says (sample, completion, deployment,
+ * arrival), runs once, and refuses a deployment scheduled in its past. */
 #include "check.h"
 
 #include "plan/iserve.h"
 #include "policy/policy.h"
-#include "serve/multi.h"
+#include "plan/iserve_multi.h"
+#include "plan/iserve_multi_int.h" /* the load monitor's sample count */
 
 static double gib(double b) { return b / 1073741824.0; }
 
@@ -442,6 +445,114 @@ static void test_fcfs_exact(const hs_cluster *c)
     hs_multi_destroy(mm);
 }
 
+/* Deploy hook of test_event_order: records when it ran and how many load
+ * samples it saw, adds one instance; the first call also schedules once in
+ * the past (refused) and once ahead. */
+typedef struct ev_ctx {
+    hs_layout l;
+    int calls, past_rc, ahead_rc;
+    double t_s[4];
+    int samples[4];
+} ev_ctx;
+
+static int ev_deploy(void *ctx, hs_multi *mm, int model, hs_err *err)
+{
+    ev_ctx *k = ctx;
+    double tb[2] = {5e9, 5e9};
+    if (k->calls < 4) {
+        k->t_s[k->calls] = hs_multi_now_s(mm);
+        k->samples[k->calls] = mm->mon.filled;
+    }
+    if (k->calls++ == 0) {
+        k->past_rc = hs_multi_schedule(mm, model, 1.0, err);
+        hs_err_clear(err);
+        k->ahead_rc = hs_multi_schedule(mm, model, 3.5, err);
+    }
+    return hs_multi_add(mm, model, &k->l, 1.0, 0, NULL, tb, "e", err);
+}
+
+static void test_event_order(const hs_cluster *c)
+{
+    hs_model m;
+    hs_multi_cfg mc;
+    hs_multi *mm = NULL;
+    hs_workload_cfg w;
+    hs_source *src = NULL;
+    hs_multi_result r;
+    hs_err err = {0, ""};
+    hs_isv_cfg cf = {2, 1, 0};
+    int g01[2] = {0, 1}, g23[2] = {2, 3};
+    ev_ctx k;
+    hs_layout l2;
+    hs_solo s;
+    hs_arrival arr[2];
+    int64_t served0 = -1, served1 = -1;
+    double tb[2] = {5e9, 5e9};
+    hs_ns fin;
+    CHECK_OK(hs_model_find(&m, "llama-2-7b", &err), &err);
+
+    /* Arrivals at 0, 1, ..., 5 s; the deployment at 2 s.  The hook runs
+     * after the 2 s load sample (two samples seen); the arrival at 2 s comes
+     * after the deployment, so only those at 0 and 1 s are early. */
+    memset(&k, 0, sizeof k);
+    hs_isv_layout_even(&k.l, &m, &cf, g01);
+    hs_multi_cfg_defaults(&mc);
+    CHECK_OK(hs_multi_create(&mm, &mc, c, &m, 1, &err), &err);
+    CHECK_OK(hs_multi_set_base(mm, 0, &k.l, &err), &err);
+    CHECK_OK(hs_multi_schedule(mm, 0, 2.0, &err), &err);
+    hs_workload_defaults(&w);
+    CHECK_OK(hs_workload_set(&w, "preset", "", &err), &err);
+    CHECK_OK(hs_workload_set(&w, "arrival", "constant", &err), &err);
+    CHECK_OK(hs_workload_set(&w, "rate", "1", &err), &err);
+    CHECK_OK(hs_workload_set(&w, "prompt.kind", "fixed", &err), &err);
+    CHECK_OK(hs_workload_set(&w, "prompt.mean", "200", &err), &err);
+    CHECK_OK(hs_workload_set(&w, "output.kind", "fixed", &err), &err);
+    CHECK_OK(hs_workload_set(&w, "output.mean", "50", &err), &err);
+    CHECK_OK(hs_workload_set(&w, "max_requests", "6", &err), &err);
+    CHECK_OK(hs_source_open(&src, &w, &err), &err);
+    CHECK_OK(hs_multi_run(mm, src, ev_deploy, &k, &r, &err), &err);
+    CHECK_INT(r.early, 2);
+    CHECK_INT(r.kept, 4);
+    CHECK_INT(r.served, 4);
+    CHECK_INT(k.calls, 2);
+    CHECK_NEAR(k.t_s[0], 2.0, 0);
+    CHECK_INT(k.samples[0], 2);
+    CHECK_NEAR(k.t_s[1], 3.5, 0);
+    CHECK_INT(k.samples[1], 3);
+    CHECK_INT(k.past_rc, HS_ERANGE);
+    CHECK_INT(k.ahead_rc, 0);
+    CHECK_INT(r.instances, 2);
+    /* A runner runs once. */
+    CHECK_INT(hs_multi_run(mm, src, ev_deploy, &k, &r, &err), HS_ESTATE);
+    hs_source_close(src);
+    hs_multi_destroy(mm);
+
+    /* Two idle instances; request 0 arrives at 0 and goes to instance 0,
+     * request 1 arrives exactly when it completes.  The completion comes
+     * first, so both instances are idle and the tie goes to instance 0;
+     * the other order would send it to instance 1. */
+    hs_isv_layout_even(&l2, &m, &cf, g23);
+    CHECK_OK(hs_multi_create(&mm, &mc, c, &m, 1, &err), &err);
+    CHECK_OK(hs_multi_set_base(mm, 0, &k.l, &err), &err);
+    CHECK_OK(hs_multi_add(mm, 0, &k.l, 1.0, 0, NULL, tb, "a", &err), &err);
+    CHECK_OK(hs_multi_add(mm, 0, &l2, 1.0, 0, NULL, tb, "b", &err), &err);
+    CHECK_OK(hs_solo_build(&s, &mc.perf, &m, c, &k.l, 1024, 1.0, 0, &err), &err);
+    fin = (hs_ns)ceil(hs_solo_req_ns(&s, 200, 50, NULL));
+    hs_solo_free(&s);
+    arr[0] = (hs_arrival){0, 0, 200, 50};
+    arr[1] = (hs_arrival){1, fin, 200, 50};
+    CHECK_OK(hs_source_open_array(&src, arr, 2, &err), &err);
+    CHECK_OK(hs_multi_run(mm, src, NULL, NULL, &r, &err), &err);
+    CHECK_INT(r.served, 2);
+    hs_multi_inst_label(mm, 0, NULL, NULL, NULL, &served0, NULL);
+    hs_multi_inst_label(mm, 1, NULL, NULL, NULL, &served1, NULL);
+    CHECK_INT(served0, 2);
+    CHECK_INT(served1, 0);
+    CHECK_INT(mm->rq[1].start, fin);
+    hs_source_close(src);
+    hs_multi_destroy(mm);
+}
+
 int main(void)
 {
     hs_cluster *c = NULL;
@@ -456,6 +567,7 @@ int main(void)
     test_uneven(c);
     test_loadmon();
     test_fcfs_exact(c);
+    test_event_order(c);
     test_multi(c);
     hs_cluster_destroy(c);
     return hs_check_result();

@@ -9,7 +9,7 @@
 #include "perf/qlat.h"
 #include "plan/llmpq.h"
 #include "plan/plan.h"
-#include "serve/pqpipe.h"
+#include "plan/llmpq_pipe.h"
 
 #define MIB (1024.0 * 1024.0)
 

@@ -1,4 +1,4 @@
-/* test_perf.c - the roofline latency model (sim/perf/perf.c, roofline.c).
+/* test_perf.c - the roofline latency model (sim/perf/perf.c, perf_base.c, roofline.c).
  *
  * Layouts are built by hand (pp 1 or 2, tp 1..4) over cluster dgx-a100 with
  * llama-2-7b and the default efficiencies (gemm 0.7, attn 0.5, mem 0.8,

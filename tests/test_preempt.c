@@ -48,7 +48,7 @@ static int run(int fast_forward, int64_t blocks, fx_result *x, hs_perf *perf_out
     hs_workload_set(&wc, "path", path, NULL);
     if ((rc = hs_model_find(&m, "llama-2-7b", err))) return rc;
     if ((rc = hs_cluster_find(&c, "dgx-a100", err))) return rc;
-    mt = hs_engine_pass_tokens(&ec, pol, mml);
+    mt = hs_engine_pass_tokens(&ec, pol, NULL, mml);
     memset(&pr, 0, sizeof pr);
     pr.model = &m;
     pr.cluster = c;
@@ -64,7 +64,7 @@ static int run(int fast_forward, int64_t blocks, fx_result *x, hs_perf *perf_out
     reps[0].kv_blocks = blocks;
     *perf_out = reps[0].perf;       /* read only, freed with the replicas */
     if ((rc = hs_source_open(&src, &wc, err))) goto out;
-    if ((rc = hs_engine_create(&e, &ec, pol, hs_router_find("lor"), reps, d.n, src, &sink, mml, c, err))) goto out;
+    if ((rc = hs_engine_create(&e, &ec, pol, NULL, hs_router_find("lor"), reps, d.n, src, &sink, mml, c, err))) goto out;
     rc = hs_engine_run(e, err);
     x->arrivals = e->arrivals;
     x->completed = e->completed;

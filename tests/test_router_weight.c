@@ -39,7 +39,7 @@ static int64_t share(const char *router, double w, int64_t *total)
     hs_workload_set(&wc, "max_requests", "200", NULL);
     CHECK_OK(hs_model_find(&m, "llama-2-7b", &err), &err);
     CHECK_OK(hs_cluster_find(&c, "dgx-a100", &err), &err);
-    mt = hs_engine_pass_tokens(&ec, hs_policy_find("vllm"), m.max_seq_len);
+    mt = hs_engine_pass_tokens(&ec, hs_policy_find("vllm"), NULL, m.max_seq_len);
     snprintf(d.model, sizeof d.model, "%s", m.name);
     snprintf(d.cluster, sizeof d.cluster, "%s", c->name);
     for (int i = 0; i < 2; i++) {
@@ -58,10 +58,10 @@ static int64_t share(const char *router, double w, int64_t *total)
     CHECK_OK(hs_deploy_check(&d, &m, c, "test", &err), &err);
     CHECK_OK(hs_replicas_build(&reps, &d, &m, c, &ec, &pc, mt, m.max_seq_len, &err), &err);
     CHECK_OK(hs_source_open(&src, &wc, &err), &err);
-    CHECK(hs_engine_create(&e, &ec, hs_policy_find("vllm"), NULL, reps, d.n, src, &sink, m.max_seq_len, c,
+    CHECK(hs_engine_create(&e, &ec, hs_policy_find("vllm"), NULL, NULL, reps, d.n, src, &sink, m.max_seq_len, c,
                            &err) == HS_EINVAL);
     CHECK(e == NULL);
-    CHECK_OK(hs_engine_create(&e, &ec, hs_policy_find("vllm"), hs_router_find(router), reps, d.n, src, &sink,
+    CHECK_OK(hs_engine_create(&e, &ec, hs_policy_find("vllm"), NULL, hs_router_find(router), reps, d.n, src, &sink,
                               m.max_seq_len, c, &err), &err);
     CHECK_OK(hs_engine_run(e, &err), &err);
     for (int64_t i = 0; i < x.n; i++) n1 += x.rec[i].replica == 1;

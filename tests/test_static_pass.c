@@ -13,13 +13,25 @@
 #include "check.h"
 #include "fixture.h"
 
+/* The static policy's options with batch size b. */
+static const void *static_opts(hs_popts *all, int b)
+{
+    char v[32];
+    hs_err err = {0};
+    hs_policies_opts_defaults(all);
+    snprintf(v, sizeof v, "%d", b);
+    CHECK_OK(hs_policies_opt_set(all, "static_batch", v, "test", &err), &err);
+    return hs_policy_opts_of(all, hs_policy_find("static"));
+}
+
 static int pass_tokens(int static_batch, int max_num_seqs, int32_t mml)
 {
     hs_engine_cfg c;
+    hs_popts all[HS_MAX_POLICIES];
+    const void *o = static_opts(all, static_batch);
     hs_engine_cfg_defaults(&c);
-    c.static_batch = static_batch;
     c.max_num_seqs = max_num_seqs;
-    return hs_engine_pass_tokens(&c, hs_policy_find("static"), mml);
+    return hs_engine_pass_tokens(&c, hs_policy_find("static"), o, mml);
 }
 
 /* KV blocks of one llama-2-7b replica on an A100-80G under the static policy. */
@@ -29,12 +41,13 @@ static int64_t kv_blocks(int static_batch, int max_num_seqs)
     hs_cluster *c = NULL;
     hs_layout l;
     hs_engine_cfg ec;
+    hs_popts all[HS_MAX_POLICIES];
+    const void *o = static_opts(all, static_batch);
     hs_err err = {0};
     int64_t b;
     CHECK_OK(hs_model_find(&m, "llama-2-7b", &err), &err);
     CHECK_OK(hs_cluster_find(&c, "dgx-a100", &err), &err);
     hs_engine_cfg_defaults(&ec);
-    ec.static_batch = static_batch;
     ec.max_num_seqs = max_num_seqs;
     memset(&l, 0, sizeof l);
     l.pp = 1;
@@ -44,7 +57,7 @@ static int64_t kv_blocks(int static_batch, int max_num_seqs)
     l.stage[0].bits = 16;
     l.stage[0].gpus[0] = 0;
     b = hs_layout_kv_blocks(&m, c, &l, &ec,
-                            hs_engine_pass_tokens(&ec, hs_policy_find("static"), m.max_seq_len), &err);
+                            hs_engine_pass_tokens(&ec, hs_policy_find("static"), o, m.max_seq_len), &err);
     hs_cluster_destroy(c);
     return b;
 }

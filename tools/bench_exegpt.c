@@ -220,12 +220,16 @@ static int ft_sim(ctx *k, const char *policy, int b, const hs_workload_cfg *w0, 
     int32_t mml = (int32_t)(k->din.max + k->dout.max);
     int tp = ft_tp(k), ok = 0, max_tokens;
     int64_t blocks;
+    hs_popts po[HS_MAX_POLICIES];
+    char bs[32];
     hs_engine_cfg_defaults(&ec);
-    ec.static_batch = b;
+    hs_policies_opts_defaults(po);
+    snprintf(bs, sizeof bs, "%d", b);
+    if (hs_policies_opt_set(po, "static_batch", bs, "bench", &err)) die(&err);
     ec.max_num_seqs = b;
     ec.max_model_len = mml;
     ec.watermark = 0;
-    max_tokens = hs_engine_pass_tokens(&ec, hs_policy_find(policy), mml);
+    max_tokens = hs_engine_pass_tokens(&ec, hs_policy_find(policy), hs_policy_opts_of(po, hs_policy_find(policy)), mml);
     memset(&pr, 0, sizeof pr);
     memset(&d, 0, sizeof d);
     pr.model = &k->m;
@@ -243,7 +247,7 @@ static int ft_sim(ctx *k, const char *policy, int b, const hs_workload_cfg *w0, 
     if (blocks < 0 ||
         (is_static && blocks / d.r[0].layout.pp < (int64_t)b * ((mml + ec.block_size - 1) / ec.block_size)))
         goto out;
-    if (hs_exegpt_play_run(&k->m, k->c, &d, policy, &ec, w0, n, &k->pc, &pl, &err)) die(&err);
+    if (hs_exegpt_play_run(&k->m, k->c, &d, policy, &ec, hs_policy_opts_of(po, hs_policy_find(policy)), w0, n, &k->pc, &pl, &err)) die(&err);
     if (!is_static) {
         int64_t cnt;
         ok = !hs_exegpt_measure(&pl, hs_exegpt_dist_quantile(&k->dout, 0.99), thr, lat, &cnt) && *thr > 0 &&

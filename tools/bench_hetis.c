@@ -29,8 +29,8 @@
 #include "plan/plan.h"
 #include "policy/policy.h"
 #include "serve/deploy.h"
-#include "serve/engine.h"
-#include "serve/hetis.h"
+#include "serve/plugin.h"
+#include "policy/hetis/hetis.h"
 #include "workload/workload.h"
 
 typedef struct dataset {
@@ -129,7 +129,7 @@ static void die(const char *what, const hs_err *err)
 static void engine_cfg(const ctx *x, hs_engine_cfg *ec, int *max_tokens)
 {
     hs_engine_cfg_defaults(ec);
-    *max_tokens = hs_engine_pass_tokens(ec, hs_policy_find(x->sys->policy), x->max_model_len);
+    *max_tokens = hs_engine_pass_tokens(ec, hs_policy_find(x->sys->policy), NULL, x->max_model_len);
 }
 
 static void plan(ctx *x)
@@ -198,7 +198,7 @@ static void run_once(ctx *x, const dataset *ds, double rate, int64_t n, result *
     wc.max_requests = n;
     wc.seed = 7;
     if (hs_source_open(&src, &wc, &err)) die("workload", &err);
-    if (hs_engine_create(&e, &ec, pol, hs_router_find("lor"), rp, x->d.n, src, &sink, x->max_model_len, x->c,
+    if (hs_engine_create(&e, &ec, pol, NULL, hs_router_find("lor"), rp, x->d.n, src, &sink, x->max_model_len, x->c,
                          &err))
         die("engine", &err);
     if (hs_engine_run(e, &err)) die("run", &err);

@@ -13,8 +13,6 @@ int hs_cli_sweep(int argc, char **argv);
 int hs_cli_sweep_mpi(int argc, char **argv);  /* hetsim-mpi only (sweep_mpi.c) */
 int hs_cli_search(int argc, char **argv);
 int hs_cli_report(int argc, char **argv);
-int hs_cli_llmpq(int argc, char **argv);
-int hs_cli_iserve(int argc, char **argv);
 
 /* Picks the workload kind of a trace file: .json is ShareGPT conversations,
  * a CSV is told apart by its header line. */

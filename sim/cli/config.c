@@ -5,13 +5,14 @@
 #include <string.h>
 
 #include "core/conf.h"
+#include "plan/plan.h"
 
 static const hs_field top_fields[] = {
     HS_FIELD_STR(hs_run_cfg, model, 0, "llama-2-70b", "model name (models/) or JSON path"),
     HS_FIELD_STR(hs_run_cfg, cluster, 0, "default", "cluster name (profiles/clusters/) or JSON path"),
-    HS_FIELD_STR(hs_run_cfg, policy, 0, "vllm", "runtime policy (hetsim list policies)"),
+    HS_FIELD_STR(hs_run_cfg, policy, 0, "", "runtime policy (hetsim list policies; default: the first)"),
     HS_FIELD_STR(hs_run_cfg, router, 0, "lor", "router (hetsim list routers)"),
-    HS_FIELD_STR(hs_run_cfg, planner, 0, "uniform", "planner (hetsim list planners)"),
+    HS_FIELD_STR(hs_run_cfg, planner, 0, "", "planner (hetsim list planners; default: the first)"),
     HS_FIELD_STR(hs_run_cfg, deployment, 0, "", "deployment JSON to replay instead of planning"),
     HS_FIELD_STR(hs_run_cfg, emit_deployment, 0, "", "write the deployment used to this file"),
     HS_FIELD_STR(hs_run_cfg, emit_schedule, 0, "", "write the executed schedule (JSON lines) to this file"),
@@ -25,10 +26,8 @@ static const hs_field top_fields[] = {
     HS_FIELD_NUM(hs_run_cfg, write_requests, HS_F_BOOL, 0, 1, 0, 1, "store one row per request"),
     HS_FIELD_NUM(hs_run_cfg, max_replicas, HS_F_INT, 0, 0, 0, 1 << 20, "cap on planned replicas (0: all GPUs)"),
     HS_FIELD_NUM(hs_run_cfg, prefill_replicas, HS_F_INT, 0, 0, 0, 1 << 20, "disaggregate: this many prefill replicas, the rest decode (0: colocated)"),
-    HS_FIELD_STR(hs_run_cfg, plan_sla, 0, "length", "planners with a latency bound (exegpt): \"length\" bounds the p99-length query, \"queries\" 99% of queries"),
-    HS_FIELD_NUM(hs_run_cfg, plan_exhaustive, HS_F_BOOL, 0, 0, 0, 1, "planners: exhaustive search instead of branch and bound (checking)"),
     HS_FIELD_NUM(hs_run_cfg, sample_s, HS_F_DOUBLE, 0, 10, 0, 1e9, "simulated seconds between per-replica utilisation/KV samples (table samples; 0: none)"),
-    HS_FIELD_STR(hs_run_cfg, plan_opts, 0, "", "planner options key=value,... (hexgen2: search=guided|random|ga|none, in=, out=, period=, time=, trace=)"),
+    HS_FIELD_STR(hs_run_cfg, plan_opts, 0, "", "the planner's options key=value,... (hetsim list planners)"),
     {"workload", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},
     {"engine", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},
     {"perf", HS_F_SKIP, 0, 0, 0, 0, 0, 0, NULL, "section"},
@@ -52,7 +51,12 @@ void hs_run_cfg_defaults(hs_run_cfg *c)
     hs_conf_defaults(c, top_fields);
     hs_workload_defaults(&c->workload);
     c->workload.seed = SEED_UNSET;
+    /* The registries' first entries are the defaults, so no name of a
+     * plug-in is written here. */
+    snprintf(c->policy, sizeof c->policy, "%s", hs_policies[0]->name);
+    snprintf(c->planner, sizeof c->planner, "%s", hs_planners[0]->name);
     hs_engine_cfg_defaults(&c->engine);
+    hs_policies_opts_defaults(c->popts);
     hs_perf_cfg_defaults(&c->perf);
     hs_conf_defaults(&c->slo, slo_fields);
 }
@@ -61,25 +65,35 @@ int hs_run_cfg_load(hs_run_cfg *c, const char *path, hs_err *err)
 {
     cJSON *root, *it;
     char where[1100];
+    hs_run_cfg *n;
     int rc;
     if ((rc = hs_json_load(path, &root, err))) return rc;
-    rc = hs_conf_fill(c, top_fields, root, path, err);
+    /* All or nothing: the file's sections go into a copy (plain data),
+     * which replaces c only when every one of them was good. */
+    if (!(n = malloc(sizeof *n))) {
+        cJSON_Delete(root);
+        return hs_errf(err, HS_ENOMEM, "%s: out of memory", path);
+    }
+    *n = *c;
+    rc = hs_conf_fill(n, top_fields, root, path, err);
     if (!rc && (it = cJSON_GetObjectItemCaseSensitive(root, "engine"))) {
         snprintf(where, sizeof where, "%s: engine", path);
-        rc = hs_conf_fill(&c->engine, hs_engine_cfg_fields, it, where, err);
+        rc = hs_run_cfg_engine_json(n, it, where, 0, err);
     }
     if (!rc && (it = cJSON_GetObjectItemCaseSensitive(root, "perf"))) {
         snprintf(where, sizeof where, "%s: perf", path);
-        rc = hs_conf_fill(&c->perf, hs_perf_cfg_fields, it, where, err);
+        rc = hs_conf_fill(&n->perf, hs_perf_cfg_fields, it, where, err);
     }
     if (!rc && (it = cJSON_GetObjectItemCaseSensitive(root, "slo"))) {
         snprintf(where, sizeof where, "%s: slo", path);
-        rc = hs_conf_fill(&c->slo, slo_fields, it, where, err);
+        rc = hs_conf_fill(&n->slo, slo_fields, it, where, err);
     }
     if (!rc && (it = cJSON_GetObjectItemCaseSensitive(root, "workload"))) {
         snprintf(where, sizeof where, "%s: workload", path);
-        rc = hs_workload_conf(&c->workload, it, where, err);
+        rc = hs_workload_conf(&n->workload, it, where, err);
     }
+    if (!rc) *c = *n;
+    free(n);
     cJSON_Delete(root);
     return rc;
 }
@@ -131,8 +145,16 @@ static int cfg_set(hs_run_cfg *c, const char *kv, const char *where, hs_err *err
         size_t sn = (size_t)(dot - key);
         char w[160];
         snprintf(w, sizeof w, "%s %.*s", where, (int)sn, key);
-        if (sn == 6 && !strncmp(key, "engine", 6))
-            return hs_conf_set(&c->engine, hs_engine_cfg_fields, sub, eq + 1, w, err);
+        if (sn == 6 && !strncmp(key, "engine", 6)) {
+            int rc;
+            if (hs_conf_find(hs_engine_cfg_fields, sub))
+                return hs_conf_set(&c->engine, hs_engine_cfg_fields, sub, eq + 1, w, err);
+            rc = hs_policies_opt_set(c->popts, sub, eq + 1, w, err);
+            if (rc == HS_ENOTFOUND)
+                return hs_errf(err, HS_EINVAL, "%s: unknown key \"%s\" (hetsim run --help lists the engine's and the policies' keys)",
+                               w, sub);
+            return rc;
+        }
         if (sn == 4 && !strncmp(key, "perf", 4))
             return hs_conf_set(&c->perf, hs_perf_cfg_fields, sub, eq + 1, w, err);
         if (sn == 3 && !strncmp(key, "slo", 3))
@@ -144,6 +166,56 @@ static int cfg_set(hs_run_cfg *c, const char *kv, const char *where, hs_err *err
         return hs_errf(err, HS_EINVAL, "%s %s: unknown section (workload, engine, perf, slo)", where, key);
     }
     return hs_conf_set(c, top_fields, key, eq + 1, where, err);
+}
+
+/* One JSON value as the text --set would give. */
+static int json_text(const cJSON *v, char *buf, size_t cap)
+{
+    if (cJSON_IsBool(v)) snprintf(buf, cap, "%s", cJSON_IsTrue(v) ? "1" : "0");
+    else if (cJSON_IsNumber(v)) snprintf(buf, cap, "%.17g", v->valuedouble);
+    else if (cJSON_IsString(v)) snprintf(buf, cap, "%s", v->valuestring);
+    else return -1;
+    return 0;
+}
+
+int hs_run_cfg_engine_json(hs_run_cfg *c, const cJSON *obj, const char *where, int skip_given,
+                           hs_err *err)
+{
+    hs_engine_cfg eng = c->engine;
+    hs_popts po[HS_MAX_POLICIES];
+    cJSON *core;
+    int rc = 0;
+    if (!cJSON_IsObject(obj)) return hs_errf(err, HS_EPARSE, "%s: not a JSON object", where);
+    if (!(core = cJSON_CreateObject())) return hs_errf(err, HS_ENOMEM, "%s: out of memory", where);
+    memcpy(po, c->popts, sizeof po);
+    /* The engine's own keys go through its schema in one go; the
+     * policies' keys one by one; everything lands only if all are good. */
+    for (const cJSON *it = obj->child; it && !rc; it = it->next) {
+        char key[160], val[512];
+        snprintf(key, sizeof key, "engine.%s", it->string ? it->string : "");
+        if (skip_given && hs_run_cfg_given(c, key)) continue;
+        if (hs_conf_find(hs_engine_cfg_fields, it->string ? it->string : "")) {
+            cJSON *dup = cJSON_Duplicate(it, 1);
+            if (!dup) rc = hs_errf(err, HS_ENOMEM, "%s: out of memory", where);
+            else cJSON_AddItemToObject(core, it->string, dup);
+            continue;
+        }
+        if (!hs_policies_has_opt(it->string ? it->string : "")) {
+            rc = hs_errf(err, HS_EPARSE, "%s: unknown key \"%s\"", where, it->string ? it->string : "");
+            break;
+        }
+        if (json_text(it, val, sizeof val)) {
+            rc = hs_errf(err, HS_EPARSE, "%s: %s: expected a number, a bool or a string", where, it->string);
+            break;
+        }
+        rc = hs_policies_opt_set(po, it->string, val, where, err);
+    }
+    if (!rc) rc = hs_conf_fill(&eng, hs_engine_cfg_fields, core, where, err);
+    cJSON_Delete(core);
+    if (rc) return rc;
+    c->engine = eng;
+    memcpy(c->popts, po, sizeof po);
+    return 0;
 }
 
 static void add_fields(cJSON *o, const void *obj, const hs_field *f)
@@ -171,6 +243,20 @@ static void add_lendist(cJSON *o, const char *name, const hs_lendist *d)
     cJSON_AddNumberToObject(x, "max", d->max);
 }
 
+struct popt_ctx {
+    cJSON *o;
+    const hs_run_cfg *c;
+};
+
+/* A policy's key with its value, as the first policy declaring it holds it. */
+static void add_popt(void *ctx, const hs_policy_ops *p, const hs_field *f, const char *owners)
+{
+    const struct popt_ctx *x = ctx;
+    hs_field one[2] = {*f, {0}};
+    (void)owners;
+    add_fields(x->o, hs_policy_opts_of(x->c->popts, p), one);
+}
+
 char *hs_run_cfg_json(const hs_run_cfg *c)
 {
     cJSON *root = cJSON_CreateObject(), *w;
@@ -195,7 +281,9 @@ char *hs_run_cfg_json(const hs_run_cfg *c)
     cJSON_AddNumberToObject(w, "max_prompt", wc->max_prompt);
     cJSON_AddNumberToObject(w, "fit_context", wc->fit_context);
     cJSON_AddNumberToObject(w, "seed", (double)wc->seed);
-    add_fields(cJSON_AddObjectToObject(root, "engine"), &c->engine, hs_engine_cfg_fields);
+    w = cJSON_AddObjectToObject(root, "engine");
+    add_fields(w, &c->engine, hs_engine_cfg_fields);
+    hs_policies_opts_each(add_popt, (void *)&(struct popt_ctx){w, c});
     add_fields(cJSON_AddObjectToObject(root, "perf"), &c->perf, hs_perf_cfg_fields);
     add_fields(cJSON_AddObjectToObject(root, "slo"), &c->slo, slo_fields);
     txt = cJSON_PrintUnformatted(root);
@@ -215,12 +303,24 @@ static void help_table(FILE *fp, const char *prefix, const hs_field *f)
     }
 }
 
+/* A policy's key: its default and help, and which policies read it. */
+static void help_popt(void *ctx, const hs_policy_ops *p, const hs_field *f, const char *owners)
+{
+    hs_field one[2] = {*f, {0}};
+    char prefix[64];
+    (void)p;
+    (void)owners;
+    snprintf(prefix, sizeof prefix, "engine.");
+    help_table(ctx, prefix, one);
+}
+
 void hs_run_cfg_help(FILE *fp)
 {
     fprintf(fp, "Configuration keys (--config FILE sets them as JSON, --set KEY=VALUE one at a time):\n");
     fprintf(fp, "  %-28s %-22s %s\n", "key", "default", "meaning");
     help_table(fp, "", top_fields);
     help_table(fp, "engine.", hs_engine_cfg_fields);
+    hs_policies_opts_each(help_popt, fp);
     help_table(fp, "perf.", hs_perf_cfg_fields);
     help_table(fp, "slo.", slo_fields);
     fprintf(fp, "  %-28s %-22s %s\n", "workload.kind", "\"synthetic\"", "azure, sharegpt-json, sharegpt-csv, synthetic");

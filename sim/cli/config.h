@@ -3,7 +3,8 @@
  *
  * Top-level keys: model, cluster, policy, router, planner, deployment,
  * tp, pp, bits, seed, db, label, write_requests, emit_deployment; sections:
- * workload.*, engine.*, perf.*, slo.* (see `hetsim run --help`). */
+ * workload.*, engine.*, perf.*, slo.* (see `hetsim run --help`).  The
+ * engine section holds the engine's keys and those the policies declare. */
 #ifndef HS_CONFIG_H
 #define HS_CONFIG_H
 
@@ -13,6 +14,7 @@
 #include "core/err.h"
 #include "out/metrics.h"
 #include "perf/perf.h"
+#include "policy/policy.h"
 #include "serve/runtime.h"
 #include "workload/workload.h"
 
@@ -33,18 +35,21 @@ typedef struct hs_run_cfg {
     int write_requests;
     int max_replicas;
     int prefill_replicas;
-    char plan_sla[16];          /* "length" or "queries" */
     char given[2048];           /* keys set on the command line, ",k1,k2," */
-    int plan_exhaustive;
     double sample_s;            /* s between utilisation/KV samples (0: none) */
     char plan_opts[512];      /* planner options "key=value,..." */
     hs_workload_cfg workload;
     hs_engine_cfg engine;
+    /* The policies' own engine.* keys, one block per registered policy
+     * (policy/policy.h); the run's policy reads its block. */
+    hs_popts popts[HS_MAX_POLICIES];
     hs_perf_cfg perf;
     hs_slo slo;
 } hs_run_cfg;
 
 void hs_run_cfg_defaults(hs_run_cfg *c);
+/* Applies a run configuration JSON file over c; on an error c is
+ * unchanged (every section is checked before any is stored). */
 int hs_run_cfg_load(hs_run_cfg *c, const char *path, hs_err *err);
 /* "key=value" with dotted section keys (engine.block_size=32); `where`
  * names the source in messages ("--set", "--tp"). */
@@ -56,6 +61,11 @@ int hs_run_cfg_given(const hs_run_cfg *c, const char *key);
 void hs_run_cfg_finish(hs_run_cfg *c);
 /* The effective configuration as JSON text (caller frees). */
 char *hs_run_cfg_json(const hs_run_cfg *c);
+/* Sets engine.<key> from a JSON object of engine keys (a deployment's
+ * settings), skipping the keys the command line gave; all or nothing.
+ * `where` names the source. */
+int hs_run_cfg_engine_json(hs_run_cfg *c, const cJSON *obj, const char *where, int skip_given,
+                           hs_err *err);
 /* Prints every key with its default and help (run --help). */
 void hs_run_cfg_help(FILE *fp);
 

@@ -153,14 +153,21 @@ int hs_cli_list(int argc, char **argv)
     if (all || !strcmp(what, "policies")) {
         known = 1;
         if (all) printf("\n== policies ==\n");
-        for (int i = 0; hs_policies[i]; i++)
+        for (int i = 0; hs_policies[i]; i++) {
             printf("%-15s %s\n", hs_policies[i]->name, hs_policies[i]->help);
+            /* its own keys (engine.*), from its ops table */
+            for (const hs_field *f = hs_policies[i]->opts; f && f->key; f++)
+                printf("%-15s   engine.%s (default %g)\n", "", f->key, f->def);
+        }
     }
     if (all || !strcmp(what, "planners")) {
         known = 1;
         if (all) printf("\n== planners ==\n");
-        for (int i = 0; hs_planners[i]; i++)
+        for (int i = 0; hs_planners[i]; i++) {
             printf("%-15s %s\n", hs_planners[i]->name, hs_planners[i]->help);
+            if (hs_planners[i]->opts) printf("%-15s   --plan-opts keys:\n", "");
+            hs_planner_opts_help(hs_planners[i], stdout, "                    ");
+        }
     }
     if (all || !strcmp(what, "routers")) {
         known = 1;

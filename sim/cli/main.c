@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "plan/plan.h"
 
 static void usage(FILE *fp)
 {
@@ -20,13 +21,14 @@ static void usage(FILE *fp)
             "  sweep        run a grid or list of cases in parallel, resumable\n"
             "  search       capacity search, cheapest deployment, cost-latency Pareto front\n"
             "  report       plots and an HTML page from a results database\n"
-            "  llmpq        LLM-PQ planner, offline pipeline simulation, omega tool\n"
-            "  iserve       iServe: fingerprint estimator, intents, multi-model cluster runs\n"
             "  perf         latency models: import and calibrate tables, engine profiles,\n"
             "               cross-validation, one iteration's time (perf step)\n"
-            "  validate     compare a schedule's predicted iteration times with measured ones\n"
-            "\n"
-            "`hetsim <command> --help` describes each command.\n");
+            "  validate     compare a schedule's predicted iteration times with measured ones\n");
+    /* the planners' own research subcommands */
+    for (int i = 0; hs_planners[i]; i++)
+        if (hs_planners[i]->command)
+            fprintf(fp, "  %-12s %s\n", hs_planners[i]->name, hs_planners[i]->command_help);
+    fprintf(fp, "\n`hetsim <command> --help` describes each command.\n");
 }
 
 int main(int argc, char **argv)
@@ -52,8 +54,9 @@ int main(int argc, char **argv)
 #endif
     if (!strcmp(argv[1], "search")) return hs_cli_search(argc - 1, argv + 1);
     if (!strcmp(argv[1], "report")) return hs_cli_report(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "llmpq")) return hs_cli_llmpq(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "iserve")) return hs_cli_iserve(argc - 1, argv + 1);
+    for (int i = 0; hs_planners[i]; i++)
+        if (hs_planners[i]->command && !strcmp(argv[1], hs_planners[i]->name))
+            return hs_planners[i]->command(argc - 1, argv + 1);
     fprintf(stderr, "hetsim: unknown command \"%s\" (see hetsim --help)\n", argv[1]);
     return 2;
 }

@@ -24,7 +24,6 @@
 #include "out/metrics.h"
 #include "plan/plan.h"
 #include "policy/policy.h"
-#include "serve/hetis.h"
 #include "serve/deploy.h"
 #include "serve/engine.h"
 
@@ -34,13 +33,7 @@
 
 int hs_cli_exit_code(int rc)
 {
-    switch (rc) {
-    case 0: return 0;
-    case HS_ENOMEM:
-    case HS_EDB:
-    case HS_ESTATE: return 1;
-    default: return 2;
-    }
+    return hs_exit_code(rc);
 }
 
 /* The registered names, comma-separated, wrapped after col characters. */
@@ -97,7 +90,7 @@ static void run_usage(FILE *fp, const char *cmd)
             "  --router NAME        router (below)\n"
             "  --planner NAME       planner (below)\n"
             "  --deployment FILE    replay a deployment JSON instead of planning\n"
-            "  --plan-opts K=V,...  planner options (hexgen2, distserve, splitwise, hexgen)\n"
+            "  --plan-opts K=V,...  the planner's options (listed with the planners below)\n"
             "  --tp N, --pp N       parallel layout for the planner (tp 0: smallest that fits)\n"
             "  --trace FILE         Azure CSV, ShareGPT JSON or ShareGPT length CSV\n"
             "  --requests N         stop after N requests (0: the whole trace; presets default to 2000)\n"
@@ -236,7 +229,6 @@ typedef struct setup {
 
 static void setup_free(setup *s)
 {
-    if (s->replicas) hs_hetis_detach(s->replicas, s->deploy.n);
     if (s->replicas) hs_replicas_free(s->replicas, s->deploy.n);
     hs_deploy_free(&s->deploy);
     hs_cluster_destroy(s->cluster);
@@ -262,15 +254,28 @@ static int apply_deploy_policy(hs_run_cfg *cfg, const hs_deploy *d, const char *
         return hs_errf(err, HS_EPARSE, "%s: engine: not a JSON object", where);
     snprintf(w, sizeof w, "%s: engine", where);
     /* The command line wins over the deployment. */
-    for (cJSON *it = eng->child, *next; it; it = next) {
-        char key[160];
-        next = it->next;
-        snprintf(key, sizeof key, "engine.%s", it->string ? it->string : "");
-        if (hs_run_cfg_given(cfg, key)) cJSON_DeleteItemFromObjectCaseSensitive(eng, it->string);
-    }
-    rc = hs_conf_fill(&cfg->engine, hs_engine_cfg_fields, eng, w, err);
+    rc = hs_run_cfg_engine_json(cfg, eng, w, 1, err);
     cJSON_Delete(eng);
     return rc;
+}
+
+/* The policy's state on the built replicas (replicas_setup).  A
+ * deployment with attention workers is set up by the policy that offloads
+ * attention even when another runs it, so that `hetsim plan` shows the
+ * pooled cache (`run` then refuses the mismatch). */
+static int setup_policy_state(setup *s, hs_run_cfg *cfg, hs_err *err)
+{
+    const hs_policy_ops *owner = s->policy;
+    hs_policy_env env;
+    if (!owner->attn_offload && s->deploy.n_attn) {
+        owner = NULL;
+        for (int i = 0; hs_policies[i] && !owner; i++)
+            if (hs_policies[i]->attn_offload) owner = hs_policies[i];
+    }
+    if (!owner || !owner->replicas_setup) return 0;
+    env = (hs_policy_env){&s->deploy, &s->model, s->cluster, &cfg->engine, &cfg->perf,
+                          hs_policy_opts_of(cfg->popts, owner), owner == s->policy};
+    return owner->replicas_setup(s->replicas, s->deploy.n, &env, err);
 }
 
 static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *err)
@@ -278,8 +283,6 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
     int rc;
     hs_engine_cfg *ec = &cfg->engine;
     memset(s, 0, sizeof *s);
-    if (strcmp(cfg->plan_sla, "length") && strcmp(cfg->plan_sla, "queries"))
-        return hs_errf(err, HS_EINVAL, "plan_sla: \"%s\" is not \"length\" or \"queries\"", cfg->plan_sla);
     if (cfg->deployment[0]) {
         if ((rc = hs_deploy_read(&s->deploy, cfg->deployment, err))) return rc;
         if ((rc = apply_deploy_policy(cfg, &s->deploy, cfg->deployment, err))) goto fail;
@@ -318,10 +321,11 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
     if ((rc = hs_model_find(&s->model, cfg->model, err))) goto fail;
     if ((rc = hs_cluster_find(&s->cluster, cfg->cluster, err))) goto fail;
     s->max_model_len = ec->max_model_len ? ec->max_model_len : hs_model_max_context(&s->model);
-    s->max_tokens = hs_engine_pass_tokens(ec, s->policy, s->max_model_len);
+    s->max_tokens = hs_engine_pass_tokens(ec, s->policy, hs_policy_opts_of(cfg->popts, s->policy),
+                                          s->max_model_len);
     if (s->max_tokens < 0) {
         rc = hs_errf(err, HS_ERANGE,
-                     "engine: one forward pass of %s would exceed %d tokens (lower engine.static_batch, "
+                     "engine: one forward pass of %s would exceed %d tokens (lower the policy's batch size, "
                      "engine.max_num_seqs or engine.max_model_len)",
                      s->policy->name, HS_MAX_PASS_TOKENS);
         goto fail;
@@ -341,6 +345,12 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
             rc = hs_errf(err, HS_ENOTFOUND, "planner: unknown planner \"%s\" (see hetsim list planners)", cfg->planner);
             goto fail;
         }
+        /* A planner reads the options it declares; one that declares none
+         * must not silently ignore them. */
+        if (cfg->plan_opts[0] && !pl->opts) {
+            rc = hs_errf(err, HS_EINVAL, "plan_opts: planner %s takes no options", pl->name);
+            goto fail;
+        }
         memset(&pr, 0, sizeof pr);
         pr.model = &s->model;
         pr.cluster = s->cluster;
@@ -353,21 +363,20 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
         pr.max_tokens = s->max_tokens;
         pr.max_model_len = s->max_model_len;
         pr.workload = &cfg->workload;
-        pr.e2e_bound_ms = cfg->slo.e2el_ms;
+        pr.slo = &cfg->slo;
         pr.policy = cfg->policy;
-        pr.sla_all = !strcmp(cfg->plan_sla, "queries");
-        pr.exhaustive = cfg->plan_exhaustive;
         pr.perf = &cfg->perf;
         pr.seed = (uint64_t)cfg->seed;
         pr.opts = cfg->plan_opts;
         if ((rc = pl->plan(&pr, &s->deploy, err))) goto fail;
-        /* A planner that chooses the runtime policy (exegpt) says so in the
+        /* A planner that chooses the runtime policy says so in the
          * deployment; the forward-pass size follows the new policy. */
         if (s->deploy.policy[0]) {
             if ((rc = apply_deploy_policy(cfg, &s->deploy, "planner", err))) goto fail;
             s->policy = hs_policy_find(cfg->policy);
             s->max_model_len = ec->max_model_len ? ec->max_model_len : hs_model_max_context(&s->model);
-            s->max_tokens = hs_engine_pass_tokens(ec, s->policy, s->max_model_len);
+            s->max_tokens = hs_engine_pass_tokens(ec, s->policy, hs_policy_opts_of(cfg->popts, s->policy),
+                                                  s->max_model_len);
             if (s->max_tokens < 0) {
                 rc = hs_errf(err, HS_ERANGE, "engine: one forward pass of %s would exceed %d tokens",
                              s->policy->name, HS_MAX_PASS_TOKENS);
@@ -382,9 +391,7 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
         (rc = hs_replicas_build(&s->replicas, &s->deploy, &s->model, s->cluster, ec,
                                 &cfg->perf, s->max_tokens, s->max_model_len, err)))
         goto fail;
-    if (build_replicas && (rc = hs_hetis_setup(s->replicas, &s->deploy, &s->model, s->cluster, ec,
-                                               &cfg->perf, s->policy->attn_offload, err)))
-        goto fail;
+    if (build_replicas && (rc = setup_policy_state(s, cfg, err))) goto fail;
     return 0;
 fail:
     setup_free(s);
@@ -402,7 +409,7 @@ static int open_schedule(const hs_run_cfg *cfg, const setup *s, hs_sched_writer 
     *out = NULL;
     if (s->policy->complete)
         return hs_errf(err, HS_EUNSUPPORTED,
-                       "emit_schedule: policy %s is not supported (vllm, sarathi)", s->policy->name);
+                       "emit_schedule: policy %s has its own completion step, which schedules do not describe", s->policy->name);
     if (s->model.encoder_layers)
         return hs_errf(err, HS_EUNSUPPORTED,
                        "emit_schedule: %s is an encoder-decoder model; hetsim-exec replays decoder-only schedules",
@@ -481,32 +488,25 @@ typedef struct sampler {
     hs_db *db;
     int64_t run;
     hs_err *err;
-    hs_ns *busy_prev;   /* [n_replicas] busy ns summed over lanes at the last sample */
+    hs_ns *busy_prev;   /* [n] busy ns summed over lanes at the last sample */
+    int32_t n;          /* replicas */
     hs_ns t_prev;
 } sampler;
 
 static int sample_replicas(void *ctx, const hs_engine *e, hs_ns t)
 {
     sampler *sm = ctx;
-    for (int32_t i = 0; i < e->n_replicas; i++) {
-        const hs_replica *r = &e->replicas[i];
+    for (int32_t i = 0; i < sm->n; i++) {
         hs_sample_row row = {i, hs_ns_to_s(t), 0, 0, 0, 0};
-        hs_ns busy = 0;
-        int64_t total = 0, used = 0;
-        for (int32_t k = 0; k < r->n_lanes; k++) {
-            const hs_lane *l = &r->lanes[k];
-            /* An iteration in flight counts up to t. */
-            busy += l->busy_ns + (l->busy && l->it.start < t ? t - l->it.start : 0);
-            total += l->blocks_total;
-            used += l->blocks_total - l->blocks_free;
-            row.running += l->n_dec;
-            row.waiting += l->waiting.len;
-        }
-        if (t > sm->t_prev && r->n_lanes > 0)
-            row.util = (double)(busy - sm->busy_prev[i]) / ((double)(t - sm->t_prev) * r->n_lanes);
+        hs_replica_load ld;
+        hs_engine_replica_load(e, i, t, &ld);
+        row.running = ld.running;
+        row.waiting = ld.waiting;
+        if (t > sm->t_prev && ld.lanes > 0)
+            row.util = (double)(ld.busy_ns - sm->busy_prev[i]) / ((double)(t - sm->t_prev) * ld.lanes);
         if (row.util > 1) row.util = 1;
-        row.kv_used = total > 0 ? (double)used / (double)total : 0;
-        sm->busy_prev[i] = busy;
+        row.kv_used = ld.blocks_total > 0 ? (double)ld.blocks_used / (double)ld.blocks_total : 0;
+        sm->busy_prev[i] = ld.busy_ns;
         int rc = hs_db_sample(sm->db, sm->run, &row, sm->err);
         if (rc) return rc;
     }
@@ -529,12 +529,14 @@ static void show_progress(void *ctx, const hs_engine *e)
 {
     progress *p = ctx;
     double now = wall_now();
+    hs_engine_stats st;
     if (now - p->last < 0.5) return;
     p->last = now;
+    hs_engine_stats_get(e, &st);
     fprintf(stderr, "\r  simulated %.1f s, %lld requests done, %lld in flight, %.2f M events/s   ",
-            hs_ns_to_s(e->q.now), (long long)(e->completed + e->dropped),
-            (long long)(e->arrivals - e->completed - e->dropped),
-            (double)e->q.popped / (now - p->t0) / 1e6);
+            hs_ns_to_s(st.now), (long long)(st.completed + st.dropped),
+            (long long)(st.arrivals - st.completed - st.dropped),
+            (double)st.events / (now - p->t0) / 1e6);
     fflush(stderr);
 }
 
@@ -606,6 +608,8 @@ int hs_cli_run(int argc, char **argv)
     sink_ctx sc;
     hs_sink sink;
     progress prog;
+    hs_engine_stats st;
+    int shown = 0;
     sampler sm = {0};
     hs_metric_value vals[64];
     int nv;
@@ -657,10 +661,11 @@ int hs_cli_run(int argc, char **argv)
     }
     sc = (sink_ctx){m, db, run_id, cfg.write_requests, &err};
     sink = (hs_sink){&sc, sink_request, sink_itl};
-    if ((rc = hs_engine_create(&e, &cfg.engine, s.policy, s.router, s.replicas, s.deploy.n, src,
+    if ((rc = hs_engine_create(&e, &cfg.engine, s.policy, hs_policy_opts_of(cfg.popts, s.policy), s.router,
+                               s.replicas, s.deploy.n, src,
                                &sink, s.max_model_len, s.cluster, &err)))
         goto fail;
-    e->trace = sched;
+    hs_engine_set_trace(e, sched);
     if (cfg.sample_s > 0) {
         sm.busy_prev = calloc((size_t)s.deploy.n, sizeof *sm.busy_prev);
         if (!sm.busy_prev) {
@@ -670,22 +675,21 @@ int hs_cli_run(int argc, char **argv)
         sm.db = db;
         sm.run = run_id;
         sm.err = &err;
-        e->sample = sample_replicas;
-        e->sample_ctx = &sm;
-        e->sample_period = hs_ns_from_s(cfg.sample_s);
-        if (e->sample_period <= 0) e->sample_period = 1;
+        sm.n = s.deploy.n;
+        hs_engine_on_sample(e, hs_ns_from_s(cfg.sample_s), sample_replicas, &sm);
     }
     warn_uncalibrated(&s, stderr);
     t0 = wall_now();
     prog = (progress){t0, t0};
     if (isatty(2) && !o.quiet) {
-        e->progress = show_progress;
-        e->progress_ctx = &prog;
+        hs_engine_on_progress(e, show_progress, &prog);
+        shown = 1;
     }
     rc = hs_engine_run(e, &err);
-    if (e->progress && prog.last > t0) fprintf(stderr, "\n");
+    if (shown && prog.last > t0) fprintf(stderr, "\n");
+    hs_engine_stats_get(e, &st);
     if (rc) goto fail;
-    if (!o.quiet) hs_hetis_report(stderr, s.replicas, s.deploy.n);
+    if (!o.quiet && s.policy->report) s.policy->report(stderr, s.replicas, s.deploy.n);
     {
         double price = 0;
         for (int32_t i = 0; i < s.deploy.n; i++) price += s.replicas[i].price_per_hour;
@@ -693,11 +697,11 @@ int hs_cli_run(int argc, char **argv)
     }
     {
         const struct { const char *n; double v; } extra[] = {
-            {"arrivals", (double)e->arrivals},
-            {"truncated", (double)e->truncated},
-            {"iterations", (double)e->iterations},
-            {"events", (double)e->q.popped},
-            {"simulated_s", hs_ns_to_s(e->end_time)},
+            {"arrivals", (double)st.arrivals},
+            {"truncated", (double)st.truncated},
+            {"iterations", (double)st.iterations},
+            {"events", (double)st.events},
+            {"simulated_s", hs_ns_to_s(st.end_time)},
         };
         for (size_t k = 0; k < sizeof extra / sizeof extra[0] && nv < 64; k++, nv++) {
             snprintf(vals[nv].name, sizeof vals[nv].name, "%s", extra[k].n);
@@ -706,7 +710,7 @@ int hs_cli_run(int argc, char **argv)
     }
     if ((rc = hs_db_summary(db, run_id, vals, nv, &err))) goto fail;
     if (sched) fflush(NULL); /* surface write errors before committing */
-    if ((rc = hs_db_run_commit(db, run_id, wall_now() - t0, (int64_t)e->q.popped, &err))) goto fail;
+    if ((rc = hs_db_run_commit(db, run_id, wall_now() - t0, (int64_t)st.events, &err))) goto fail;
     run_open = 0;
     if (sched) {
         /* The run is stored; a schedule file that cannot be completed is
@@ -730,7 +734,7 @@ int hs_cli_run(int argc, char **argv)
         double wall = wall_now() - t0;
         getrusage(RUSAGE_SELF, &ru);
         fprintf(stderr, "hetsim: %.3f s wall, %llu events, %.2f M events/s, peak RSS %.1f MiB\n",
-                wall, (unsigned long long)e->q.popped, (double)e->q.popped / wall / 1e6,
+                wall, (unsigned long long)st.events, (double)st.events / wall / 1e6,
                 ru.ru_maxrss / 1024.0);
     }
     free(sm.busy_prev);

@@ -152,7 +152,7 @@ static void search_usage(FILE *fp)
             "\n"
             "  capacity   highest value of --key (default workload.rate) meeting every --need,\n"
             "             by bisection in [--lo, --hi] to relative --tol; one search per case of\n"
-            "             the grid/list (e.g. --grid policy=vllm,sarathi)\n"
+            "             the grid/list (e.g. --grid policy=A,B)\n"
             "  cheapest   runs every case of the grid/list (e.g. --grid cluster=a,b --grid tp=1,2)\n"
             "             and names the lowest --cost meeting every --need\n"
             "  pareto     runs every case and prints those not dominated in (--x, --y), both\n"

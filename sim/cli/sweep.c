@@ -26,31 +26,13 @@
 
 #include "cli/cli.h"
 #include "cli/sweep_int.h"
+#include "core/str.h"
 #include "out/sweepdb.h"
 
 char *mkdtemp(char *tmpl);  /* POSIX 2008; not declared under strict C11 headers */
 
 static double now_s(void);
 static double commit_s;     /* wall seconds the coordinator spent storing cases */
-
-char *hs__xstrdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
-/* Appends p to a growable array of pointers. */
-int hs__push_ptr(void *arr, int *n, void *p)
-{
-    void ***a = arr;
-    void **g = realloc(*a, (size_t)(*n + 1) * sizeof **a);
-    if (!g) return HS_ENOMEM;
-    *a = g;
-    g[(*n)++] = p;
-    return 0;
-}
 
 hs_sweep *hs_sweep_create(const char *cmd)
 {
@@ -62,22 +44,16 @@ hs_sweep *hs_sweep_create(const char *cmd)
     return s;
 }
 
-void hs__free_strs(char **v, int n)
-{
-    for (int i = 0; i < n; i++) free(v[i]);
-    free(v);
-}
-
 void hs_sweep_destroy(hs_sweep *s)
 {
     if (!s) return;
     hs_db_close(s->h);
-    hs__free_strs(s->base, s->n_base);
-    for (int i = 0; i < s->n_axes; i++) hs__free_strs(s->axes[i].vals, s->axes[i].n);
+    hs_strs_free(s->base, s->n_base);
+    for (int i = 0; i < s->n_axes; i++) hs_strs_free(s->axes[i].vals, s->axes[i].n);
     free(s->axes);
-    hs__free_strs(s->lists, s->n_lists);
+    hs_strs_free(s->lists, s->n_lists);
     for (int i = 0; i < s->n_cases; i++) {
-        hs__free_strs(s->cases[i].sets, s->cases[i].n_sets);
+        hs_strs_free(s->cases[i].sets, s->cases[i].n_sets);
         free(s->cases[i].params);
         free(s->cases[i].text);
     }
@@ -579,7 +555,7 @@ static void sweep_usage(FILE *fp)
             "2 bad input (nothing run), 1 a database or system error.\n"
             "\n"
             "example:\n"
-            "  hetsim sweep --set workload.max_requests=300 --grid policy=vllm,sarathi \\\n"
+            "  hetsim sweep --set workload.max_requests=300 --grid tp=1,2,4 \\\n"
             "               --grid workload.rate=1:8:1 --db results/sweep.db -j 2\n");
 }
 

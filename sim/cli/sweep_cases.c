@@ -15,6 +15,7 @@
 #include "cli/config.h"
 #include "cli/sweep_int.h"
 #include "core/conf.h"
+#include "core/str.h"
 #include "out/sweepdb.h"
 
 static int add_axis(hs_sweep *s, const char *kv, const char *where, hs_err *err)
@@ -43,8 +44,8 @@ static int add_axis(hs_sweep *s, const char *kv, const char *where, hs_err *err)
             /* a + k*step, printed shortest so 0.1 steps do not read 0.30000000000000004 */
             double v = a + (double)k * st;
             snprintf(buf, sizeof buf, "%.12g", v);
-            char *d = hs__xstrdup(buf);
-            if (!d || hs__push_ptr(&ax.vals, &ax.n, d)) goto nomem;
+            char *d = hs_xstrdup(buf);
+            if (!d || hs_ptrs_push(&ax.vals, &ax.n, d)) goto nomem;
         }
     } else {
         const char *p = eq + 1;
@@ -52,14 +53,14 @@ static int add_axis(hs_sweep *s, const char *kv, const char *where, hs_err *err)
             const char *c = strchr(p, ',');
             size_t n = c ? (size_t)(c - p) : strlen(p);
             if (!n) {
-                hs__free_strs(ax.vals, ax.n);
+                hs_strs_free(ax.vals, ax.n);
                 return hs_errf(err, HS_EINVAL, "%s %s: empty value", where, kv);
             }
             char *d = malloc(n + 1);
             if (!d) goto nomem;
             memcpy(d, p, n);
             d[n] = '\0';
-            if (hs__push_ptr(&ax.vals, &ax.n, d)) {
+            if (hs_ptrs_push(&ax.vals, &ax.n, d)) {
                 free(d);
                 goto nomem;
             }
@@ -75,14 +76,14 @@ static int add_axis(hs_sweep *s, const char *kv, const char *where, hs_err *err)
     }
     return 0;
 nomem:
-    hs__free_strs(ax.vals, ax.n);
+    hs_strs_free(ax.vals, ax.n);
     return hs_errf(err, HS_ENOMEM, "out of memory");
 }
 
 static int push_base(hs_sweep *s, const char *flag, const char *v, hs_err *err)
 {
-    char *a = hs__xstrdup(flag), *b = hs__xstrdup(v);
-    if (!a || !b || hs__push_ptr(&s->base, &s->n_base, a) || hs__push_ptr(&s->base, &s->n_base, b)) {
+    char *a = hs_xstrdup(flag), *b = hs_xstrdup(v);
+    if (!a || !b || hs_ptrs_push(&s->base, &s->n_base, a) || hs_ptrs_push(&s->base, &s->n_base, b)) {
         free(b);
         return hs_errf(err, HS_ENOMEM, "out of memory");
     }
@@ -91,7 +92,7 @@ static int push_base(hs_sweep *s, const char *flag, const char *v, hs_err *err)
 
 int hs_sweep_copy_base(hs_sweep *dst, const hs_sweep *src, hs_err *err)
 {
-    hs__free_strs(dst->base, dst->n_base);
+    hs_strs_free(dst->base, dst->n_base);
     dst->base = NULL;
     dst->n_base = 0;
     for (int i = 0; i + 1 < src->n_base; i += 2) {
@@ -128,8 +129,8 @@ int hs_sweep_option(hs_sweep *s, int argc, char **argv, int *i, hs_err *err)
     if (!strcmp(a, "--config") || !strcmp(a, "--set")) rc = push_base(s, a, v, err);
     else if (!strcmp(a, "--grid")) rc = add_axis(s, v, "--grid", err);
     else if (!strcmp(a, "--case")) {
-        char *d = hs__xstrdup(v);
-        rc = !d || hs__push_ptr(&s->lists, &s->n_lists, d) ? hs_errf(err, HS_ENOMEM, "out of memory") : 0;
+        char *d = hs_xstrdup(v);
+        rc = !d || hs_ptrs_push(&s->lists, &s->n_lists, d) ? hs_errf(err, HS_ENOMEM, "out of memory") : 0;
     } else if (!strcmp(a, "--spec")) {
         snprintf(s->spec, sizeof s->spec, "%s", v);
         rc = 0;
@@ -255,7 +256,7 @@ static int load_spec(hs_sweep *s, hs_err *err)
         }
         cJSON_ArrayForEach(e, it) {
             cJSON *x;
-            char *entry = hs__xstrdup("");
+            char *entry = hs_xstrdup("");
             if (!cJSON_IsObject(e) || !entry) {
                 free(entry);
                 rc = hs_errf(err, HS_EPARSE, "%s: list[%d]: expected an object", s->spec, k);
@@ -280,7 +281,7 @@ static int load_spec(hs_sweep *s, hs_err *err)
                 entry = g;
                 snprintf(entry + strlen(entry), n - strlen(entry), "%s%s=%s", entry[0] ? ";" : "", x->string, val);
             }
-            if (hs__push_ptr(&s->lists, &s->n_lists, entry)) {
+            if (hs_ptrs_push(&s->lists, &s->n_lists, entry)) {
                 free(entry);
                 rc = hs_errf(err, HS_ENOMEM, "out of memory");
                 goto out;
@@ -340,7 +341,7 @@ int hs_sweep_add_case(hs_sweep *s, const char *const *sets, int n, int *pos, hs_
         snprintf(key, sizeof key, "%.*s", (int)(eq - sets[i]), sets[i]);
         cJSON_DeleteItemFromObjectCaseSensitive(params, key);  /* the later setting wins */
         cJSON_AddItemToObject(params, key, param_value(eq + 1));
-        if (!(c.sets[c.n_sets] = hs__xstrdup(sets[i]))) {
+        if (!(c.sets[c.n_sets] = hs_xstrdup(sets[i]))) {
             rc = hs_errf(err, HS_ENOMEM, "out of memory");
             goto out;
         }
@@ -370,7 +371,7 @@ int hs_sweep_add_case(hs_sweep *s, const char *const *sets, int n, int *pos, hs_
         memset(&c, 0, sizeof c);
     }
 out:
-    hs__free_strs(c.sets, c.n_sets);
+    hs_strs_free(c.sets, c.n_sets);
     free(c.params);
     free(c.text);
     cJSON_Delete(params);
@@ -391,7 +392,7 @@ int hs_sweep_expand(hs_sweep *s, hs_err *err)
     if (!odo) return hs_errf(err, HS_ENOMEM, "out of memory");
     for (int li = 0; li < n_list; li++) {
         /* Split the list entry "k=v;k=v". */
-        char *entry = s->n_lists ? hs__xstrdup(s->lists[li]) : hs__xstrdup("");
+        char *entry = s->n_lists ? hs_xstrdup(s->lists[li]) : hs_xstrdup("");
         int n_entry = 0;
         if (!entry) {
             rc = hs_errf(err, HS_ENOMEM, "out of memory");

@@ -41,12 +41,6 @@ struct hs_sweep {
     char tmp[1100];       /* private temporary folder */
 };
 
-/* Small helpers shared by sweep.c and sweep_cases.c. */
-char *hs__xstrdup(const char *s);
-/* Appends p to the growable pointer array *arr of *n entries; HS_ENOMEM. */
-int hs__push_ptr(void *arr, int *n, void *p);
-void hs__free_strs(char **v, int n);
-
 /* The positions of cases not stored yet (failed ones too, after deleting
  * their record, with --retry-failed); opens s->h.  Caller frees *pend. */
 int hs__sweep_pending(hs_sweep *s, int **pend, int *n_pend, int *n_stored, hs_err *err);

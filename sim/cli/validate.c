@@ -105,7 +105,7 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
                 goto nomem;
             {
                 /* the host cost the engine charged (hs_perf_step_ns): schedules
-                 * are emitted for vllm and sarathi only, whose batch shape has
+                 * are emitted for default-completion policies only, whose batch shape has
                  * exactly these sequences and tokens (no padding) */
                 double tok = it.n_dec;
                 for (int k = 0; k < it.n_pre; k++) tok += it.pre[k].len;

@@ -59,3 +59,14 @@ const char *hs_strerror(int code)
     default: return "unknown error";
     }
 }
+
+int hs_exit_code(int rc)
+{
+    switch (rc) {
+    case 0: return 0;
+    case HS_ENOMEM:
+    case HS_EDB:
+    case HS_ESTATE: return 1;
+    default: return 2;
+    }
+}

@@ -51,4 +51,8 @@ int hs_err_prefix(hs_err *err, const char *fmt, ...)
 void hs_err_clear(hs_err *err);
 const char *hs_strerror(int code);
 
+/* The process exit code of an HS_E* code: 0 success, 1 a runtime failure
+ * (out of memory, database, broken state), 2 bad input or usage. */
+int hs_exit_code(int rc);
+
 #endif

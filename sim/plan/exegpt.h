@@ -35,10 +35,11 @@
 #include "llm/model.h"
 #include "perf/perf.h"
 #include "plan/bnb.h"
+#include "policy/exegpt/exegpt.h"
 #include "serve/deploy.h"
 #include "workload/workload.h"
 
-/* ---- discrete length distributions ----------------------------------------- */
+/* ---- discrete length distributions (exegpt_round.c) ------------------------ */
 
 /* P(len) for len = 0..max; p sums to 1 (within 1e-9). */
 typedef struct hs_exegpt_dist {
@@ -291,7 +292,7 @@ int hs_exegpt_deploy(hs_exegpt *x, const hs_exegpt_cfg *cfg, hs_deploy *out, hs_
  * and pass and sequence caps sized from B_E and the population.  The
  * planner writes them into its deployment; the DES check runs with them. */
 void hs_exegpt_engine_cfg(const hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs_exegpt_est *e,
-                          double adjust, hs_engine_cfg *ec);
+                          double adjust, hs_engine_cfg *ec, hs_exegpt_rt *rt);
 
 /* ---- checking the estimator against the event-driven runtime (exegpt_des.c) -- */
 
@@ -332,12 +333,12 @@ typedef struct hs_exegpt_play {
     double sim_s, wall_s;
 } hs_exegpt_play;
 
-/* Plays d with `policy` and engine settings ec (max_model_len 0: the
- * model's context) on the first n queries of wc.  Returns 0 or an error
- * (out freed). */
+/* Plays d with `policy`, its options popts (NULL: defaults) and engine
+ * settings ec (max_model_len 0: the model's context) on the first n
+ * queries of wc.  Returns 0 or an error (out freed). */
 int hs_exegpt_play_run(const hs_model *m, const hs_cluster *c, const hs_deploy *d, const char *policy,
-                       const hs_engine_cfg *ec, const hs_workload_cfg *wc, int64_t n, const hs_perf_cfg *pc,
-                       hs_exegpt_play *out, hs_err *err);
+                       const hs_engine_cfg *ec, const void *popts, const hs_workload_cfg *wc, int64_t n,
+                       const hs_perf_cfg *pc, hs_exegpt_play *out, hs_err *err);
 void hs_exegpt_play_free(hs_exegpt_play *p);
 
 /* ExeGPT's measures of a played run: throughput over the middle 60% of

@@ -184,17 +184,18 @@ int32_t hs_exegpt_batch_tokens(const hs_exegpt *x, int be, int lanes, double adj
 }
 
 void hs_exegpt_engine_cfg(const hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs_exegpt_est *e,
-                          double adjust, hs_engine_cfg *ec)
+                          double adjust, hs_engine_cfg *ec, hs_exegpt_rt *rt)
 {
     int rra = cfg->policy == HS_EXEGPT_RRA, mml = hs_exegpt_max_context(x);
     ec->gpu_mem_util = x->o.mem_util;
     ec->kv_bits = x->o.kv_bits;
     ec->watermark = 0;               /* ExeGPT keeps no free-block reserve */
-    ec->exegpt_be = cfg->be;
-    ec->exegpt_nd = rra ? cfg->nd : 1;
-    ec->exegpt_bd = e->bd;
-    ec->exegpt_adjust = adjust;
-    ec->exegpt_prompt_mean = x->pin_mean;
+    hs_exegpt_rt_defaults(rt);
+    rt->exegpt_be = cfg->be;
+    rt->exegpt_nd = rra ? cfg->nd : 1;
+    rt->exegpt_bd = e->bd;
+    rt->exegpt_adjust = adjust;
+    rt->exegpt_prompt_mean = x->pin_mean;
     /* WAA's encoders are an open pipeline (a batch enters stage 0 as soon
      * as it is free): two batches in flight per stage. */
     ec->prefill_lanes = 2;

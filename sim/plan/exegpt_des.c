@@ -49,8 +49,8 @@ static double wall(void)
 }
 
 int hs_exegpt_play_run(const hs_model *m, const hs_cluster *c, const hs_deploy *d, const char *policy,
-                       const hs_engine_cfg *ec, const hs_workload_cfg *wc, int64_t n, const hs_perf_cfg *pc,
-                       hs_exegpt_play *out, hs_err *err)
+                       const hs_engine_cfg *ec, const void *popts, const hs_workload_cfg *wc, int64_t n,
+                       const hs_perf_cfg *pc, hs_exegpt_play *out, hs_err *err)
 {
     hs_replica *reps = NULL;
     hs_source *src = NULL;
@@ -69,19 +69,23 @@ int hs_exegpt_play_run(const hs_model *m, const hs_cluster *c, const hs_deploy *
     w.max_requests = n;
     w.rate = 1e6;
     snprintf(w.arrival, sizeof w.arrival, "constant");
-    max_tokens = hs_engine_pass_tokens(&cfg, pol, mml);
+    max_tokens = hs_engine_pass_tokens(&cfg, pol, popts, mml);
     if (max_tokens < 0) return hs_errf(err, HS_ERANGE, "exegpt: forward pass too large");
     if ((rc = hs_replicas_build(&reps, d, m, c, &cfg, pc, max_tokens, mml, err))) goto out;
     if ((rc = hs_source_open(&src, &w, err))) goto out;
-    if ((rc = hs_engine_create(&e, &cfg, pol, hs_router_find("lor"), reps, d->n, src, &sink, mml, c, err)))
+    if ((rc = hs_engine_create(&e, &cfg, pol, popts, hs_router_find("lor"), reps, d->n, src, &sink, mml, c, err)))
         goto out;
     t0 = wall();
     if ((rc = hs_engine_run(e, err))) goto out;
     out->wall_s = wall() - t0;
-    out->completed = e->completed;
-    out->preemptions = e->preemptions;
-    out->iterations = e->iterations;
-    out->sim_s = e->end_time * 1e-9;
+    {
+        hs_engine_stats st;
+        hs_engine_stats_get(e, &st);
+        out->completed = st.completed;
+        out->preemptions = st.preemptions;
+        out->iterations = st.iterations;
+        out->sim_s = st.end_time * 1e-9;
+    }
     out->itl = sk.itl_n > 0 ? sk.itl_sum / sk.itl_n * 1e-9 : 0;
 out:
     hs_engine_destroy(e);
@@ -131,6 +135,7 @@ int hs_exegpt_des_run(hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs_workload_
     const hs_cluster *c = hs_exegpt_cluster(x);
     hs_deploy d;
     hs_engine_cfg ec;
+    hs_exegpt_rt rt;
     hs_exegpt_play pl;
     int rc;
     memset(out, 0, sizeof *out);
@@ -140,11 +145,11 @@ int hs_exegpt_des_run(hs_exegpt *x, const hs_exegpt_cfg *cfg, const hs_workload_
         hs_exegpt_est est;
         if ((rc = hs_exegpt_estimate(x, cfg, &est, err))) return rc;
         est.bd = bd_steady;
-        hs_exegpt_engine_cfg(x, cfg, &est, adjust, &ec);
+        hs_exegpt_engine_cfg(x, cfg, &est, adjust, &ec, &rt);
     }
     if ((rc = hs_exegpt_deploy(x, cfg, &d, err))) return rc;
     snprintf(d.cluster, sizeof d.cluster, "%s", c->name);
-    rc = hs_exegpt_play_run(m, c, &d, cfg->policy == HS_EXEGPT_RRA ? "rra" : "waa", &ec, wc, n, pc, &pl, err);
+    rc = hs_exegpt_play_run(m, c, &d, cfg->policy == HS_EXEGPT_RRA ? "rra" : "waa", &ec, &rt, wc, n, pc, &pl, err);
     hs_deploy_free(&d);
     if (rc) return rc;
     out->wall_s = pl.wall_s;

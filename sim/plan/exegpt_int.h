@@ -5,7 +5,8 @@
  *   exegpt_ctx.c    the context: options, creation (the workload's moments,
  *                   the decoding-iteration distribution), destruction, and
  *                   the facts and engine settings the planner reads;
- *   exegpt_round.c  the length-distribution math, free of hardware: Section
+ *   exegpt_round.c  the length-distribution math, free of hardware: the
+ *                   distributions themselves (hs_exegpt_dist_*), Section
  *                   6's P_D(U) and B_D, the RRA round's expected workload,
  *                   the survival of D, the p99 with a uniform wait, E[max];
  *   exegpt_stage.c  the hardware side: per-TP latency tables, stage layouts,

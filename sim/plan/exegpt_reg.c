@@ -3,12 +3,12 @@
  * chooses the schedule (RRA or WAA, B_E, N_D, partial TP) with the best
  * estimated throughput under the end-to-end bound and returns it as a
  * deployment that names its runtime policy (rra / waa) and the engine
- * settings that run it (policy/exegpt.c).
+ * settings that run it (policy/exegpt/exegpt.c).
  *
  * Lengths: a synthetic workload gives its length distributions directly;
  * a trace (or "trace" lengths) is sampled (up to 200,000 requests).  The
  * bound is slo.e2el_ms (0: none), on the p99-length query (ExeGPT's SLA
- * (b)) or on 99% of queries (plan_sla=queries).  The run's policy narrows
+ * (b)) or on 99% of queries (--plan-opts sla=queries).  The run's policy narrows
  * the search: rra plans RRA only, waa WAA-C and WAA-M, any other policy
  * all three. */
 #include <math.h>
@@ -20,6 +20,20 @@
 #include "plan/plan.h"
 
 #define SAMPLE_MAX 200000
+
+/* The planner's options (--plan-opts). */
+typedef struct exegpt_popts {
+    char sla[16];        /* "length" or "queries" */
+    int exhaustive;
+    double adjust;
+} exegpt_popts;
+
+static const hs_field popts[] = {
+    HS_FIELD_STR(exegpt_popts, sla, 0, "length", "\"length\" bounds the p99-length query, \"queries\" 99% of queries"),
+    HS_FIELD_NUM(exegpt_popts, exhaustive, HS_F_BOOL, 0, 0, 0, 1, "exhaustive search instead of branch and bound (checking)"),
+    HS_FIELD_NUM(exegpt_popts, adjust, HS_F_DOUBLE, 0, 0.1, 0, 1, "dynamic workload adjustment threshold the runtime gets (engine.exegpt_adjust)"),
+    {0},
+};
 
 static int sample_dists(const hs_workload_cfg *wc, hs_exegpt_dist *din, hs_exegpt_dist *dout,
                         hs_err *err)
@@ -56,6 +70,8 @@ out:
     return rc;
 }
 
+extern const hs_planner_ops hs_planner_exegpt;
+
 static int plan(const hs_plan_req *req, hs_deploy *out, hs_err *err)
 {
     hs_exegpt_dist din = {0, NULL}, dout = {0, NULL};
@@ -64,10 +80,16 @@ static int plan(const hs_plan_req *req, hs_deploy *out, hs_err *err)
     hs_exegpt_result res;
     hs_exegpt *x = NULL;
     hs_engine_cfg ec;
+    hs_exegpt_rt rt;
+    exegpt_popts o;
+    double bound = req->slo && req->slo->e2el_ms > 0 ? req->slo->e2el_ms : 0;
     const hs_workload_cfg *wc = req->workload;
     char eng[256], label[128];
     int rc;
     memset(out, 0, sizeof *out);
+    if ((rc = hs_planner_opts(&hs_planner_exegpt, req->opts, &o, err))) return rc;
+    if (strcmp(o.sla, "length") && strcmp(o.sla, "queries"))
+        return hs_errf(err, HS_EINVAL, "plan_opts: sla: \"%s\" is not \"length\" or \"queries\"", o.sla);
     if (!wc) return hs_errf(err, HS_EINVAL, "planner exegpt: needs the workload's length distributions");
     if (!strcmp(wc->kind, "synthetic") && strcmp(wc->prompt.kind, "trace") && strcmp(wc->output.kind, "trace")) {
         if ((rc = hs_exegpt_dist_from_lendist(&din, &wc->prompt, err)) ||
@@ -86,9 +108,9 @@ static int plan(const hs_plan_req *req, hs_deploy *out, hs_err *err)
     eo.bd_mode = HS_EXEGPT_BD_STEADY;
     if ((rc = hs_exegpt_create(&x, req->model, req->cluster, &din, &dout, &eo, err))) goto out;
     hs_exegpt_plan_opts_defaults(&po);
-    po.lat_bound = req->e2e_bound_ms > 0 ? req->e2e_bound_ms / 1000.0 : INFINITY;
-    po.sla = req->sla_all ? HS_EXEGPT_SLA_A : HS_EXEGPT_SLA_B;
-    po.exhaustive = req->exhaustive;
+    po.lat_bound = bound > 0 ? bound / 1000.0 : INFINITY;
+    po.sla = !strcmp(o.sla, "queries") ? HS_EXEGPT_SLA_A : HS_EXEGPT_SLA_B;
+    po.exhaustive = o.exhaustive;
     if (req->tp > 0) po.max_tp = req->tp;
     /* engine.exegpt_be takes at most 65536 queries per batch. */
     po.max_be = hs_exegpt_max_be(x) < 65536 ? hs_exegpt_max_be(x) : 65536;
@@ -97,10 +119,10 @@ static int plan(const hs_plan_req *req, hs_deploy *out, hs_err *err)
         po.policies = (1u << HS_EXEGPT_WAA_C) | (1u << HS_EXEGPT_WAA_M);
     if ((rc = hs_exegpt_plan(x, &po, &res, err))) goto out;
     if (!res.found) {
-        if (req->e2e_bound_ms > 0)
+        if (bound > 0)
             rc = hs_errf(err, HS_EINVAL,
                          "planner exegpt: no schedule of %s on %s meets the bound of %.0f ms (slo.e2el_ms)",
-                         req->model->name, req->cluster->name, req->e2e_bound_ms);
+                         req->model->name, req->cluster->name, bound);
         else
             rc = hs_errf(err, HS_EINVAL,
                          "planner exegpt: no %s%sschedule of %s on %s fits in memory with a decoder that keeps up",
@@ -109,12 +131,12 @@ static int plan(const hs_plan_req *req, hs_deploy *out, hs_err *err)
     }
     if ((rc = hs_exegpt_deploy(x, &res.cfg, out, err))) goto out;
     hs_engine_cfg_defaults(&ec);
-    hs_exegpt_engine_cfg(x, &res.cfg, &res.est, req->engine ? req->engine->exegpt_adjust : 0.1, &ec);
+    hs_exegpt_engine_cfg(x, &res.cfg, &res.est, o.adjust, &ec, &rt);
     snprintf(eng, sizeof eng,
              "{\"exegpt_be\":%d,\"exegpt_nd\":%d,\"exegpt_bd\":%.3f,\"exegpt_prompt_mean\":%.3f,"
              "\"watermark\":0,\"max_batched_tokens\":%d,\"max_num_seqs\":%d,\"max_model_len\":%d,"
              "\"prefill_lanes\":%d}",
-             ec.exegpt_be, ec.exegpt_nd, ec.exegpt_bd, ec.exegpt_prompt_mean, ec.max_batched_tokens,
+             rt.exegpt_be, rt.exegpt_nd, rt.exegpt_bd, rt.exegpt_prompt_mean, ec.max_batched_tokens,
              ec.max_num_seqs, ec.max_model_len, ec.prefill_lanes);
     if ((rc = hs_deploy_set_policy(out, res.cfg.policy == HS_EXEGPT_RRA ? "rra" : "waa", eng, err)))
         goto fail;
@@ -134,7 +156,8 @@ out:
 }
 
 const hs_planner_ops hs_planner_exegpt = {
-    "exegpt",
-    "ExeGPT XScheduler: best RRA/WAA schedule under slo.e2el_ms by branch and bound (sets the policy)",
-    plan,
+    .name = "exegpt",
+    .help = "ExeGPT XScheduler: best RRA/WAA schedule under slo.e2el_ms by branch and bound (sets the policy)",
+    .plan = plan,
+    .opts = popts,
 };

@@ -1,5 +1,8 @@
 /* exegpt_round.c - the ExeGPT estimator's length-distribution math, free of
  * hardware (papers/exegpt.txt Sec. 6; see exegpt.h and exegpt_int.h):
+ *   hs_exegpt_dist_*             the discrete length distributions: built
+ *                                from a workload's, samples or pairs; mean,
+ *                                quantile, free;
  *   P_D(U | S), P_D(U), B_D      completion within a decoding phase;
  *   hs_exegpt_rra_round          the expected workload of one RRA round
  *                                (PAPER and STEADY counts, contexts);
@@ -25,6 +28,168 @@
 #include <string.h>
 
 #include "plan/exegpt_int.h"
+
+/* ---- length distributions (the planner's inputs; here, beside the math on
+ * them, so that the context, exegpt_ctx.c, needs nothing from the planner) */
+
+static int dist_alloc(hs_exegpt_dist *d, int32_t max, hs_err *err)
+{
+    memset(d, 0, sizeof *d);
+    if (max < 0 || max > HS_EXEGPT_MAX_LEN)
+        return hs_errf(err, HS_ERANGE, "length distribution: max length %d (0..%d)", max,
+                       HS_EXEGPT_MAX_LEN);
+    d->p = calloc((size_t)max + 1, sizeof *d->p);
+    if (!d->p) return hs_errf(err, HS_ENOMEM, "out of memory (length distribution)");
+    d->max = max;
+    return 0;
+}
+
+/* Normalises and trims trailing zeros; HS_EINVAL when there is no mass. */
+static int dist_finish(hs_exegpt_dist *d, hs_err *err)
+{
+    double s = 0;
+    for (int32_t i = 0; i <= d->max; i++) s += d->p[i];
+    if (!(s > 0) || !isfinite(s)) {
+        hs_exegpt_dist_free(d);
+        return hs_errf(err, HS_EINVAL, "length distribution: no probability mass");
+    }
+    for (int32_t i = 0; i <= d->max; i++) d->p[i] /= s;
+    while (d->max > 0 && d->p[d->max] == 0) d->max--;
+    return 0;
+}
+
+#define SQRT2 1.41421356237309504880
+
+/* P(a <= Z < b) for a standard normal, accurate in both tails. */
+static double norm_mass(double a, double b)
+{
+    if (a >= 0) return 0.5 * (erfc(a / SQRT2) - erfc(b / SQRT2));
+    if (b <= 0) return 0.5 * (erfc(-b / SQRT2) - erfc(-a / SQRT2));
+    return 1 - 0.5 * (erfc(-a / SQRT2) + erfc(b / SQRT2));
+}
+
+int hs_exegpt_dist_from_lendist(hs_exegpt_dist *d, const hs_lendist *ld, hs_err *err)
+{
+    double lo, hi;
+    int rc;
+    memset(d, 0, sizeof *d);
+    if (!strcmp(ld->kind, "fixed")) {
+        double v = fmax(1, round(ld->mean));
+        if (!(v <= HS_EXEGPT_MAX_LEN))
+            return hs_errf(err, HS_ERANGE, "length distribution: fixed length %g too large", ld->mean);
+        if ((rc = dist_alloc(d, (int32_t)v, err))) return rc;
+        d->p[(int32_t)v] = 1;
+        return 0;
+    }
+    if (!strcmp(ld->kind, "trace"))
+        return hs_errf(err, HS_EUNSUPPORTED,
+                       "length distribution: kind trace: build it from samples instead");
+    lo = fmax(1, ceil(ld->min));
+    hi = floor(ld->max);
+    if (!(hi >= lo) || !(hi <= HS_EXEGPT_MAX_LEN))
+        return hs_errf(err, HS_ERANGE, "length distribution: bounds [%g, %g] hold no length in 1..%d",
+                       ld->min, ld->max, HS_EXEGPT_MAX_LEN);
+    if ((rc = dist_alloc(d, (int32_t)hi, err))) return rc;
+    if (!strcmp(ld->kind, "uniform")) {
+        for (int32_t s = (int32_t)lo; s <= (int32_t)hi; s++) d->p[s] = 1;
+    } else if (!strcmp(ld->kind, "normal")) {
+        if (!(ld->std > 0)) {
+            d->p[(int32_t)fmin(hi, fmax(lo, round(ld->mean)))] = 1;
+        } else {
+            for (int32_t s = (int32_t)lo; s <= (int32_t)hi; s++)
+                d->p[s] = norm_mass((s - 0.5 - ld->mean) / ld->std, (s + 0.5 - ld->mean) / ld->std);
+            /* All mass far outside the bounds: the generator ends up clamping. */
+            double sum = 0;
+            for (int32_t s = (int32_t)lo; s <= (int32_t)hi; s++) sum += d->p[s];
+            if (!(sum > 1e-300)) d->p[ld->mean < lo ? (int32_t)lo : (int32_t)hi] = 1;
+        }
+    } else if (!strcmp(ld->kind, "lognormal")) {
+        double cv, sg, mu;
+        if (!(ld->mean > 0) || !(ld->std >= 0)) {
+            hs_exegpt_dist_free(d);
+            return hs_errf(err, HS_ERANGE, "length distribution: lognormal needs mean > 0, std >= 0");
+        }
+        cv = ld->std / ld->mean;
+        sg = sqrt(log1p(cv * cv));
+        mu = log(ld->mean) - sg * sg / 2;
+        if (sg == 0) {
+            d->p[(int32_t)fmin(hi, fmax(lo, round(ld->mean)))] = 1;
+        } else {
+            for (int32_t s = (int32_t)lo; s <= (int32_t)hi; s++) {
+                /* The generator clamps: x < lo + .5 -> lo, x >= hi - .5 -> hi. */
+                double a = s == (int32_t)lo ? -INFINITY : (log(s - 0.5) - mu) / sg;
+                double b = s == (int32_t)hi ? INFINITY : (log(s + 0.5) - mu) / sg;
+                d->p[s] = norm_mass(a, b);
+            }
+        }
+    } else {
+        hs_exegpt_dist_free(d);
+        return hs_errf(err, HS_EINVAL, "length distribution: unknown kind \"%s\"", ld->kind);
+    }
+    return dist_finish(d, err);
+}
+
+int hs_exegpt_dist_from_samples(hs_exegpt_dist *d, const int32_t *len, int64_t n, hs_err *err)
+{
+    int32_t max = 0;
+    int rc;
+    memset(d, 0, sizeof *d);
+    if (n < 1) return hs_errf(err, HS_EINVAL, "length distribution: no samples");
+    for (int64_t i = 0; i < n; i++) {
+        if (len[i] < 0 || len[i] > HS_EXEGPT_MAX_LEN)
+            return hs_errf(err, HS_ERANGE, "length distribution: sample %lld is %d tokens",
+                           (long long)i, len[i]);
+        if (len[i] > max) max = len[i];
+    }
+    if ((rc = dist_alloc(d, max, err))) return rc;
+    for (int64_t i = 0; i < n; i++) d->p[len[i]] += 1;
+    return dist_finish(d, err);
+}
+
+int hs_exegpt_dist_from_pairs(hs_exegpt_dist *d, const int32_t *len, const double *w, int n,
+                              hs_err *err)
+{
+    int32_t max = 0;
+    int rc;
+    memset(d, 0, sizeof *d);
+    if (n < 1) return hs_errf(err, HS_EINVAL, "length distribution: no lengths");
+    for (int i = 0; i < n; i++) {
+        if (len[i] < 0 || len[i] > HS_EXEGPT_MAX_LEN || !(w[i] >= 0) || !isfinite(w[i]))
+            return hs_errf(err, HS_ERANGE, "length distribution: pair %d (%d, %g) out of range",
+                           i, len[i], w[i]);
+        if (len[i] > max) max = len[i];
+    }
+    if ((rc = dist_alloc(d, max, err))) return rc;
+    for (int i = 0; i < n; i++) d->p[len[i]] += w[i];
+    return dist_finish(d, err);
+}
+
+void hs_exegpt_dist_free(hs_exegpt_dist *d)
+{
+    if (!d) return;
+    free(d->p);
+    d->p = NULL;
+    d->max = 0;
+}
+
+double hs_exegpt_dist_mean(const hs_exegpt_dist *d)
+{
+    double m = 0;
+    for (int32_t s = 0; s <= d->max; s++) m += s * d->p[s];
+    return m;
+}
+
+int32_t hs_exegpt_dist_quantile(const hs_exegpt_dist *d, double q)
+{
+    double c = 0;
+    for (int32_t s = 0; s <= d->max; s++) {
+        c += d->p[s];
+        if (c >= q - 1e-12) return s;
+    }
+    return d->max;
+}
+
+/* ---- the estimator's math on them ------------------------------------------ */
 
 #ifndef NDEBUG
 int hs__exegpt_dist_sane(const hs_exegpt_dist *d)

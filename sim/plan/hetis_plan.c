@@ -521,19 +521,19 @@ static int plan_splitwise(const hs_plan_req *q, hs_deploy *out, hs_err *err)
 }
 
 const hs_planner_ops hs_planner_hetis = {
-    "hetis",
-    "Hetis: instances, one stage per GPU type, prune low-end GPUs (eps 0.05) to attention workers, TP x PP per stage",
-    plan_hetis,
+    .name = "hetis",
+    .help = "Hetis: instances, one stage per GPU type, prune low-end GPUs (eps 0.05) to attention workers, TP x PP per stage",
+    .plan = plan_hetis,
 };
 
 const hs_planner_ops hs_planner_hetis_splitwise = {
-    "hetis-splitwise",
-    "Splitwise-style baseline of Hetis: prefill on the top GPU type, decode pipelines on the others",
-    plan_splitwise,
+    .name = "hetis-splitwise",
+    .help = "Splitwise-style baseline of Hetis: prefill on the top GPU type, decode pipelines on the others",
+    .plan = plan_splitwise,
 };
 
 const hs_planner_ops hs_planner_hetis_hexgen = {
-    "hetis-hexgen",
-    "HexGen-style baseline of Hetis: all GPUs, one stage per type, layers by decode speed, TP x PP per stage",
-    plan_hexgen,
+    .name = "hetis-hexgen",
+    .help = "HexGen-style baseline of Hetis: all GPUs, one stage per type, layers by decode speed, TP x PP per stage",
+    .plan = plan_hexgen,
 };

@@ -20,90 +20,88 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "plan/hexgen2_int.h"
 
 /* ---------------------------------------------------------------- options */
 
-int hs_hg2_opts_parse(hs_hg2_opts *o, const char *s, hs_err *err)
+/* The options as written (--plan-opts), converted by hs__hg2_opts_parse. */
+typedef struct hg2_raw {
+    char search[16], prefill[16], trace[512];
+    double in, out, period;
+    int conc;
+    double tol, time;
+    int iters, pop, width, first;
+    double reserve;
+    int maxtp;
+    double ttft, tpot;
+    int verbose;
+} hg2_raw;
+
+#define HG2_SEARCH_HELP "guided, random, ga or none"
+const hs_field hs_hg2_opt_fields[] = {
+    HS_FIELD_STR(hg2_raw, search, 0, "guided", "search after the initial placement: " HG2_SEARCH_HELP),
+    HS_FIELD_STR(hg2_raw, prefill, 0, "latency", "prefill groups' layout: latency (the paper's) or throughput"),
+    HS_FIELD_NUM(hg2_raw, in, HS_F_DOUBLE, 0, 1024, 1, 1e9, "mean prompt tokens planned for"),
+    HS_FIELD_NUM(hg2_raw, out, HS_F_DOUBLE, 0, 256, 1, 1e9, "mean output tokens planned for"),
+    HS_FIELD_NUM(hg2_raw, period, HS_F_DOUBLE, 0, 60, 1e-9, 1e9, "planning period T, s"),
+    HS_FIELD_NUM(hg2_raw, conc, HS_F_INT, 0, 32, 1, 1e6, "requests whose KV sizes a group's memory"),
+    HS_FIELD_NUM(hg2_raw, tol, HS_F_DOUBLE, 0, 0.25, 0, 10, "memory balance tolerance of the partition"),
+    HS_FIELD_NUM(hg2_raw, time, HS_F_DOUBLE, 0, 0, 0, 1e9, "random/ga search time limit, s (0: none)"),
+    HS_FIELD_NUM(hg2_raw, iters, HS_F_INT, 0, 0, 0, 1e9, "random tries / GA generations (0: default)"),
+    HS_FIELD_NUM(hg2_raw, pop, HS_F_INT, 0, 24, 4, 512, "GA population"),
+    HS_FIELD_NUM(hg2_raw, width, HS_F_INT, 0, 8, 1, 1e6, "guided: donors and receivers tried per step"),
+    HS_FIELD_NUM(hg2_raw, first, HS_F_BOOL, 0, 0, 0, 1, "guided: take the first improving move, not the best"),
+    HS_FIELD_NUM(hg2_raw, reserve, HS_F_DOUBLE, 0, 1, 0, 1, "decode batch = KV tokens / (in + reserve x out)"),
+    HS_FIELD_NUM(hg2_raw, maxtp, HS_F_INT, 0, HS_MAX_TP, 1, HS_MAX_TP, "largest TP degree tried"),
+    HS_FIELD_NUM(hg2_raw, ttft, HS_F_DOUBLE, 0, 0, 0, 1e12, "distserve: TTFT target, ms (0: none)"),
+    HS_FIELD_NUM(hg2_raw, tpot, HS_F_DOUBLE, 0, 0, 0, 1e12, "distserve: TPOT target, ms (0: none)"),
+    HS_FIELD_STR(hg2_raw, trace, 0, "", "write \"seconds best_tokens_per_s\" lines of the search here"),
+    HS_FIELD_NUM(hg2_raw, verbose, HS_F_BOOL, 0, 0, 0, 1, "print the search's progress"),
+    {0},
+};
+
+int hs__hg2_opts_parse(const hs_planner_ops *p, hs_hg2_opts *o, const char *s, hs_err *err)
 {
-    char buf[1024], *save = NULL, *tok;
+    hg2_raw r;
+    int rc;
     memset(o, 0, sizeof *o);
-    o->s_in = 1024;
-    o->s_out = 256;
-    o->period = 60;
-    o->conc = 32;
-    o->mem_tol = 0.25;
-    o->search = HS_HG2_GUIDED;
-    o->max_iters = 0;
-    o->pop = 24;
-    o->max_tp = HS_MAX_TP;
-    o->width = 8;
-    o->kv_reserve = 1;
-    o->quiet = 1;
-    if (!s || !*s) return 0;
-    if (strlen(s) >= sizeof buf) return hs_errf(err, HS_ERANGE, "plan_opts: longer than %zu characters", sizeof buf - 1);
-    strcpy(buf, s);
-    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(tok, '='), *end;
-        const char *k = tok, *v;
-        double d;
-        if (!eq) return hs_errf(err, HS_EINVAL, "plan_opts: \"%s\" is not key=value", tok);
-        *eq = 0;
-        v = eq + 1;
-        if (!strcmp(k, "search")) {
-            if (!strcmp(v, "guided")) o->search = HS_HG2_GUIDED;
-            else if (!strcmp(v, "random")) o->search = HS_HG2_RANDOM;
-            else if (!strcmp(v, "ga")) o->search = HS_HG2_GA;
-            else if (!strcmp(v, "none")) o->search = HS_HG2_NONE;
-            else return hs_errf(err, HS_EINVAL, "plan_opts: search: \"%s\" is not guided, random, ga or none", v);
-            continue;
-        }
-        if (!strcmp(k, "prefill")) {
-            if (!strcmp(v, "latency")) o->prefill_tput = 0;
-            else if (!strcmp(v, "throughput")) o->prefill_tput = 1;
-            else return hs_errf(err, HS_EINVAL, "plan_opts: prefill: \"%s\" is not latency or throughput", v);
-            continue;
-        }
-        if (!strcmp(k, "trace")) {
-            if (strlen(v) >= sizeof o->trace) return hs_errf(err, HS_ERANGE, "plan_opts: trace: path too long");
-            strcpy(o->trace, v);
-            continue;
-        }
-        d = strtod(v, &end);
-        if (end == v || *end || !isfinite(d) || d < 0)
-            return hs_errf(err, HS_EINVAL, "plan_opts: %s: \"%s\" is not a non-negative number", k, v);
-        if (!strcmp(k, "in") && d >= 1) o->s_in = d;
-        else if (!strcmp(k, "out") && d >= 1) o->s_out = d;
-        else if (!strcmp(k, "period") && d > 0) o->period = d;
-        else if (!strcmp(k, "conc") && d >= 1 && d <= 1e6) o->conc = (int)d;
-        else if (!strcmp(k, "tol") && d <= 10) o->mem_tol = d;
-        else if (!strcmp(k, "time")) o->time_limit = d;
-        else if (!strcmp(k, "iters") && d <= 1e9) o->max_iters = (int)d;
-        else if (!strcmp(k, "pop") && d >= 4 && d <= 512) o->pop = (int)d;
-        else if (!strcmp(k, "width") && d >= 1 && d <= 1e6) o->width = (int)d;
-        else if (!strcmp(k, "first")) o->first = d != 0;
-        else if (!strcmp(k, "reserve") && d <= 1) o->kv_reserve = d;
-        else if (!strcmp(k, "maxtp") && d >= 1 && d <= HS_MAX_TP) o->max_tp = (int)d;
-        else if (!strcmp(k, "ttft")) o->ttft_s = d / 1e3;
-        else if (!strcmp(k, "tpot")) o->tpot_s = d / 1e3;
-        else if (!strcmp(k, "verbose")) o->quiet = d == 0;
-        else
-            return hs_errf(err, HS_EINVAL, "plan_opts: unknown key or value out of range: %s=%s "
-                           "(keys: search, prefill, in, out, period, conc, tol, time, iters, pop, width, first, reserve, maxtp, ttft, tpot, trace, verbose)", k, v);
-    }
+    if ((rc = hs_planner_opts(p, s, &r, err))) return rc;
+    if (!strcmp(r.search, "guided")) o->search = HS_HG2_GUIDED;
+    else if (!strcmp(r.search, "random")) o->search = HS_HG2_RANDOM;
+    else if (!strcmp(r.search, "ga")) o->search = HS_HG2_GA;
+    else if (!strcmp(r.search, "none")) o->search = HS_HG2_NONE;
+    else return hs_errf(err, HS_EINVAL, "plan_opts: search: \"%s\" is not " HG2_SEARCH_HELP, r.search);
+    if (!strcmp(r.prefill, "latency")) o->prefill_tput = 0;
+    else if (!strcmp(r.prefill, "throughput")) o->prefill_tput = 1;
+    else return hs_errf(err, HS_EINVAL, "plan_opts: prefill: \"%s\" is not latency or throughput", r.prefill);
+    o->s_in = r.in;
+    o->s_out = r.out;
+    o->period = r.period;
+    o->conc = r.conc;
+    o->mem_tol = r.tol;
+    o->time_limit = r.time;
+    o->max_iters = r.iters;
+    o->pop = r.pop;
+    o->width = r.width;
+    o->first = r.first;
+    o->kv_reserve = r.reserve;
+    o->max_tp = r.maxtp;
+    o->ttft_s = r.ttft / 1e3;
+    o->tpot_s = r.tpot / 1e3;
+    o->quiet = !r.verbose;
+    snprintf(o->trace, sizeof o->trace, "%s", r.trace);
     return 0;
 }
 
-/* ---------------------------------------------------------------- context */
+extern const hs_planner_ops hs_planner_hexgen2;
 
-double hs__hg2_now_s(void)
+int hs_hg2_opts_parse(hs_hg2_opts *o, const char *s, hs_err *err)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    return hs__hg2_opts_parse(&hs_planner_hexgen2, o, s, err);
 }
+
+/* ---------------------------------------------------------------- context */
 
 int hs_hg2_ctx_create(hs_hg2_ctx **out, const hs_plan_req *req,
                       const hs_hg2_opts *o, hs_err *err)
@@ -139,8 +137,7 @@ int hs_hg2_ctx_create(hs_hg2_ctx **out, const hs_plan_req *req,
     /* TP 1 divides every head count: build_layout always has a cap */
     assert(x->n_tps >= 1 && x->n_tps <= (int)(sizeof x->tps / sizeof x->tps[0]) && x->tps[0] == 1);
     x->kvbtl = hs_model_kv_bytes_token_layer(req->model, 1, x->ec.kv_bits);
-    x->rng = req->seed * UINT64_C(0x9E3779B97F4A7C15) + UINT64_C(0x2545F4914F6CDD1D);
-    if (!x->rng) x->rng = 1;
+    hs_rng_seed(&x->rng, req->seed);
     x->tab_cap = 1024;
     x->tab = malloc((size_t)x->tab_cap * sizeof *x->tab);
     x->scratch = malloc((size_t)req->cluster->n_gpus * sizeof *x->scratch);
@@ -303,7 +300,8 @@ static int plan(const hs_plan_req *q, hs_deploy *out, hs_err *err)
 }
 
 const hs_planner_ops hs_planner_hexgen2 = {
-    "hexgen2",
-    "HexGen-2: graph partition + max-flow + guided swaps, prefill/decode groups with KV routing (plan_opts)",
-    plan,
+    .name = "hexgen2",
+    .help = "HexGen-2: graph partition + max-flow + guided swaps, prefill/decode groups with KV routing (plan_opts)",
+    .plan = plan,
+    .opts = hs_hg2_opt_fields,
 };

@@ -97,8 +97,12 @@ typedef struct hs_hg2_opts {
     int quiet;
 } hs_hg2_opts;
 
-/* Defaults then "key=value,..." (errors name the key). */
+/* Defaults then "key=value,..." (errors name the key), as planner hexgen2
+ * reads them; hs__hg2_opts_parse as planner p (its baselines) does.  The
+ * keys are hs_hg2_opt_fields, which these planners declare. */
 int hs_hg2_opts_parse(hs_hg2_opts *o, const char *s, hs_err *err);
+int hs__hg2_opts_parse(const hs_planner_ops *p, hs_hg2_opts *o, const char *s, hs_err *err);
+extern const hs_field hs_hg2_opt_fields[];
 
 typedef struct hs_hg2_ctx hs_hg2_ctx;
 

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/rng.h"
 #include "perf/overhead.h"
 #include "plan/hexgen2.h"
 
@@ -52,7 +53,7 @@ struct hs_hg2_ctx {
     hs_hg2_opts o;
     int tps[8], n_tps;          /* TP caps tried: powers of two <= max_tp dividing the heads, ascending */
     double kvbtl;               /* KV bytes per token per layer, all heads */
-    uint64_t rng;               /* xorshift64* state, never 0 */
+    hs_rng rng;                 /* the searches' stream (xorshift64*, core/rng.h) */
     hs__hg2_centry **ent;       /* group cache entries [n_ent], capacity cap_ent */
     long n_ent;
     size_t cap_ent;

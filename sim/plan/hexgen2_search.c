@@ -19,22 +19,25 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "plan/hexgen2_int.h"
+
+/* Wall clock for the search's time limits (never in results). */
+double hs__hg2_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 #include "plan/partition.h"
 
-static uint64_t rnd(hs_hg2_ctx *x)
-{
-    /* xorshift64*: deterministic per seed, no library state */
-    x->rng ^= x->rng >> 12;
-    x->rng ^= x->rng << 25;
-    x->rng ^= x->rng >> 27;
-    return x->rng * UINT64_C(2685821657736338717);
-}
+static uint64_t rnd(hs_hg2_ctx *x) { return hs_rng_u64(&x->rng); }
 
+/* n <= 1 draws nothing: the streams of existing plans depend on it. */
 static int rndn(hs_hg2_ctx *x, int n)
 {
-    return n <= 1 ? 0 : (int)(rnd(x) % (uint64_t)n);
+    return n <= 1 ? 0 : (int)hs_rng_below(&x->rng, (uint64_t)n);
 }
 
 #ifndef NDEBUG

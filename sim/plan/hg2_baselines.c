@@ -34,11 +34,14 @@ static int fixed_alloc(hs_hg2_place *p, int n, hs_err *err)
     return 0;
 }
 
-static int common(const hs_plan_req *q, hs_hg2_opts *o, hs_hg2_ctx **x, const char *name,
+extern const hs_planner_ops hs_planner_distserve, hs_planner_splitwise, hs_planner_hexgen;
+
+static int common(const hs_plan_req *q, const hs_planner_ops *self, hs_hg2_opts *o, hs_hg2_ctx **x,
                   hs_err *err)
 {
+    const char *name = self->name;
     int rc;
-    if ((rc = hs_hg2_opts_parse(o, q->opts, err))) return rc;
+    if ((rc = hs__hg2_opts_parse(self, o, q->opts, err))) return rc;
     if (q->cluster->n_gpus < 2 && strcmp(name, "hexgen"))
         return hs_errf(err, HS_ENOFIT, "%s: cluster %s has %d GPU, disaggregation needs 2", name,
                        q->cluster->name, q->cluster->n_gpus);
@@ -67,7 +70,7 @@ static int distserve(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     double bv = 0;
     int bcfg[5] = {0};
     static const int pps[] = {1, 2, 4, 8};
-    if ((rc = common(q, &o, &x, "distserve", err))) return rc;
+    if ((rc = common(q, &hs_planner_distserve, &o, &x, err))) return rc;
     if ((rc = fixed_alloc(&p, n, err))) goto out;
     for (int tp1 = 1; tp1 <= HS_MAX_TP; tp1 *= 2)
         for (int a = 0; a < 4; a++)
@@ -146,7 +149,7 @@ static int splitwise(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     const hs_cluster *c = q->cluster;
     int n = c->n_gpus, rc, tp = 0, G = 0, *order = NULL, bnp = 0;
     double *speed = NULL, bv = 0;
-    if ((rc = common(q, &o, &x, "splitwise", err))) return rc;
+    if ((rc = common(q, &hs_planner_splitwise, &o, &x, err))) return rc;
     if ((rc = fixed_alloc(&p, n, err))) goto out;
     order = malloc((size_t)n * sizeof *order);
     speed = malloc((size_t)n * sizeof *speed);
@@ -215,24 +218,27 @@ static int hexgen(const hs_plan_req *q, hs_deploy *out, hs_err *err)
 {
     hs_hg2_opts o;
     int rc;
-    if ((rc = hs_hg2_opts_parse(&o, q->opts, err))) return rc;
+    if ((rc = hs__hg2_opts_parse(&hs_planner_hexgen, &o, q->opts, err))) return rc;
     /* HexGen's own search is the genetic algorithm */
     if (!q->opts || !strstr(q->opts, "search=")) o.search = HS_HG2_GA;
     return hs_hg2_plan_search(q, &o, 1, "hexgen", out, err);
 }
 
 const hs_planner_ops hs_planner_distserve = {
-    "distserve",
-    "DistServe: homogeneous prefill/decode replicas, TP x PP per phase searched for goodput (plan_opts ttft=, tpot=)",
-    distserve,
+    .name = "distserve",
+    .help = "DistServe: homogeneous prefill/decode replicas, TP x PP per phase searched for goodput (plan_opts ttft=, tpot=)",
+    .plan = distserve,
+    .opts = hs_hg2_opt_fields,
 };
 const hs_planner_ops hs_planner_splitwise = {
-    "splitwise",
-    "Splitwise: prefill pool (fastest replicas) + decode pool of identical single-stage replicas",
-    splitwise,
+    .name = "splitwise",
+    .help = "Splitwise: prefill pool (fastest replicas) + decode pool of identical single-stage replicas",
+    .plan = splitwise,
+    .opts = hs_hg2_opt_fields,
 };
 const hs_planner_ops hs_planner_hexgen = {
-    "hexgen",
-    "HexGen: colocated replicas with asymmetric TP/PP found by a genetic algorithm",
-    hexgen,
+    .name = "hexgen",
+    .help = "HexGen: colocated replicas with asymmetric TP/PP found by a genetic algorithm",
+    .plan = hexgen,
+    .opts = hs_hg2_opt_fields,
 };

@@ -40,7 +40,7 @@
 #include "hw/hw.h"
 #include "llm/model.h"
 #include "perf/perf.h"
-#include "serve/multi.h"
+#include "plan/iserve_multi.h"
 
 enum { HS_ISV_FP16, HS_ISV_INT8, HS_ISV_INT4, HS_ISV_GPTQ4, HS_ISV_NWQ };
 enum { HS_ISV_PRUNE_NONE, HS_ISV_SPARSEGPT, HS_ISV_WANDA, HS_ISV_WANDA24,
@@ -69,6 +69,9 @@ typedef struct hs_isv_variant {
 
 const hs_isv_variant *hs_isv_var(int var);
 /* Index of the variant with these settings, -1 when none. */
+/* `hetsim iserve ...` (iserve_cli.c): the process exit code. */
+int hs_iserve_command(int argc, char **argv);
+
 int hs_isv_var_find(int wq, int kv_bits, int prune);
 
 /* Options of the profiling run and of the "true" model behind it. */
@@ -89,7 +92,7 @@ int hs_isv_space(const hs_model *m, int n_gpus, hs_isv_cfg **out, int *n, hs_err
 void hs_isv_cfg_str(const hs_isv_cfg *c, char *buf, size_t cap);
 
 /* Ground truth behind profiling and serving: a request's solo latency is
- * hs_solo_req_ns (serve/multi.h) on the layout's latency model with the
+ * hs_solo_req_ns (plan/iserve_multi.h) on the layout's latency model with the
  * variant's factor; memory is the sum of the stage ranks' bytes below. */
 /* Bytes on one rank of a stage holding `layers` hidden layers. */
 double hs_isv_stage_bytes(const hs_model *m, int var, int layers, int first,

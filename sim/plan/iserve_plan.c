@@ -67,7 +67,9 @@ done:
 }
 
 const hs_planner_ops hs_planner_iserve = {
-    "iserve",
-    "iServe: fingerprint-estimated configuration (TP, PP, weight/KV format) minimising memory x latency, per-layer-block placement",
-    plan,
+    .name = "iserve",
+    .command = hs_iserve_command,
+    .command_help = "iServe: fingerprint estimator, intents, multi-model cluster runs",
+    .help = "iServe: fingerprint-estimated configuration (TP, PP, weight/KV format) minimising memory x latency, per-layer-block placement",
+    .plan = plan,
 };

@@ -118,6 +118,9 @@ int hs_pq_to_deploy(const hs_pq_plan *p, const hs_model *m, const hs_cluster *c,
 char *hs_pq_deploy_json(const hs_pq_plan *p, const hs_model *m, const hs_cluster *c,
                         const hs_pq_cfg *cfg);
 /* Reads a plan back from such a JSON file (deployment + extras). */
+/* `hetsim llmpq ...` (llmpq_cli.c): the process exit code. */
+int hs_llmpq_command(int argc, char **argv);
+
 int hs_pq_plan_read(hs_pq_plan *p, const char *path, const hs_model *m,
                     const hs_cluster *c, hs_err *err);
 

@@ -40,3 +40,4 @@ const hs_planner_ops *hs_planner_find(const char *name)
         if (!strcmp(hs_planners[i]->name, name)) return hs_planners[i];
     return NULL;
 }
+

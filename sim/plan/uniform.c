@@ -134,7 +134,7 @@ static int plan(const hs_plan_req *q, hs_deploy *out, hs_err *err)
 }
 
 const hs_planner_ops hs_planner_uniform = {
-    "uniform",
-    "identical TP x PP replicas packed in GPU order, TP groups inside nodes",
-    plan,
+    .name = "uniform",
+    .help = "identical TP x PP replicas packed in GPU order, TP groups inside nodes",
+    .plan = plan,
 };

@@ -440,6 +440,7 @@ void hs_replicas_free(hs_replica *r, int32_t n)
 {
     if (!r) return;
     for (int32_t i = 0; i < n; i++) {
+        if (r[i].pfree) r[i].pfree(&r[i]);
         hs_perf_free(&r[i].perf);
         free(r[i].kv_route);
     }

@@ -7,10 +7,10 @@
  * clear line when the model does not fit the chosen GPUs.
  *
  * JSON form:
- *   {"model": "llama-2-70b", "cluster": "a100x16", "planner": "uniform",
+ *   {"model": "llama-2-70b", "cluster": "a100x16", "planner": "<name>",
  *    "replicas": [{"role": "colocated", "weight": 1, "kv_bits": 16,
  *       "stages": [{"tp": 4, "layers": 80, "bits": 16, "gpus": [0,1,2,3]}]}],
- *    "policy": "rra", "engine": {"exegpt_be": 52}}      (last two optional)
+ *    "policy": "<name>", "engine": {"<key>": 52}}      (last two optional)
  * A prefill replica may carry "kv_route": [w0, w1, ...], one weight >= 0 per
  * replica of the deployment, positive only toward decode replicas.
  *
@@ -43,10 +43,11 @@ typedef struct hs_deploy_replica {
     int32_t n_kv_route;
 } hs_deploy_replica;
 
-/* A Hetis attention worker: a GPU that runs only decode attention for the
- * heads dispatched to it, serving one pipeline stage of one replica
- * (serve/hetis.h).  JSON: "attention": [{"replica": 0, "stage": 0,
- * "gpu": 8}, ...] beside "replicas"; absent for every other planner. */
+/* An attention worker: a GPU that runs only decode attention for the heads
+ * dispatched to it, serving one pipeline stage of one replica; the policy
+ * that offloads attention (hs_policy_ops.attn_offload) runs it.  JSON:
+ * "attention": [{"replica": 0, "stage": 0, "gpu": 8}, ...] beside
+ * "replicas"; absent unless the planner places such workers. */
 typedef struct hs_deploy_attn {
     int32_t replica, stage, gpu;
 } hs_deploy_attn;
@@ -56,9 +57,8 @@ typedef struct hs_deploy {
     char cluster[64];
     char planner[32];
     /* Optional: the runtime policy the plan is meant for and its engine
-     * settings (a JSON object of engine.* keys, owned), e.g. an exegpt
-     * plan's {"exegpt_be": 52, "exegpt_nd": 13}.  `hetsim run` applies
-     * them over the configuration. */
+     * settings (a JSON object of engine.* keys, the policy's own among
+     * them, owned).  `hetsim run` applies them over the configuration. */
     char policy[32];
     char *engine;
     char summary[256];   /* optional: the planner's prediction, one line */
@@ -68,6 +68,8 @@ typedef struct hs_deploy {
     hs_deploy_attn *attn;
 } hs_deploy;
 
+/* Frees what the deployment owns (replica arrays, kv_route, engine text,
+ * attention workers) and zeroes it; the struct itself is the caller's. */
 void hs_deploy_free(hs_deploy *d);
 /* Sets the policy and engine settings (engine_json: an object's text or
  * NULL; copied). */
@@ -85,13 +87,15 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
 int hs_deploy_write(const hs_deploy *d, const char *path, hs_err *err);
 /* The JSON text (caller frees with free()). */
 char *hs_deploy_to_json(const hs_deploy *d);
+/* Reads a deployment JSON into *d (which the caller then owns and frees
+ * with hs_deploy_free; on an error nothing is left to free). */
 int hs_deploy_read(hs_deploy *d, const char *path, hs_err *err);
 
 /* Places an encoder-decoder model's encoder layers when the layout does
  * not (l->enc_set == 0): none on a decode replica; elsewhere in proportion
  * to the stages' decoder layers (to their GPUs when they hold none), so
- * every GPU holds about E/N encoder and D/N decoder layers as ExeGPT's RRA
- * does.  Sets l->enc_set. */
+ * every GPU holds about E/N encoder and D/N decoder layers (round-robin
+ * allocation of both).  Sets l->enc_set. */
 void hs_layout_place_enc(hs_layout *l, const hs_model *m, const char *role);
 
 /* KV blocks a layout holds: min over stages and ranks of the memory left
@@ -102,7 +106,12 @@ int64_t hs_layout_kv_blocks(const hs_model *m, const hs_cluster *c,
                             int max_tokens, hs_err *err);
 
 /* Builds runtime replicas (array of d->n, caller frees with
- * hs_replicas_free).  max_tokens/max_seqs size the latency tables. */
+ * hs_replicas_free).  max_tokens/max_seqs size the latency tables.
+ * Ownership: the array and everything hung on it belong to the caller:
+ * each replica's latency tables, KV routing weights, and the state a
+ * policy attaches (pstate, freed through pfree by hs_replicas_free).  An
+ * engine borrows the array for its lifetime and gives its lanes back at
+ * hs_engine_destroy. */
 int hs_replicas_build(hs_replica **out, const hs_deploy *d, const hs_model *m,
                       const hs_cluster *c, const hs_engine_cfg *ec,
                       const hs_perf_cfg *pc, int max_tokens, int32_t max_model_len,

@@ -22,24 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-void hs__engine_fail(hs_engine *e, int code, const char *fmt, ...)
-{
-    va_list ap;
-    if (e->fatal) return; /* the first failure is the one to report */
-    e->fatal = code ? code : HS_ESTATE;
-    e->fatal_err.code = e->fatal;
-    va_start(ap, fmt);
-    vsnprintf(e->fatal_err.msg, sizeof e->fatal_err.msg, fmt, ap);
-    va_end(ap);
-}
-
 const hs_field hs_engine_cfg_fields[] = {
     HS_FIELD_NUM(hs_engine_cfg, block_size, HS_F_INT, 0, 16, 1, 1024, "tokens per KV block"),
     HS_FIELD_NUM(hs_engine_cfg, max_num_seqs, HS_F_INT, 0, 256, 1, 65536, "sequences per lane"),
     HS_FIELD_NUM(hs_engine_cfg, max_batched_tokens, HS_F_INT, 0, 0, 0, 1 << 20, "tokens per iteration (0: max(2048, context))"),
-    HS_FIELD_NUM(hs_engine_cfg, chunk_size, HS_F_INT, 0, 512, 1, 1 << 20, "chunked-prefill token budget"),
-    HS_FIELD_NUM(hs_engine_cfg, static_batch, HS_F_INT, 0, 8, 1, 65536, "static batching batch size"),
-    HS_FIELD_NUM(hs_engine_cfg, prefill_seqs, HS_F_INT, 0, 0, 0, 65536, "pq policy: prompts per prefill micro-batch (eta), 0: no cap"),
     HS_FIELD_NUM(hs_engine_cfg, watermark, HS_F_DOUBLE, 0, 0.01, 0, 0.5, "fraction of KV blocks kept free at admission"),
     HS_FIELD_NUM(hs_engine_cfg, gpu_mem_util, HS_F_DOUBLE, 0, 0.9, 0.05, 1, "fraction of GPU memory used"),
     HS_FIELD_NUM(hs_engine_cfg, max_model_len, HS_F_INT, 0, 0, 0, 1 << 24, "context limit, tokens (0: model's)"),
@@ -47,11 +33,6 @@ const hs_field hs_engine_cfg_fields[] = {
     HS_FIELD_NUM(hs_engine_cfg, audit, HS_F_BOOL, 0, 0, 0, 1, "check invariants after every event"),
     HS_FIELD_NUM(hs_engine_cfg, fast_forward, HS_F_BOOL, 0, 1, 0, 1, "simulate runs of decode-only steps in one event"),
     HS_FIELD_NUM(hs_engine_cfg, prefill_lanes, HS_F_INT, 0, 1, 1, 8, "lanes per stage of prefill replicas (batches in flight per stage)"),
-    HS_FIELD_NUM(hs_engine_cfg, exegpt_be, HS_F_INT, 0, 16, 1, 65536, "rra/waa: encoder batch B_E (queries per encoding phase)"),
-    HS_FIELD_NUM(hs_engine_cfg, exegpt_nd, HS_F_INT, 0, 8, 1, 1 << 20, "rra: decoding iterations per encoding phase N_D"),
-    HS_FIELD_NUM(hs_engine_cfg, exegpt_bd, HS_F_DOUBLE, 0, 0, 0, 1e9, "rra/waa: target decoding population (0: no decoder adjustment)"),
-    HS_FIELD_NUM(hs_engine_cfg, exegpt_adjust, HS_F_DOUBLE, 0, 0.1, 0, 1, "rra/waa: dynamic workload adjustment threshold (0: off)"),
-    HS_FIELD_NUM(hs_engine_cfg, exegpt_prompt_mean, HS_F_DOUBLE, 0, 0, 0, 1e9, "rra/waa: mean prompt tokens for the encoder workload target (0: running mean)"),
     {0},
 };
 
@@ -60,11 +41,24 @@ void hs_engine_cfg_defaults(hs_engine_cfg *c)
     hs_conf_defaults(c, hs_engine_cfg_fields);
 }
 
-int hs_engine_pass_tokens(hs_engine_cfg *c, const hs_policy_ops *p, int32_t max_model_len)
+void hs_policy_opts_defaults(const hs_policy_ops *p, hs_popts *o)
+{
+    memset(o, 0, sizeof *o);
+    assert(p->opts_size <= sizeof *o); /* the registry's test checks every policy */
+    if (p->opts) hs_conf_defaults(o->b, p->opts);
+}
+
+int hs_engine_pass_tokens(hs_engine_cfg *c, const hs_policy_ops *p, const void *opts,
+                          int32_t max_model_len)
 {
     int64_t t;
+    hs_popts def;
+    if (!opts) {
+        hs_policy_opts_defaults(p, &def);
+        opts = def.b;
+    }
     if (!c->max_batched_tokens) c->max_batched_tokens = max_model_len > 2048 ? max_model_len : 2048;
-    t = p->pass_tokens ? p->pass_tokens(c, max_model_len) : c->max_batched_tokens;
+    t = p->pass_tokens ? p->pass_tokens(c, opts, max_model_len) : c->max_batched_tokens;
     /* A decode step holds one token per running sequence, whatever the
      * prefill budget. */
     if (t < c->max_num_seqs) t = c->max_num_seqs;
@@ -79,7 +73,7 @@ static int lane_init(hs_engine *e, hs_lane *l, int32_t id, int32_t replica,
     memset(l, 0, sizeof *l);
     l->id = id;
     l->replica = replica;
-    l->waiting = l->prefilling = l->running = l->incoming = l->landed = (hs_list){-1, -1, 0};
+    l->waiting = l->prefilling = l->running = l->incoming = l->landed = l->leaving = (hs_list){-1, -1, 0};
     l->blocks_total = l->blocks_free = blocks;
     l->watermark = (int64_t)floor(e->cfg.watermark * (double)blocks);
     l->bucket = calloc((size_t)e->cfg.block_size, sizeof *l->bucket);
@@ -99,16 +93,18 @@ void hs_engine_destroy(hs_engine *e)
         free(l->joiners);
         free(l->it.chunks);
         free(l->trace_pm);
-        if (e->policy->lane_free) e->policy->lane_free(l);
-        else free(l->pstate);
+        if (l->pstate && e->policy->lane_free) e->policy->lane_free(l);
+        free(l->pstate);
     }
     for (int32_t i = 0; i < e->n_replicas; i++) {
         free(e->replicas[i].lanes);
         e->replicas[i].lanes = NULL;
+        e->replicas[i].n_lanes = 0;
     }
     hs_net_destroy(e->net);
     free(e->lanes);
     free(e->pool);
+    free(e->eos);
     free(e->rstate);
     free(e->kv_wrr);
     free(e->kv_pairs);
@@ -123,7 +119,7 @@ void hs_engine_destroy(hs_engine *e)
 }
 
 int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
-                     const hs_policy_ops *policy, const hs_router_ops *router,
+                     const hs_policy_ops *policy, const void *popts, const hs_router_ops *router,
                      hs_replica *replicas, int32_t n_replicas, hs_source *src,
                      const hs_sink *sink, int32_t max_model_len,
                      const hs_cluster *cluster, hs_err *err)
@@ -145,16 +141,21 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
                        n_pre, n_dec);
     if (n_pre && policy->complete && !policy->disagg)
         return hs_errf(err, HS_EUNSUPPORTED,
-                       "policy %s cannot run disaggregated replicas (vllm, sarathi, waa can)", policy->name);
+                       "policy %s cannot run disaggregated replicas (see hetsim list policies)", policy->name);
     for (int32_t i = 0; i < n_replicas; i++)
         if (replicas[i].encdec && !policy->encdec)
             return hs_errf(err, HS_EUNSUPPORTED,
-                           "policy %s does not run encoder-decoder models (vllm, static, rra and waa do)",
+                           "policy %s does not run encoder-decoder models (see hetsim list policies)",
                            policy->name);
+    if (policy->opts_size > sizeof(hs_popts))
+        return hs_errf(err, HS_EINVAL, "policy %s: options of %zu bytes exceed %d", policy->name,
+                       policy->opts_size, HS_POLICY_OPTS_MAX);
     e = calloc(1, sizeof *e);
     if (!e) return hs_errf(err, HS_ENOMEM, "out of memory creating the engine");
     e->cfg = *cfg;
     e->policy = policy;
+    if (popts) memcpy(e->popts.b, popts, policy->opts_size);
+    else hs_policy_opts_defaults(policy, &e->popts);
     e->router = router;
     e->replicas = replicas;
     e->n_replicas = n_replicas;
@@ -178,7 +179,7 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
             for (int32_t i = 0; i < n_replicas; i++)
                 if ((replicas[i].role_kind == HS_ROLE_DECODE) == side) replicas[i].weight = 1;
     }
-    /* Lanes: one per stage (vLLM's virtual engines); a prefill replica
+    /* Lanes: one per stage (virtual engines); a prefill replica
      * may run more (engine.prefill_lanes), since its batches do not depend
      * on each other and an open pipeline keeps every stage busy whatever
      * the batches' sizes. */
@@ -202,6 +203,7 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
                 goto nomem;
             }
             e->n_lanes++;
+            if (policy->lane_bytes && !(l->pstate = calloc(1, policy->lane_bytes))) goto nomem;
         }
     }
     /* The router's state, sized once the weights are final. */
@@ -222,8 +224,11 @@ static int32_t pool_get(hs_engine *e)
     if (e->free_head < 0) {
         int32_t old = e->pool_cap, nc = old ? old * 2 : 1024;
         hs_req *np = realloc(e->pool, (size_t)nc * sizeof *np);
+        int32_t *ne;
         if (!np) return -1;
         e->pool = np;
+        if (!(ne = realloc(e->eos, (size_t)nc * sizeof *ne))) return -1;
+        e->eos = ne;
         e->pool_cap = nc;
         /* Thread the new slots in ascending order so allocation order, and
          * so every later iteration order, is deterministic. */
@@ -238,14 +243,6 @@ static int32_t pool_get(hs_engine *e)
     return r;
 }
 
-void hs_engine_kick(hs_engine *e, hs_lane *l)
-{
-    if (l->busy || l->kick) return;
-    l->kick = 1;
-    if (!hs_evq_push(&e->q, e->q.now, HS_PRIO_STEP, HS__EV_KICK, l->id, 0))
-        hs__engine_fail(e, HS_ENOMEM, "out of memory queueing a lane's next step");
-}
-
 /* Starts the lane's next iteration if its policy has work.  Stages are
  * reserved FIFO: an iteration enters stage s when it has left stage s-1
  * and the stage has finished the previous lane's micro-batch. */
@@ -256,7 +253,7 @@ static void try_start(hs_engine *e, hs_lane *l)
     if (l->busy) return;
     if (l->landed.head >= 0) hs__join_landed(e, l);
     /* Requests preempted here are readmitted before new hand-overs take
-     * the blocks (vLLM serves its preempted queue first). */
+     * the blocks (a preempted queue is served first). */
     if (l->incoming.head >= 0 && l->waiting.head < 0) hs__admit_incoming(e, l);
     memset(&l->it.shape, 0, sizeof l->it.shape);
     l->it.decode = 0;
@@ -265,14 +262,14 @@ static void try_start(hs_engine *e, hs_lane *l)
     /* The engine's host work (schedule, prepare inputs; hs_perf_step_ns)
      * runs in the driver, which is also the first stage's rank: it holds
      * stage 0 before the stage's kernels, so micro-batches of a pipeline
-     * queue for it one at a time (vLLM's virtual engines share one driver),
+     * queue for it one at a time (virtual engines share one driver),
      * as the planners' estimators charge it to the first stage. */
     in = (double)e->q.now;
     for (int s = 0; s < rp->perf.pp; s++) {
         double start = (in > rp->stage_free[s] ? in : rp->stage_free[s]) +
                        (s == 0 ? hs_perf_step_ns(&rp->perf, &l->it.shape) : 0);
-        double end = start + (rp->stage_ns ? rp->stage_ns(e, l, s)
-                                           : hs_perf_stage_ns(&rp->perf, s, &l->it.shape));
+        double end = start + (e->policy->stage_ns ? e->policy->stage_ns(e, l, s)
+                                                  : hs_perf_stage_ns(&rp->perf, s, &l->it.shape));
         rp->stage_free[s] = end;
         /* activations of the tokens going through: decoder tokens, and
          * prompt tokens on their way through the encoder layers */
@@ -303,14 +300,15 @@ static int on_arrival(hs_engine *e)
     hs_req *q;
     hs_replica *rp;
     hs_lane *l;
-    int32_t to;
+    int32_t to, *out;
     if (r < 0) return HS_ENOMEM;
     q = &e->pool[r];
+    out = &e->eos[r];
     memset(q, 0, sizeof *q);
     q->id = a->id;
     q->arrival = a->arrival;
     q->prompt = a->prompt;
-    q->output = a->output;
+    *out = a->output;
     q->prefill_len = a->prompt;
     q->first_sched = q->first_token = -1;
     q->prev = q->next = q->heap_idx = -1;
@@ -318,16 +316,16 @@ static int on_arrival(hs_engine *e)
     q->state = HS_REQ_WAITING;
     e->arrivals++;
     e->prompt_tokens_seen += a->prompt;
-    /* The context limit truncates generation, as vLLM stops at
+    /* The context limit truncates generation, as serving engines stop at
      * max_model_len; a prompt that alone reaches it is rejected. */
-    if (q->prompt < e->max_model_len && q->prompt + q->output > e->max_model_len) {
-        q->output = e->max_model_len - q->prompt;
+    if (q->prompt < e->max_model_len && q->prompt + *out > e->max_model_len) {
+        *out = e->max_model_len - q->prompt;
         e->truncated++;
     }
     /* Encoder-decoder: the decoder's window bounds the output, as the
      * encoder's bounds the prompt (checked below). */
-    if (e->replicas[0].encdec && q->output > e->replicas[0].window) {
-        q->output = e->replicas[0].window;
+    if (e->replicas[0].encdec && *out > e->replicas[0].window) {
+        *out = e->replicas[0].window;
         e->truncated++;
     }
     r = (int32_t)(q - e->pool);
@@ -414,6 +412,8 @@ int hs_engine_run(hs_engine *e, hs_err *err)
             if (e->policy->complete) e->policy->complete(e, l);
             else if (l->ff_k > 1) hs__ff_complete(e, l);
             else hs_lane_complete(e, l);
+            /* prompts done on a prefill replica leave for a decode one */
+            if (l->leaving.head >= 0) hs__handoff_leaving(e, l);
             l->busy = 0;
             try_start(e, l);
             break;
@@ -437,4 +437,53 @@ int hs_engine_run(hs_engine *e, hs_err *err)
                        (long long)(e->arrivals - e->completed - e->dropped),
                        (long long)e->arrivals);
     return 0;
+}
+
+void hs_engine_stats_get(const hs_engine *e, hs_engine_stats *out)
+{
+    out->now = e->q.now;
+    out->end_time = e->end_time;
+    out->arrivals = e->arrivals;
+    out->completed = e->completed;
+    out->dropped = e->dropped;
+    out->truncated = e->truncated;
+    out->preemptions = e->preemptions;
+    out->iterations = e->iterations;
+    out->handoffs = e->handoffs;
+    out->events = e->q.popped;
+}
+
+void hs_engine_replica_load(const hs_engine *e, int32_t i, hs_ns t, hs_replica_load *out)
+{
+    const hs_replica *r = &e->replicas[i];
+    memset(out, 0, sizeof *out);
+    out->lanes = r->n_lanes;
+    for (int32_t k = 0; k < r->n_lanes; k++) {
+        const hs_lane *l = &r->lanes[k];
+        out->busy_ns += l->busy_ns + (l->busy && l->it.start < t ? t - l->it.start : 0);
+        out->blocks_total += l->blocks_total;
+        out->blocks_used += l->blocks_total - l->blocks_free;
+        out->running += l->n_dec;
+        out->waiting += l->waiting.len;
+    }
+}
+
+void hs_engine_set_trace(hs_engine *e, hs_sched_writer *w)
+{
+    e->trace = w;
+}
+
+void hs_engine_on_progress(hs_engine *e, void (*fn)(void *ctx, const hs_engine *e), void *ctx)
+{
+    e->progress = fn;
+    e->progress_ctx = ctx;
+}
+
+void hs_engine_on_sample(hs_engine *e, hs_ns period, int (*fn)(void *ctx, const hs_engine *e, hs_ns t),
+                         void *ctx)
+{
+    e->sample = fn;
+    e->sample_ctx = ctx;
+    e->sample_period = period > 0 ? period : 1;
+    e->sample_next = 0;
 }

@@ -14,6 +14,8 @@
 #ifndef HS_ENGINE_H
 #define HS_ENGINE_H
 
+#include <stdint.h>
+
 #include "core/conf.h"
 #include "core/err.h"
 #include "core/evq.h"
@@ -23,64 +25,36 @@
 #include "serve/sink.h"
 #include "workload/workload.h"
 
-typedef struct hs_engine {
-    hs_engine_cfg cfg;
-    const hs_policy_ops *policy;
-    const hs_router_ops *router;
-    void *rstate;             /* the router's state (router->state_bytes, zeroed; NULL: none) */
-    double *kv_wrr;           /* per (prefill, decode) pair, lazily [n_replicas^2] */
-    int64_t *kv_pairs;        /* hand-overs routed by kv_route per pair (same shape) */
-    /* Router view per replica, contiguous so a scan stays in cache:
-     * outstanding requests and prompt tokens (known at arrival). */
-    int64_t *load_req, *load_tok;
-    hs_evq q;
-    hs_replica *replicas;
-    int32_t n_replicas;
-    hs_lane **lanes;          /* all lanes, flat */
-    int32_t n_lanes;
-    hs_req *pool;
-    int32_t pool_cap, free_head;
-    hs_source *src;
-    hs_arrival pending;
-    hs_sink sink;
-    int32_t max_model_len;
-    int fatal;                /* error code raised inside a callback */
-    hs_err fatal_err;         /* its message when the callback had one (else empty) */
-    /* counters */
-    int64_t arrivals, completed, dropped, truncated, preemptions, iterations;
-    int64_t prompt_tokens_seen;   /* sum of arrivals' prompts (policies' running mean) */
-    hs_ns end_time;           /* time of the last event */
-    /* Disaggregation: KV moves prefill -> decode replica over the network
-     * (hw/net.h), one pending NET event at a time. */
-    hs_net *net;
-    uint64_t net_seq;
-    hs_ns net_time;
-    int64_t handoffs;
-    /* Optional: the executed schedule of chosen replicas (schedule.h).
-     * Set after create; turns fast-forward off. */
-    hs_sched_writer *trace;
-    hs_sched_iter trace_it;   /* scratch for one iteration line */
-    int32_t cap_tpre, cap_tdec, cap_tfirst, cap_tfin;
-    /* Optional: called every 2^16 events (progress display). */
-    void (*progress)(void *ctx, const struct hs_engine *e);
-    void *progress_ctx;
-    /* Optional: called with the state at every multiple t of sample_period
-     * (ns, > 0) of simulated time up to the last event, before events later
-     * than t are handled (time series of utilisation and KV use).  A
-     * nonzero return stops the run with that code. */
-    int (*sample)(void *ctx, const struct hs_engine *e, hs_ns t);
-    void *sample_ctx;
-    hs_ns sample_period, sample_next;
-} hs_engine;
+typedef struct hs_engine hs_engine;   /* opaque; plug-ins see it through serve/plugin.h */
 
-/* Creates an engine over replicas (owned by the caller, outlive the engine),
- * a source and a sink, routing arrivals with router (hs_routers[],
- * runtime.h; HS_EINVAL when NULL).  max_model_len: context limit in tokens.
- * The cluster is read during the call (the network model of disaggregated
- * deployments); a deployment with prefill replicas needs decode replicas
- * and the reverse. */
+/* Counters of a run (hs_engine_stats). */
+typedef struct hs_engine_stats {
+    hs_ns now;               /* the clock */
+    hs_ns end_time;          /* time of the last event, once the run returned */
+    int64_t arrivals, completed, dropped, truncated, preemptions, iterations, handoffs;
+    uint64_t events;         /* events handled */
+} hs_engine_stats;
+
+/* One replica's state at a time t (hs_engine_replica_load). */
+typedef struct hs_replica_load {
+    hs_ns busy_ns;           /* lane-ns spent in iterations up to t, all lanes */
+    int64_t blocks_total, blocks_used;
+    int64_t running, waiting;/* decoding requests; waiting requests */
+    int32_t lanes;
+} hs_replica_load;
+
+/* Creates an engine over replicas, a source and a sink, running policy
+ * with options popts (NULL: its defaults) and routing arrivals with router
+ * (hs_routers[], runtime.h; HS_EINVAL when NULL).  max_model_len: context
+ * limit in tokens.  The cluster is read during the call (the network model
+ * of disaggregated deployments); a deployment with prefill replicas needs
+ * decode replicas and the reverse.
+ * Ownership: the replicas, source and sink stay the caller's and must
+ * outlive the engine; the engine hangs its lanes on the replicas
+ * (replicas[i].lanes, n_lanes, stage_free) and hs_engine_destroy takes
+ * them off again, so the replicas can serve another engine afterwards. */
 int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
-                     const hs_policy_ops *policy, const hs_router_ops *router,
+                     const hs_policy_ops *policy, const void *popts, const hs_router_ops *router,
                      hs_replica *replicas, int32_t n_replicas, hs_source *src,
                      const hs_sink *sink, int32_t max_model_len,
                      const hs_cluster *cluster, hs_err *err);
@@ -91,10 +65,24 @@ int hs_engine_run(hs_engine *e, hs_err *err);
 
 void hs_engine_destroy(hs_engine *e);
 
-/* Asks lane l to look for work at the end of the current instant (a no-op
- * while it is busy or already asked).  Policies whose lanes wait for each
- * other (rra) wake their siblings with it. */
-void hs_engine_kick(hs_engine *e, hs_lane *l);
+/* The run's counters. */
+void hs_engine_stats_get(const hs_engine *e, hs_engine_stats *out);
+/* Replica i's lanes as of time t (the engine's clock, or a sample instant
+ * not after it: an iteration in flight counts up to t). */
+void hs_engine_replica_load(const hs_engine *e, int32_t i, hs_ns t, hs_replica_load *out);
+
+/* Optional observers, set after create and before run; the engine does not
+ * own ctx.
+ *  - trace: writes the executed schedule of the replicas it wants
+ *    (schedule.h); turns fast-forward off.
+ *  - progress: called every 2^16 events.
+ *  - sample: called with the state at every multiple t of period (ns,
+ *    > 0) of simulated time up to the last event, before events later than
+ *    t are handled; a nonzero return stops the run with that code. */
+void hs_engine_set_trace(hs_engine *e, hs_sched_writer *w);
+void hs_engine_on_progress(hs_engine *e, void (*fn)(void *ctx, const hs_engine *e), void *ctx);
+void hs_engine_on_sample(hs_engine *e, hs_ns period, int (*fn)(void *ctx, const hs_engine *e, hs_ns t),
+                         void *ctx);
 
 /* Checks every lane's invariants (INV-KV, INV-DEC); 1 when sane. */
 int hs_engine_audit(hs_engine *e);

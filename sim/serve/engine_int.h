@@ -1,18 +1,19 @@
 /* engine_int.h - the engine's private interface, shared by the files that
  * make up the engine: engine.c (life cycle, event loop, arrivals, iteration
- * start and end), route.c (the router registry, lanes for arrivals and
- * hand-overs), fastforward.c (runs of decode steps in one event), handover.c
- * (disaggregation's KV hand-over and the network event) and trace.c
- * (schedule emission).  Not public: policies and routers (routers.c) use
- * runtime.h and engine.h.  The hs__ functions that lane.c calls
- * (hs__handoff, hs__trace_preempt, hs__engine_fail) are in runtime.h.
+ * start and end), lane.c (the lane mechanisms the policies call, and kicks),
+ * route.c (the router registry, lanes for arrivals and hand-overs),
+ * routers.c (the routers), fastforward.c (runs of decode steps in one
+ * event), handover.c (disaggregation's KV hand-over and the network event),
+ * trace.c (schedule emission) and fail.c (hs__engine_fail).  Not public:
+ * policies and routers see serve/plugin.h and runtime.h.  Calls between
+ * these files go one way only (tools/deps checks it).
  *
  * Event order is (time, priority, seq) alone (core/evq.h); the type below
  * only says which handler an event goes to. */
 #ifndef HS_ENGINE_INT_H
 #define HS_ENGINE_INT_H
 
-#include "serve/engine.h"
+#include "serve/plugin.h"
 
 /* Event types (hs_event.type); `a` is the lane id for KICK and ITER_END,
  * the request id for ARRIVAL, 0 for NET. */
@@ -39,6 +40,9 @@ void hs__ff_truncate(hs_engine *e, hs_lane *l, hs_ns t);
 void hs__ff_complete(hs_engine *e, hs_lane *l);
 
 /* ---- handover.c ---- */
+/* Hands every request on l->leaving (prompts done on prefill lane l, in
+ * completion order) over to a decode replica at the iteration's end. */
+void hs__handoff_leaving(hs_engine *e, hs_lane *l);
 /* Starts the KV transfers of dl's incoming requests in queue order while
  * their blocks are free. */
 void hs__admit_incoming(hs_engine *e, hs_lane *dl);

@@ -10,7 +10,7 @@
  * fairly (hw/net.h).  When its last flow lands the prefill blocks are freed
  * and the request joins the decode set at the decode lane's next iteration
  * boundary (landed), never in the middle of one.  A request preempted on a
- * decode replica is recomputed there (vLLM's recompute), not sent back.
+ * decode replica is recomputed there (recompute preemption), not sent back.
  * Which decode lane takes a hand-over is route.c's hs__pick_decode.
  *
  * Invariants: at most one NET event is pending (e->net_seq, 0 when none),
@@ -115,7 +115,7 @@ void hs__admit_incoming(hs_engine *e, hs_lane *dl)
 
 /* Queues r on a decode lane (hs__pick_decode) and moves its load there;
  * its prefill blocks stay held until its last flow lands. */
-void hs__handoff(hs_engine *e, hs_lane *sl, int32_t r, hs_ns t)
+static void handoff(hs_engine *e, hs_lane *sl, int32_t r, hs_ns t)
 {
     hs_req *q = &e->pool[r];
     hs_lane *dl = hs__pick_decode(e, sl->replica);
@@ -192,4 +192,13 @@ void hs__on_net(hs_engine *e)
     while (hs_net_pop_done(e->net, e->q.now, &tag, NULL))
         if (--e->pool[tag].xfer_pending == 0) transfer_done(e, (int32_t)tag);
     net_reschedule(e);
+}
+
+void hs__handoff_leaving(hs_engine *e, hs_lane *l)
+{
+    while (l->leaving.head >= 0 && !e->fatal) {
+        int32_t r = l->leaving.head;
+        hs_list_remove(e, &l->leaving, r);
+        handoff(e, l, r, l->it.end);
+    }
 }

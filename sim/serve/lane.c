@@ -7,12 +7,18 @@
 #include <string.h>
 
 #include "core/vec.h"
-#include "serve/engine.h"
+#include "serve/engine_int.h"
 
 hs_req *hs_req_at(hs_engine *e, int32_t r)
 {
     assert(r >= 0 && r < e->pool_cap);
     return &e->pool[r];
+}
+
+int hs_req_done(const hs_engine *e, int32_t r, int32_t gen)
+{
+    assert(r >= 0 && r < e->pool_cap);
+    return gen >= e->eos[r];
 }
 
 int32_t hs_blocks_for(const hs_engine *e, int64_t tokens)
@@ -114,7 +120,7 @@ int hs__dec_join(hs_engine *e, hs_lane *l, int32_t r, hs_ns t)
     q->g0 = l->g;
     q->gen0 = q->gen;
     q->kv0 = q->prefill_len;
-    q->finish_step = l->g + q->output - q->gen;
+    q->finish_step = l->g + e->eos[r] - q->gen;
     q->last_token = t;
     l->heap[l->n_dec] = r;
     q->heap_idx = l->n_dec;
@@ -285,8 +291,20 @@ void hs_lane_finish(hs_engine *e, hs_lane *l, int32_t r, hs_ns t)
     release(e, l, r, &rec);
 }
 
+int hs_lane_continuous(hs_engine *e, hs_lane *l, int32_t max_new, hs_admit_veto veto, void *ctx)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        int rc;
+        if (hs_lane_admit_fcfs(e, l, e->cfg.max_batched_tokens, max_new, veto, ctx) < 0) return 0;
+        if (l->it.n_chunks) return 1;
+        if (l->n_dec == 0) return 0;
+        if ((rc = hs_lane_decode_setup(e, l)) != 0) return rc > 0;
+    }
+    return 0;
+}
+
 /* Evicts r (decode member or admitted prefill) back to the waiting queue's
- * head; its KV is dropped and recomputed on re-admission (vLLM's recompute
+ * head; its KV is dropped and recomputed on re-admission (recompute
  * preemption, the default for single-sequence requests). */
 static void preempt(hs_engine *e, hs_lane *l, int32_t r)
 {
@@ -426,10 +444,12 @@ void hs_lane_complete(hs_engine *e, hs_lane *l)
                 e->sink.itl(e->sink.ctx, t - q->last_token, 1);
         }
         hs_list_remove(e, &l->prefilling, r);
-        if (q->gen >= q->output) {
+        if (q->gen >= e->eos[r]) {
             hs_lane_finish(e, l, r, t);
         } else if (e->replicas[l->replica].role_kind == HS_ROLE_PREFILL) {
-            hs__handoff(e, l, r, t);
+            /* the engine hands it over once the iteration is applied
+             * (hs__handoff_leaving), in this order */
+            hs_list_push_back(e, &l->leaving, r);
         } else if (hs__dec_join(e, l, r, t)) {
             hs__engine_fail(e, HS_ENOMEM, "out of memory completing an iteration");
             return;
@@ -447,6 +467,7 @@ int hs_lane_sane(hs_engine *e, const hs_lane *l)
     int64_t writing = l->busy && l->it.decode ? l->ff_k : 0;
     held += l->xfer_out + l->xfer_in;
     for (r = l->prefilling.head; r >= 0; r = e->pool[r].next) held += e->pool[r].blocks;
+    for (r = l->leaving.head; r >= 0; r = e->pool[r].next) held += e->pool[r].blocks;
     for (r = l->running.head; r >= 0; r = e->pool[r].next, n++) {
         const hs_req *q = &e->pool[r];
         if (q->state == HS_REQ_DECODE)
@@ -485,4 +506,23 @@ int hs_lane_sane(hs_engine *e, const hs_lane *l)
             if (e->pool[l->heap[i]].heap_idx != i) return 0;
     }
     return 1;
+}
+
+/* Notes q's preemption on l; it is written with l's next iteration. */
+void hs__trace_preempt(hs_engine *e, hs_lane *l, const hs_req *q)
+{
+    if (hs_vec_reserve_i32((void **)&l->trace_pm, &l->cap_trace_pm, l->n_trace_pm + 1,
+                           sizeof *l->trace_pm, 64)) {
+        hs__engine_fail(e, HS_ENOMEM, "out of memory in the engine");
+        return;
+    }
+    l->trace_pm[l->n_trace_pm++] = q->id;
+}
+
+void hs_engine_kick(hs_engine *e, hs_lane *l)
+{
+    if (l->busy || l->kick) return;
+    l->kick = 1;
+    if (!hs_evq_push(&e->q, e->q.now, HS_PRIO_STEP, HS__EV_KICK, l->id, 0))
+        hs__engine_fail(e, HS_ENOMEM, "out of memory queueing a lane's next step");
 }

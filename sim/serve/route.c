@@ -39,11 +39,6 @@ const hs_router_ops *hs_router_find(const char *name)
 
 /* Arrivals go to colocated and prefill replicas of positive weight (create
  * made sure there is one). */
-int hs_router_admits(const hs_engine *e, int32_t i)
-{
-    return e->replicas[i].role_kind != HS_ROLE_DECODE && e->replicas[i].weight > 0;
-}
-
 hs_lane *hs__pick_lane(hs_replica *rp)
 {
     hs_lane *b = &rp->lanes[0];

@@ -12,7 +12,7 @@
  * which hs_router_admits holds; ties go to the lowest index.  State: rr's
  * count and weighted's current weights live in e->rstate (their
  * state_bytes); lor and lot keep none. */
-#include "serve/engine.h"
+#include "serve/plugin.h"
 
 #include <math.h>
 
@@ -121,3 +121,8 @@ const hs_router_ops hs_router_weighted = {
     .pick = weighted_pick,
     .state_bytes = weighted_state,
 };
+
+int hs_router_admits(const hs_engine *e, int32_t i)
+{
+    return e->replicas[i].role_kind != HS_ROLE_DECODE && e->replicas[i].weight > 0;
+}

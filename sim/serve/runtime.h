@@ -1,7 +1,7 @@
 /* runtime.h - the serving runtime's state: requests, lanes, replicas.
  *
  * A replica is one model instance on a set of GPUs with a parallel layout.
- * It runs `pp` lanes (vLLM's virtual engines): each lane has its own
+ * It runs `pp` lanes (virtual engines): each lane has its own
  * scheduler state and an equal share of the KV blocks, and lanes' iterations
  * flow through the shared pipeline stages in FIFO order, so micro-batches of
  * different lanes overlap.  With pp = 1 a replica has one lane.
@@ -22,7 +22,9 @@
 #ifndef HS_RUNTIME_H
 #define HS_RUNTIME_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/conf.h"
 #include "core/evq.h"
@@ -35,7 +37,7 @@ enum hs_req_state {
     HS_REQ_WAITING,    /* in a lane's waiting queue */
     HS_REQ_PREFILL,    /* admitted, prompt (partly) not yet processed */
     HS_REQ_DECODE,     /* in the decode set */
-    HS_REQ_STATIC,     /* in a static (FasterTransformer) batch */
+    HS_REQ_STATIC,     /* in a policy's fixed batch, outside the decode set */
     HS_REQ_INCOMING,   /* prefilled elsewhere, waiting for KV blocks here */
     HS_REQ_XFER        /* its KV is on the way from the prefill replica */
 };
@@ -48,8 +50,6 @@ typedef struct hs_req {
     int64_t id;
     hs_ns arrival, first_sched, first_token;
     int32_t prompt;       /* tokens */
-    int32_t output;       /* tokens to generate (the EOS oracle; routers and
-                             schedulers must not read it) */
     int32_t gen;          /* tokens generated (outside the decode set) */
     int32_t prefill_len;  /* tokens to prefill in this admission */
     int32_t prefilled;    /* of prefill_len, done */
@@ -78,23 +78,75 @@ typedef struct hs_list {
 struct hs_lane;
 struct hs_engine;
 struct hs_engine_cfg;
+struct hs_replica;
+struct hs_deploy;
+struct hs_model;
+struct hs_cluster;
 
-/* A runtime policy: how a lane composes iterations.  `schedule` fills
- * lane->it and returns 1 when an iteration should run, 0 when idle; it may
- * admit, preempt and drop through the lane mechanisms below.  `complete`
- * applies the finished iteration (NULL: hs_lane_complete).  Hooks may be
- * NULL where documented.  Policies see
- * requests' prompts and progress, never their true output length. */
+/* A policy's options: a block laid out by its `opts` schema, copied by
+ * value (the run configuration keeps one per registered policy). */
+#define HS_POLICY_OPTS_MAX 128
+typedef union hs_popts {
+    max_align_t align;
+    unsigned char b[HS_POLICY_OPTS_MAX];
+} hs_popts;
+
+/* What a policy's replica hook sees: the deployment the replicas were
+ * built from and the models behind them (all read-only, valid during the
+ * call). */
+typedef struct hs_policy_env {
+    const struct hs_deploy *deploy;
+    const struct hs_model *model;
+    const struct hs_cluster *cluster;
+    const struct hs_engine_cfg *engine;
+    const hs_perf_cfg *perf;
+    const void *opts;     /* the policy's options */
+    int active;           /* 1: the policy runs these replicas; 0: only sets
+                             up what the deployment needs (hetsim plan) */
+} hs_policy_env;
+
+/* A runtime policy: how a lane composes iterations; a plug-in under
+ * sim/policy/<name>/ with one line in the registry (policy/policy.c).
+ *
+ * `schedule` fills lane->it and returns 1 when an iteration should run, 0
+ * when idle; it may admit, preempt and drop through the lane mechanisms
+ * below.  `complete` applies the finished iteration (NULL:
+ * hs_lane_complete).  Hooks may be NULL where documented.  Policies see
+ * requests' prompts and progress, never their true output length (hs_req
+ * has none; hs_req_done is the end-of-sequence signal a real runtime sees).
+ *
+ * State and ownership:
+ *   - options: `opts` declares the policy's configuration keys (an
+ *     engine.* key each, shared by the policies that declare the same key)
+ *     over a block of `opts_size` <= HS_POLICY_OPTS_MAX bytes; the engine
+ *     keeps a copy, read with hs_engine_popts;
+ *   - per lane: `lane_bytes` of zeroed memory in lane->pstate, allocated
+ *     and freed by the engine; `lane_free` releases what the policy hung
+ *     on it (NULL: nothing);
+ *   - per replica: `replicas_setup` may hang state on rp->pstate with its
+ *     destructor in rp->pfree; the replica owns it from then on
+ *     (hs_replicas_free calls pfree). */
 typedef struct hs_policy_ops {
     const char *name;
     const char *help;
     int (*schedule)(struct hs_engine *e, struct hs_lane *l);
     void (*complete)(struct hs_engine *e, struct hs_lane *l);
-    /* Frees lane->pstate (NULL: plain free()). */
+    const hs_field *opts;
+    size_t opts_size;
+    size_t lane_bytes;
     void (*lane_free)(struct hs_lane *l);
     /* Most tokens one forward pass can hold, which sizes the latency tables
      * and the activation memory (NULL: engine.max_batched_tokens). */
-    int64_t (*pass_tokens)(const struct hs_engine_cfg *c, int32_t max_model_len);
+    int64_t (*pass_tokens)(const struct hs_engine_cfg *c, const void *opts, int32_t max_model_len);
+    /* Per-replica state, after hs_replicas_build and before the engine is
+     * created; may raise rp[i].kv_blocks and price (devices it adds).
+     * Errors name the replica. */
+    int (*replicas_setup)(struct hs_replica *rp, int32_t n, const hs_policy_env *env, hs_err *err);
+    /* Time of stage s for lane l's iteration in l->it, ns (NULL:
+     * hs_perf_stage_ns on it.shape). */
+    double (*stage_ns)(struct hs_engine *e, struct hs_lane *l, int s);
+    /* Prints the policy's run statistics (NULL: none). */
+    void (*report)(FILE *fp, const struct hs_replica *rp, int32_t n);
     /* 1: a policy with its own `complete` that still hands prefilled
      * requests over (via hs_lane_complete) on disaggregated replicas. */
     int disagg;
@@ -107,9 +159,8 @@ typedef struct hs_policy_ops {
     /* 1: cuts prompts into chunks (a policy to suggest when whole prompts
      * do not fit a pass). */
     int chunks;
-    /* 1: offloads attention heads to attention workers (a deployment with
-     * attention workers needs such a policy; serve/hetis.h attaches the
-     * dispatcher to every replica). */
+    /* 1: offloads attention heads to attention workers: the policy whose
+     * replicas_setup sets up a deployment's attention workers. */
     int attn_offload;
 } hs_policy_ops;
 
@@ -173,6 +224,8 @@ typedef struct hs_lane {
     int64_t xfer_in;      /* blocks reserved for KV being received */
     hs_list incoming;     /* prefilled elsewhere, waiting for blocks here */
     hs_list landed;       /* KV arrived, joining the decode set at the next step */
+    hs_list leaving;      /* prefill replica: prompts done this iteration, handed
+                             over by the engine once the iteration is applied */
     int64_t reserved;     /* blocks held by the policy, not by requests (static slots) */
     /* load seen by the router (known at arrival: counts and prompts only) */
     int64_t out_reqs, out_tokens;
@@ -184,12 +237,7 @@ typedef struct hs_lane {
     int32_t ff_k;
     uint64_t ff_seq;
     int32_t cap_chunks, heap_cap;
-    void *pstate;         /* policy state (static batching) */
-    /* Phase counters of policies that keep the standard decode set (rra,
-     * waa): pstate stays NULL so the decode-set audit applies to them. */
-    int32_t ph_mode, ph_left;
-    int64_t ph_count;
-    hs_ns ph_start;       /* when the current phase began */
+    void *pstate;         /* the policy's lane state (lane_bytes, engine-owned) */
     /* counters */
     int64_t iters, preemptions;
     hs_ns busy_ns;        /* ns spent in finished iterations (utilisation samples) */
@@ -219,12 +267,10 @@ typedef struct hs_replica {
     double price_per_hour;
     double *kv_route;              /* prefill: KV weight per replica (deploy.h), or NULL */
     int32_t n_kv_route;
-    struct hs_hetis *hetis;        /* serve/hetis.h: attention workers and head
-                                      placement (NULL: none; owned by the caller) */
-    /* Time of stage s for lane l's iteration in l->it, ns (NULL:
-     * hs_perf_stage_ns on it.shape).  Hetis replaces the decode-attention
-     * term with its per-device head model. */
-    double (*stage_ns)(struct hs_engine *e, struct hs_lane *l, int s);
+    /* A policy's per-replica state (replicas_setup; NULL: none), owned by
+     * the replica and freed by hs_replicas_free through pfree. */
+    void *pstate;
+    void (*pfree)(struct hs_replica *rp);
 } hs_replica;
 
 /* Engine configuration ("engine.*" keys). */
@@ -232,8 +278,6 @@ typedef struct hs_engine_cfg {
     int block_size;          /* tokens per KV block */
     int max_num_seqs;        /* sequences per lane */
     int max_batched_tokens;  /* tokens per iteration (0: max(2048, context), hs_engine_pass_tokens) */
-    int chunk_size;          /* chunked prefill token budget */
-    int static_batch;        /* static batching batch size */
     double watermark;        /* fraction of blocks kept free at admission */
     double gpu_mem_util;     /* fraction of GPU memory the runtime may use */
     int max_model_len;       /* tokens (0: the model's context window) */
@@ -241,23 +285,19 @@ typedef struct hs_engine_cfg {
     int audit;               /* 1: check invariants after every event (tests) */
     int fast_forward;        /* 1: runs of decode-only steps in one event */
     int prefill_lanes;       /* lanes per stage of prefill replicas */
-    /* ExeGPT runtime (policies rra, waa; policy/exegpt.c) */
-    int exegpt_be;           /* encoder batch B_E, queries per encoding phase */
-    int exegpt_nd;           /* RRA: decoding iterations per encoding phase N_D */
-    double exegpt_bd;        /* target decoding population (0: no decoder adjustment) */
-    double exegpt_adjust;    /* dynamic adjustment threshold, fraction (0: off) */
-    double exegpt_prompt_mean; /* tokens, encoder workload target per query (0: running mean) */
-    int prefill_seqs;        /* "pq" policy: prompts per prefill micro-batch (eta), 0: no cap */
 } hs_engine_cfg;
 
 void hs_engine_cfg_defaults(hs_engine_cfg *c);
 /* Largest forward pass the latency tables are built for (8 MB per stage). */
 #define HS_MAX_PASS_TOKENS (1 << 20)
 
-/* Fills c->max_batched_tokens when 0 (vLLM's rule: max(context, 2048)) and
- * returns the most tokens one forward pass of this policy can hold, or -1
- * when that exceeds HS_MAX_PASS_TOKENS. */
-int hs_engine_pass_tokens(hs_engine_cfg *c, const hs_policy_ops *p, int32_t max_model_len);
+/* Fills c->max_batched_tokens when 0 (max(context, 2048)) and returns the
+ * most tokens one forward pass of policy p with options opts (NULL: its
+ * defaults) can hold, or -1 when that exceeds HS_MAX_PASS_TOKENS. */
+int hs_engine_pass_tokens(hs_engine_cfg *c, const hs_policy_ops *p, const void *opts,
+                          int32_t max_model_len);
+/* p's default options into o. */
+void hs_policy_opts_defaults(const hs_policy_ops *p, hs_popts *o);
 extern const hs_field hs_engine_cfg_fields[];
 
 /* Lane mechanisms used by policies (lane.c). */
@@ -265,6 +305,10 @@ void hs_list_push_back(struct hs_engine *e, hs_list *l, int32_t r);
 void hs_list_push_front(struct hs_engine *e, hs_list *l, int32_t r);
 void hs_list_remove(struct hs_engine *e, hs_list *l, int32_t r);
 hs_req *hs_req_at(struct hs_engine *e, int32_t r);
+/* The end-of-sequence signal: 1 when request r stops once it has `gen`
+ * tokens (a real runtime sees the EOS token; the simulator knows the
+ * trace's output length, which policies never read). */
+int hs_req_done(const struct hs_engine *e, int32_t r, int32_t gen);
 int32_t hs_blocks_for(const struct hs_engine *e, int64_t tokens);
 /* Appends a prefill chunk to the iteration (grows the chunk array). */
 int hs_iter_add_chunk(struct hs_engine *e, hs_lane *l, int32_t r, int32_t len);
@@ -294,7 +338,8 @@ void hs_lane_decode_shape(struct hs_engine *e, hs_lane *l);
 void hs__engine_fail(struct hs_engine *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* vLLM's admission, shared by the policies that batch whole prompts: moves
+/* Continuous batching's admission, shared by the policies that batch whole
+ * prompts: moves
  * waiting requests FCFS into this iteration as prefill chunks while the lane
  * stays within max_num_seqs sequences, max_tok tokens in the pass, the
  * watermark, and max_new prompts (0: no cap); a request that could never
@@ -306,18 +351,22 @@ enum { HS_ADMIT_OK = 0, HS_ADMIT_STOP, HS_ADMIT_DROP };
 typedef int (*hs_admit_veto)(void *ctx, struct hs_engine *e, hs_lane *l, int32_t r, const char **why);
 int32_t hs_lane_admit_fcfs(struct hs_engine *e, hs_lane *l, int32_t max_tok, int32_t max_new,
                            hs_admit_veto veto, void *ctx);
-/* vLLM's decode half: reserves the blocks of the next step (preempting the
+/* Continuous batching's decode half: reserves the blocks of the next step (preempting the
  * latest-admitted members while short) and sets the step up.  Returns 1
  * when a step is set up, 0 when nothing decodes (all of it preempted, or
  * nothing to begin with), -1 with e->fatal set. */
 int hs_lane_decode_setup(struct hs_engine *e, hs_lane *l);
+/* Continuous batching's whole iteration (the default policy's, shared by the
+ * policies built on it): whole prompts admitted FCFS as above (max_new,
+ * veto) take the iteration; otherwise the decode set steps.  A decode step
+ * that preempted everything gives admission a second chance (one sequence
+ * outgrew the lane).  Returns 1 when an iteration is set up, 0 when idle
+ * (or e->fatal set). */
+int hs_lane_continuous(struct hs_engine *e, hs_lane *l, int32_t max_new, hs_admit_veto veto, void *ctx);
 /* Default completion: decode step, chunk progress, joins, finishes. */
 void hs_lane_complete(struct hs_engine *e, hs_lane *l);
 /* Finishes a request (record to the sink, frees its slot). */
 void hs_lane_finish(struct hs_engine *e, hs_lane *l, int32_t r, hs_ns t);
-/* Disaggregation (handover.c): r finished its prefill on prefill lane l at t
- * and leaves for a decode replica. */
-void hs__handoff(struct hs_engine *e, hs_lane *l, int32_t r, hs_ns t);
 /* Joins r, whose KV is cached (prefill_len tokens, blocks held), to l's
  * decode set at t (lane.c). */
 int hs__dec_join(struct hs_engine *e, hs_lane *l, int32_t r, hs_ns t);

@@ -26,7 +26,7 @@
  *    "kv_blocks_used":n}                             during it
  * Iterations of one replica are in execution order; "it" counts from 0 per
  * replica.  Only single-stage (pp = 1) replicas under policies that use the
- * default completion (vllm, sarathi) can be emitted; emission turns
+ * default completion (no `complete` hook) can be emitted; emission turns
  * fast-forward off, since it lists every decode step. */
 #ifndef HS_SCHEDULE_H
 #define HS_SCHEDULE_H

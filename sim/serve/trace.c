@@ -15,17 +15,6 @@
 
 #include "core/vec.h"
 
-/* Notes q's preemption on l; it is written with l's next iteration. */
-void hs__trace_preempt(hs_engine *e, hs_lane *l, const hs_req *q)
-{
-    if (hs_vec_reserve_i32((void **)&l->trace_pm, &l->cap_trace_pm, l->n_trace_pm + 1,
-                           sizeof *l->trace_pm, 64)) {
-        hs__engine_fail(e, HS_ENOMEM, "out of memory in the engine");
-        return;
-    }
-    l->trace_pm[l->n_trace_pm++] = q->id;
-}
-
 /* Writes the iteration just scheduled: everything, including which requests
  * get their first token or finish, follows from the state at its start. */
 void hs__trace_iter(hs_engine *e, hs_lane *l)
@@ -45,13 +34,14 @@ void hs__trace_iter(hs_engine *e, hs_lane *l)
         return;
     }
     for (int32_t k = 0; k < l->it.n_chunks; k++) {
-        const hs_req *q = hs_req_at(e, l->it.chunks[k].req);
+        int32_t r = l->it.chunks[k].req;
+        const hs_req *q = hs_req_at(e, r);
         int32_t len = l->it.chunks[k].len;
         t->pre[t->n_pre++] = (hs_sched_chunk){q->id, len, q->prefilled, q->prefill_len};
         /* encoding an encoder-decoder query yields no token */
         if (q->prefilled + len == q->prefill_len && (!e->replicas[l->replica].encdec || q->gen > 0)) {
             if (q->first_token < 0) t->first[t->n_first++] = q->id;
-            if (q->gen + 1 >= q->output) t->finished[t->n_finished++] = q->id;
+            if (q->gen + 1 >= e->eos[r]) t->finished[t->n_finished++] = q->id;
         }
     }
     if (l->it.decode)
@@ -71,6 +61,6 @@ void hs__trace_iter(hs_engine *e, hs_lane *l)
 /* The request line: its replica and what is known at arrival. */
 void hs__trace_request(hs_engine *e, const hs_req *q)
 {
-    hs_sched_request sr = {q->replica, q->id, q->arrival, q->prompt, q->output};
+    hs_sched_request sr = {q->replica, q->id, q->arrival, q->prompt, e->eos[q - e->pool]};
     hs_sched_write_request(e->trace, &sr);
 }

@@ -16,10 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
 #include "llm/omega.h"
 #include "plan/llmpq.h"
-#include "serve/pqpipe.h"
+#include "plan/llmpq_pipe.h"
 
 static void usage(FILE *fp)
 {
@@ -151,7 +150,7 @@ static int simulate(const hs_model *m, const hs_cluster *c, const hs_pq_plan *p,
     return 0;
 }
 
-int hs_cli_llmpq(int argc, char **argv)
+int hs_llmpq_command(int argc, char **argv)
 {
     opts o;
     hs_err err = {0};
@@ -253,5 +252,5 @@ fail:
 fail_quiet:
     free(om);
     hs_cluster_destroy(c);
-    return hs_cli_exit_code(rc);
+    return hs_exit_code(rc);
 }

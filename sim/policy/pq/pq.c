@@ -4,28 +4,33 @@
  * runs N lanes whose iterations overlap in the stages, like the paper's
  * micro-batch manager).  A lane decodes up to xi = engine.max_num_seqs
  * sequences together and prefills prompts in micro-batches of at most
- * eta = engine.prefill_seqs sequences (0: no cap), so prefill and decode
+ * eta = engine.prefill_seqs sequences (this policy's option; 0: no cap), so prefill and decode
  * use different micro-batch sizes; otherwise it is vLLM's scheduler
  * (prefill first, FCFS admission, watermark, preemption by recompute).
  * With N lanes, xi = B/N and eta <= xi this is the paper's runtime applied
  * to arriving requests instead of one offline batch (which
- * serve/pqpipe.h simulates exactly). */
-#include "serve/engine.h"
+ * plan/llmpq_pipe.h simulates exactly). */
+#include "serve/plugin.h"
+
+typedef struct pq_opts {
+    int prefill_seqs;        /* eta: prompts per prefill micro-batch, 0: no cap */
+} pq_opts;
+
+static const hs_field opts[] = {
+    HS_FIELD_NUM(pq_opts, prefill_seqs, HS_F_INT, 0, 0, 0, 65536, "pq: prompts per prefill micro-batch (eta), 0: no cap"),
+    {0},
+};
 
 static int schedule(hs_engine *e, hs_lane *l)
 {
-    for (int pass = 0; pass < 2; pass++) {
-        int rc;
-        if (hs_lane_admit_fcfs(e, l, e->cfg.max_batched_tokens, e->cfg.prefill_seqs, NULL, NULL) < 0) return 0;
-        if (l->it.n_chunks) return 1;
-        if (l->n_dec == 0) return 0;
-        if ((rc = hs_lane_decode_setup(e, l)) != 0) return rc > 0;
-    }
-    return 0;
+    const pq_opts *o = hs_engine_popts(e);
+    return hs_lane_continuous(e, l, o->prefill_seqs, NULL, NULL);
 }
 
 const hs_policy_ops hs_policy_pq = {
     .name = "pq",
     .help = "LLM-PQ micro-batching: prefill micro-batches of engine.prefill_seqs (eta), decode of max_num_seqs (xi) per lane",
     .schedule = schedule,
+    .opts = opts,
+    .opts_size = sizeof(pq_opts),
 };

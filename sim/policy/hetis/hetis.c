@@ -1,6 +1,6 @@
 /* hetis.c - head-level attention offload: device models, head books,
  * dispatch, re-dispatch, memory pressure (see hetis.h). */
-#include "serve/hetis.h"
+#include "policy/hetis/hetis.h"
 
 #include <assert.h>
 #include <math.h>
@@ -9,15 +9,31 @@
 #include <time.h>
 
 #include "core/vec.h"
-#include "serve/engine.h"
+#include "serve/plugin.h"
 
 #define MD HS_HETIS_MAX_DEV
 
+/* The policy's options: engine.hetis_* keys (hs_hetis_cfg). */
+const hs_field hs_hetis_cfg_fields[] = {
+    {"hetis_theta", HS_F_DOUBLE, offsetof(hs_hetis_cfg, theta), 0, 0, 0.5, 1e-6, 1e6, NULL,
+     "hetis: re-dispatch when attention time exceeds (1 + theta) x the ideal"},
+    {"hetis_period", HS_F_INT, offsetof(hs_hetis_cfg, period), 0, 0, 16, 1, 1 << 20, NULL,
+     "hetis: decode steps of a lane between balance checks"},
+    {"hetis_offload", HS_F_BOOL, offsetof(hs_hetis_cfg, offload), 0, 0, 1, 0, 1, NULL,
+     "hetis: 0 keeps every head on the primary (ablation)"},
+    {0},
+};
+
 void hs_hetis_cfg_defaults(hs_hetis_cfg *c)
 {
-    c->theta = 0.5;
-    c->period = 16;
-    c->offload = 1;
+    hs_conf_defaults(c, hs_hetis_cfg_fields);
+}
+
+static void hetis_pfree(hs_replica *rp);
+
+hs_hetis *hs_hetis_of(const hs_replica *rp)
+{
+    return rp->pfree == hetis_pfree ? rp->pstate : NULL;
 }
 
 /* CPU time of this thread: the dispatcher's own cost, unaffected by other
@@ -48,13 +64,17 @@ static void hetis_free(hs_hetis *h)
     free(h);
 }
 
+static void hetis_pfree(hs_replica *rp)
+{
+    hetis_free(rp->pstate);
+    rp->pstate = NULL;
+    rp->pfree = NULL;
+}
+
 void hs_hetis_detach(hs_replica *rp, int32_t n_rep)
 {
-    for (int32_t i = 0; rp && i < n_rep; i++) {
-        hetis_free(rp[i].hetis);
-        rp[i].hetis = NULL;
-        rp[i].stage_ns = NULL;
-    }
+    for (int32_t i = 0; rp && i < n_rep; i++)
+        if (hs_hetis_of(&rp[i])) hetis_pfree(&rp[i]);
 }
 
 /* Linear attention model of one device from an hs_perf stage of `layers`
@@ -167,8 +187,8 @@ static int attach_one(hs_replica *rp, const hs_deploy *d, int32_t idx, const hs_
         }
     }
     if (pooled > rp->kv_blocks) rp->kv_blocks = pooled;
-    rp->hetis = h;
-    rp->stage_ns = hs_hetis_stage_ns;
+    rp->pstate = h;
+    rp->pfree = hetis_pfree;
     return 0;
 }
 
@@ -707,7 +727,7 @@ static int rebalance(hs_engine *e, hs_hetis *h, hs_lane *l, int lane, hs_err *er
 
 int hs_hetis_prepare(hs_engine *e, hs_lane *l)
 {
-    hs_hetis *h = e->replicas[l->replica].hetis;
+    hs_hetis *h = hs_hetis_of(&e->replicas[l->replica]);
     int lane = l->id - e->replicas[l->replica].lanes[0].id, rc;
     hs_err err = {0};
     if (!h) return 0;
@@ -726,7 +746,7 @@ int hs_hetis_prepare(hs_engine *e, hs_lane *l)
 
 void hs_hetis_resync(hs_engine *e, hs_lane *l)
 {
-    hs_hetis *h = e->replicas[l->replica].hetis;
+    hs_hetis *h = hs_hetis_of(&e->replicas[l->replica]);
     int lane;
     if (!h) return;
     lane = l->id - e->replicas[l->replica].lanes[0].id;
@@ -737,7 +757,7 @@ void hs_hetis_resync(hs_engine *e, hs_lane *l)
 double hs_hetis_stage_ns(hs_engine *e, hs_lane *l, int s)
 {
     hs_replica *rp = &e->replicas[l->replica];
-    hs_hetis *h = rp->hetis;
+    hs_hetis *h = hs_hetis_of(rp);
     hs_batch_shape b = l->it.shape;
     double ns;
     int lane;
@@ -783,7 +803,7 @@ int hs_hetis_sane(hs_engine *e, const hs_hetis *h, int lane)
 
 int hs_hetis_admit_ok(hs_engine *e, const hs_lane *l, int32_t r)
 {
-    const hs_hetis *h = e->replicas[l->replica].hetis;
+    const hs_hetis *h = hs_hetis_of(&e->replicas[l->replica]);
     double need, pend = 0;
     if (!h) return 1;
     need = (double)hs_req_at(e, r)->prefill_len + 1 + h->block_size;
@@ -803,13 +823,11 @@ int hs_hetis_admit_ok(hs_engine *e, const hs_lane *l, int32_t r)
     return 1;
 }
 
-int hs_hetis_setup(hs_replica *rp, const hs_deploy *d, const hs_model *m, const hs_cluster *c,
-                   const hs_engine_cfg *ec, const hs_perf_cfg *pc, int attn_offload, hs_err *err)
+int hs_hetis_setup(hs_replica *rp, int32_t n, const hs_policy_env *env, hs_err *err)
 {
-    hs_hetis_cfg hc;
-    if (!attn_offload && !d->n_attn) return 0;
-    hs_hetis_cfg_defaults(&hc);
-    return hs_hetis_attach(rp, d->n, d, m, c, ec, pc, &hc, attn_offload, err);
+    if (!env->active && !env->deploy->n_attn) return 0;
+    return hs_hetis_attach(rp, n, env->deploy, env->model, env->cluster, env->engine, env->perf,
+                           env->opts, env->active, err);
 }
 
 void hs_hetis_totals(const hs_replica *rp, int32_t n_rep, hs_hetis_stats *t)
@@ -817,8 +835,8 @@ void hs_hetis_totals(const hs_replica *rp, int32_t n_rep, hs_hetis_stats *t)
     memset(t, 0, sizeof *t);
     for (int32_t i = 0; i < n_rep; i++) {
         const hs_hetis_stats *s;
-        if (!rp[i].hetis) continue;
-        s = &rp[i].hetis->st;
+        if (!hs_hetis_of(&rp[i])) continue;
+        s = &hs_hetis_of(&rp[i])->st;
         t->dispatches += s->dispatches;
         t->dispatched_reqs += s->dispatched_reqs;
         t->offloaded_groups += s->offloaded_groups;
@@ -853,7 +871,7 @@ void hs_hetis_report(FILE *fp, const hs_replica *rp, int32_t n_rep)
 {
     hs_hetis_stats t;
     int any = 0;
-    for (int32_t i = 0; i < n_rep; i++) any |= rp[i].hetis != NULL;
+    for (int32_t i = 0; i < n_rep; i++) any |= hs_hetis_of(&rp[i]) != NULL;
     if (!any) return;
     hs_hetis_totals(rp, n_rep, &t);
     fprintf(fp,
@@ -867,7 +885,7 @@ void hs_hetis_report(FILE *fp, const hs_replica *rp, int32_t n_rep)
             (long long)t.imbalanced, (long long)t.checks, (long long)t.migrations, (long long)t.moved_groups,
             t.moved_bytes / 1e9, (long long)t.fallback_preempts, t.prompt_bytes / 1e9);
     for (int32_t i = 0; i < n_rep; i++) {
-        const hs_hetis *h = rp[i].hetis;
+        const hs_hetis *h = hs_hetis_of(&rp[i]);
         if (!h) continue;
         for (int s = 0; s < h->pp; s++)
             for (int g = 0; g < h->n_dev[s]; g++)
@@ -879,7 +897,7 @@ void hs_hetis_report(FILE *fp, const hs_replica *rp, int32_t n_rep)
 
 int hs_hetis_idle(hs_engine *e, const hs_lane *l)
 {
-    const hs_hetis *h = e->replicas[l->replica].hetis;
+    const hs_hetis *h = hs_hetis_of(&e->replicas[l->replica]);
     if (!h) return 1;
     for (int s = 0; s < h->pp; s++)
         for (int g = 0; g < h->n_dev[s]; g++)

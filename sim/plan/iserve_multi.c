@@ -1,13 +1,15 @@
-/* multi.c - the multi-model FCFS runner (multi.h): fluid time-slicing of
- * shared GPUs, deployments over time, per-model routing, load monitor. */
+/* iserve_multi.c - the multi-model FCFS runner (iserve_multi.h): fluid time-slicing of
+ * shared GPUs, deployments over time, per-model routing, load monitor, all
+ * driven by one event queue (core/evq.h), like the engine. */
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "core/vec.h"
-#include "serve/multi.h"
-#include "serve/multi_int.h"
+#include "plan/iserve_multi.h"
+#include "plan/iserve_multi_int.h"
 
 /* ---- solo latency ---- */
 
@@ -152,7 +154,7 @@ int hs_multi_create(hs_multi **out, const hs_multi_cfg *cfg, const hs_cluster *c
     mm->busy_k = calloc((size_t)n, sizeof(int));
     if (!mm->base || !mm->has_base || !mm->deployed || !mm->due || !mm->cap_b || !mm->charge_b ||
         !mm->free_b || !mm->true_b || !mm->loadv || !mm->busy_ns || !mm->busy_k ||
-        hs_loadmon_init(&mm->mon, n, err)) {
+        hs_evq_init(&mm->q, 64) || hs_loadmon_init(&mm->mon, n, err)) {
         hs_multi_destroy(mm);
         return hs_errf(err, HS_ENOMEM, "out of memory");
     }
@@ -170,7 +172,7 @@ void hs_multi_destroy(hs_multi *mm)
     free(mm->has_base);
     free(mm->deployed);
     free(mm->due);
-    free(mm->deps);
+    hs_evq_free(&mm->q);
     free(mm->in);
     free(mm->rq);
     free(mm->cap_b);
@@ -196,15 +198,31 @@ int hs_multi_set_base(hs_multi *mm, int model, const hs_layout *l, hs_err *err)
     return rc;
 }
 
+/* Event kinds; each is also its priority among events at the same instant
+ * (lower first):
+ *   - the load sample first: it closes the second ending at that instant,
+ *     and a deployment then places with that second counted;
+ *   - a completion frees its instance before new work is placed (one
+ *     completion is queued at a time, the earliest, ties to the lowest
+ *     instance index: see queue_finish);
+ *   - a deployment before an arrival, so an arrival at the deployment's
+ *     instant finds the model due and its instances in place;
+ *   - deployments at one instant in the order they were scheduled (seq). */
+enum { EV_SAMPLE, EV_FINISH, EV_DEPLOY, EV_ARRIVAL };
+
 int hs_multi_schedule(hs_multi *mm, int model, double t_s, hs_err *err)
 {
+    hs_ns t;
     /* Times are int64 ns inside: at most about 292 years. */
     if (model < 0 || model >= mm->n_models || !(t_s >= 0) || !(t_s <= 9e9))
         return hs_errf(err, HS_ERANGE, "iserve: deployment of model %d at %g s", model, t_s);
-    if (hs_vec_reserve((void **)&mm->deps, &mm->cap_deps, (size_t)mm->n_deps + 1, sizeof *mm->deps, 16))
+    t = hs_ns_from_s(t_s);
+    if (t < mm->q.now) /* from a deploy hook: the clock has passed it */
+        return hs_errf(err, HS_ERANGE, "iserve: deployment of model %d at %g s is in the past (%g s)",
+                       model, t_s, hs_ns_to_s(mm->q.now));
+    if (!hs_evq_push(&mm->q, t, EV_DEPLOY, EV_DEPLOY, model, 0))
         return hs_errf(err, HS_ENOMEM, "out of memory");
-    mm->deps[mm->n_deps] = (hs__dep){hs_ns_from_s(t_s), model, mm->n_deps};
-    mm->n_deps++;
+    mm->deps_left++;
     return 0;
 }
 
@@ -286,17 +304,6 @@ const double *hs_multi_load(hs_multi *mm)
     return mm->loadv;
 }
 
-/* splitmix64: the runner's own deterministic stream (thinning, model choice). */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static double rng_unit(uint64_t *s) { return (rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
-
 static void advance(hs_multi *mm, hs_ns t)
 {
     double dt = (double)(t - mm->now);
@@ -361,183 +368,256 @@ void hs__sort_doubles(double *v, int64_t n)
     qsort(v, (size_t)n, sizeof *v, cmp_dbl);
 }
 
-static int cmp_dep(const void *a, const void *b)
+/* One run's state beside the runner's. */
+typedef struct mrun {
+    hs_source *src;
+    hs_rng rng;                  /* thinning, then the model of each kept arrival */
+    hs_arrival a;                /* the pending kept arrival, when have */
+    int have;
+    hs_multi_deploy_fn deploy;
+    void *ctx;
+    hs_multi_result *res;
+    hs_ns first_arr, last_fin;
+} mrun;
+
+/* Reads up to the next arrival kept by thinning and queues it. */
+static int next_arrival(hs_multi *mm, mrun *u, hs_err *err)
 {
-    const hs__dep *x = a, *y = b;
-    if (x->t != y->t) return x->t < y->t ? -1 : 1;
-    return x->seq - y->seq;
+    int rc;
+    while ((rc = hs_source_next(u->src, &u->a, err)) == 1) {
+        u->res->arrivals++;
+        if (hs_rng_uniform(&u->rng) < mm->cfg.rate) break;
+    }
+    if (rc < 0) return rc;
+    u->have = rc == 1;
+    if (!u->have) return 0;
+    if (u->a.arrival < mm->q.now)
+        return hs_errf(err, HS_ESTATE, "iserve: request %lld arrives before the previous one",
+                       (long long)u->a.id);
+    if (!hs_evq_push(&mm->q, u->a.arrival, EV_ARRIVAL, EV_ARRIVAL, u->a.id, 0))
+        return hs_errf(err, HS_ENOMEM, "out of memory in the event queue");
+    return 0;
+}
+
+/* Keeps the one queued completion on the earliest predicted finish, ties to
+ * the lowest instance index.  Predictions move whenever rates change, and
+ * after any advance of the fluid state (the ceil of a rounded remainder),
+ * so this runs after every event; the queued event is replaced only when
+ * the earliest (time, instance) changed. */
+static int queue_finish(hs_multi *mm, hs_err *err)
+{
+    hs_ns t_fin = HS_NS_MAX;
+    int fin_i = -1;
+    for (int i = 0; i < mm->n_in; i++) {
+        const hs__inst *in = &mm->in[i];
+        hs_ns f;
+        if (in->cur < 0) continue;
+        f = mm->now + (hs_ns)ceil((in->remaining > 0 ? in->remaining : 0) / in->rate);
+        if (f < t_fin) t_fin = f, fin_i = i;
+    }
+    if (mm->fin_seq && mm->fin_t == t_fin && mm->fin_i == fin_i) return 0;
+    if (mm->fin_seq && hs_evq_cancel(&mm->q, mm->fin_seq))
+        return hs_errf(err, HS_ENOMEM, "out of memory in the event queue");
+    mm->fin_seq = 0;
+    if (fin_i < 0) return 0;
+    if (!(mm->fin_seq = hs_evq_push(&mm->q, t_fin, EV_FINISH, EV_FINISH, fin_i, 0)))
+        return hs_errf(err, HS_ENOMEM, "out of memory in the event queue");
+    mm->fin_t = t_fin;
+    mm->fin_i = fin_i;
+    return 0;
+}
+
+static void on_sample(hs_multi *mm)
+{
+    double frac[256];
+    for (int g = 0; g < mm->n_gpus; g++) {
+        frac[g] = mm->busy_ns[g] / 1e9;
+        mm->busy_ns[g] = 0;
+    }
+    hs_loadmon_push(&mm->mon, frac);
+}
+
+static void on_finish(hs_multi *mm, mrun *u, int i)
+{
+    hs__inst *in = &mm->in[i];
+    hs__mreq *r = &mm->rq[in->cur];
+    r->finish = mm->now;
+    if (mm->now > u->last_fin) u->last_fin = mm->now;
+    in->served++;
+    u->res->served++;
+    in->cur = -1;
+    in->remaining = 0;
+    start_next(mm, i);
+}
+
+static int on_deploy(hs_multi *mm, mrun *u, int m, hs_err *err)
+{
+    int rc;
+    mm->deps_left--;
+    mm->due[m] = 1;
+    rc = u->deploy(u->ctx, mm, m, err);
+    if (rc == HS_ENOFIT) {
+        if (err) err->code = 0;
+        rc = 0;
+    }
+    return rc;
+}
+
+/* Routes the pending arrival: a uniform model, then its instance with the
+ * fewest outstanding requests (ties: lowest index). */
+static int on_arrival(hs_multi *mm, mrun *u, hs_err *err)
+{
+    int model = (int)hs_rng_below(&u->rng, (uint64_t)mm->n_models), best = -1;
+    const hs_model *md = &mm->models[model];
+    hs_ns t = mm->now;
+    hs__mreq *r;
+    hs__inst *in;
+    int32_t id;
+    u->have = 0;
+    if (!mm->due[model]) {
+        /* Its deployment is still to come: not part of the workload yet. */
+        u->res->early++;
+        return 0;
+    }
+    u->res->kept++;
+    if (u->first_arr < 0) u->first_arr = t;
+    for (int i = 0; i < mm->n_in; i++) {
+        int o, ob;
+        if (mm->in[i].model != model) continue;
+        o = mm->in[i].qlen + (mm->in[i].cur >= 0);
+        ob = best < 0 ? 0 : mm->in[best].qlen + (mm->in[best].cur >= 0);
+        if (best < 0 || o < ob) best = i;
+    }
+    if (best < 0) {
+        u->res->unserved++;
+        return 0;
+    }
+    if (hs_vec_reserve((void **)&mm->rq, &mm->cap_rq, (size_t)mm->n_rq + 1, sizeof *mm->rq, 4096))
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    r = &mm->rq[mm->n_rq];
+    memset(r, 0, sizeof *r);
+    r->arrival = t;
+    r->prompt = u->a.prompt < mm->cfg.max_prompt ? u->a.prompt : mm->cfg.max_prompt;
+    r->output = u->a.output;
+    if (r->prompt + r->output > md->max_seq_len) r->output = md->max_seq_len - r->prompt;
+    if (r->output < 1) r->output = 1;
+    r->model = model;
+    r->inst = best;
+    r->next = -1;
+    r->slo_ns = mm->cfg.slo_factor * hs_solo_req_ns(&mm->base[model], r->prompt, r->output, NULL);
+    in = &mm->in[best];
+    id = (int32_t)mm->n_rq;
+    if (in->qtail >= 0) mm->rq[in->qtail].next = id;
+    else in->qhead = id;
+    in->qtail = id;
+    in->qlen++;
+    mm->n_rq++;
+    start_next(mm, best);
+    return 0;
+}
+
+static int summarize(hs_multi *mm, const mrun *u, hs_multi_result *res, hs_err *err)
+{
+    double *lat = malloc(sizeof *lat * (size_t)(mm->n_rq ? mm->n_rq : 1));
+    double *tt = malloc(sizeof *tt * (size_t)(mm->n_rq ? mm->n_rq : 1));
+    int64_t met = 0;
+    int used = 0;
+    if (!lat || !tt) {
+        free(lat);
+        free(tt);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    for (int64_t i = 0; i < mm->n_rq; i++) {
+        const hs__mreq *r = &mm->rq[i];
+        double l = hs_ns_to_s(r->finish - r->arrival);
+        lat[i] = l;
+        tt[i] = hs_ns_to_s(r->start - r->arrival) + r->ttft_ns / 1e9 * 1.0;
+        res->mean_s += l;
+        met += (double)(r->finish - r->arrival) <= r->slo_ns;
+        res->cost += mm->in[r->inst].bytes / 1073741824.0 * l;
+        res->gpu_hours += mm->in[r->inst].n_gpus * r->solo_ns / 1e9 / 3600.0;
+    }
+    if (mm->n_rq) {
+        res->mean_s /= (double)mm->n_rq;
+        res->cost /= (double)mm->n_rq;
+    }
+    qsort(lat, (size_t)mm->n_rq, sizeof *lat, cmp_dbl);
+    qsort(tt, (size_t)mm->n_rq, sizeof *tt, cmp_dbl);
+    res->p50_s = hs__pct(lat, mm->n_rq, 0.50);
+    res->p95_s = hs__pct(lat, mm->n_rq, 0.95);
+    res->p99_s = hs__pct(lat, mm->n_rq, 0.99);
+    res->ttft_p50_s = hs__pct(tt, mm->n_rq, 0.50);
+    res->slo_attainment = res->kept ? (double)met / (double)res->kept : 0;
+    free(lat);
+    free(tt);
+    for (int g = 0; g < mm->n_gpus; g++) used += mm->true_b[g] > 0;
+    for (int i = 0; i < mm->n_in; i++) res->mem_gib += mm->in[i].bytes / 1073741824.0;
+    for (int m = 0; m < mm->n_models; m++) res->deployed += mm->deployed[m];
+    res->instances = mm->n_in;
+    res->gpus_used = used;
+    res->duration_s = u->first_arr >= 0 && u->last_fin > u->first_arr
+                          ? hs_ns_to_s(u->last_fin - u->first_arr) : 0;
+    res->gpu_throughput = used && res->duration_s > 0
+                              ? (double)res->served / (res->duration_s * used) : 0;
+    return 0;
 }
 
 int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *ctx,
                  hs_multi_result *res, hs_err *err)
 {
-    uint64_t rng = mm->cfg.seed * 0x2545f4914f6cdd1dULL + 7;
-    hs_arrival a;
-    int have = 0, rc = 0, di = 0;
-    hs_ns next_sample = HS_NS_PER_S;
-    hs_ns first_arr = -1, last_fin = 0;
+    mrun u;
+    hs_event ev;
+    int rc = 0;
     memset(res, 0, sizeof *res);
-    if (mm->n_deps && !deploy)
+    if (mm->ran) return hs_errf(err, HS_ESTATE, "iserve: a multi-model runner runs once");
+    if (mm->deps_left && !deploy)
         return hs_errf(err, HS_EINVAL, "iserve: deployments scheduled but no deploy hook");
-    if (mm->n_deps) qsort(mm->deps, (size_t)mm->n_deps, sizeof *mm->deps, cmp_dep);
     for (int m = 0; m < mm->n_models; m++)
         if (!mm->has_base[m])
             return hs_errf(err, HS_EINVAL, "iserve: model %s has no base layout for its SLO",
                            mm->models[m].name);
-    for (;;) {
-        hs_ns t_arr = INT64_MAX, t_dep = INT64_MAX, t_fin = INT64_MAX, t;
-        int fin_i = -1, busy = 0;
-        if (!have) {
-            /* Next kept arrival: thinning by rate, then a uniform model. */
-            while ((rc = hs_source_next(src, &a, err)) == 1) {
-                res->arrivals++;
-                if (rng_unit(&rng) < mm->cfg.rate) break;
-            }
-            if (rc < 0) return rc;
-            have = rc == 1;
-            rc = 0;
+    mm->ran = 1;
+    memset(&u, 0, sizeof u);
+    u.src = src;
+    u.deploy = deploy;
+    u.ctx = ctx;
+    u.res = res;
+    u.first_arr = -1;
+    hs_rng_seed(&u.rng, mm->cfg.seed);
+    /* The load is sampled every second while anything remains to happen. */
+    if (!hs_evq_push(&mm->q, HS_NS_PER_S, EV_SAMPLE, EV_SAMPLE, 0, 0))
+        return hs_errf(err, HS_ENOMEM, "out of memory in the event queue");
+    if ((rc = next_arrival(mm, &u, err)) || (rc = queue_finish(mm, err))) return rc;
+    while (hs_evq_pop(&mm->q, &ev)) {
+        /* Nothing left but the sample (fin_seq is 0 when all are idle): done. */
+        if (ev.type == EV_SAMPLE && !u.have && !mm->deps_left && !mm->fin_seq) break;
+        advance(mm, ev.time);
+        switch (ev.type) {
+        case EV_SAMPLE:
+            on_sample(mm);
+            if (!hs_evq_push(&mm->q, ev.time + HS_NS_PER_S, EV_SAMPLE, EV_SAMPLE, 0, 0))
+                return hs_errf(err, HS_ENOMEM, "out of memory in the event queue");
+            break;
+        case EV_FINISH:
+            assert(ev.seq == mm->fin_seq && ev.a == mm->fin_i);
+            mm->fin_seq = 0;
+            on_finish(mm, &u, (int)ev.a);
+            break;
+        case EV_DEPLOY:
+            rc = on_deploy(mm, &u, (int)ev.a, err);
+            break;
+        case EV_ARRIVAL:
+            if (!(rc = on_arrival(mm, &u, err))) rc = next_arrival(mm, &u, err);
+            break;
+        default:
+            assert(0);
         }
-        if (have) t_arr = a.arrival;
-        if (di < mm->n_deps) t_dep = mm->deps[di].t;
-        for (int i = 0; i < mm->n_in; i++) {
-            hs__inst *in = &mm->in[i];
-            hs_ns f;
-            if (in->cur < 0) continue;
-            busy = 1;
-            f = mm->now + (hs_ns)ceil((in->remaining > 0 ? in->remaining : 0) / in->rate);
-            if (f < t_fin) t_fin = f, fin_i = i;
-        }
-        if (!have && di >= mm->n_deps && !busy) break;
-        t = t_fin;
-        if (t_dep < t) t = t_dep;
-        if (t_arr < t) t = t_arr;
-        /* Sample the load every second while anything remains to happen. */
-        if (next_sample <= t) {
-            double frac[256];
-            advance(mm, next_sample);
-            for (int g = 0; g < mm->n_gpus; g++) {
-                frac[g] = mm->busy_ns[g] / 1e9;
-                mm->busy_ns[g] = 0;
-            }
-            hs_loadmon_push(&mm->mon, frac);
-            next_sample += HS_NS_PER_S;
-            continue;
-        }
-        advance(mm, t);
-        if (t == t_fin) {
-            hs__inst *in = &mm->in[fin_i];
-            hs__mreq *r = &mm->rq[in->cur];
-            r->finish = t;
-            if (t > last_fin) last_fin = t;
-            in->served++;
-            res->served++;
-            in->cur = -1;
-            in->remaining = 0;
-            start_next(mm, fin_i);
-        } else if (t == t_dep) {
-            int m = mm->deps[di++].model;
-            mm->due[m] = 1;
-            rc = deploy(ctx, mm, m, err);
-            if (rc == HS_ENOFIT) {
-                if (err) err->code = 0;
-                rc = 0;
-            }
-            if (rc) return rc;
-        } else {
-            int model = (int)(rng_next(&rng) % (uint64_t)mm->n_models), best = -1;
-            const hs_model *md = &mm->models[model];
-            hs__mreq *r;
-            have = 0;
-            if (!mm->due[model]) {
-                /* Its deployment is still to come: not part of the workload yet. */
-                res->early++;
-                continue;
-            }
-            res->kept++;
-            if (first_arr < 0) first_arr = t;
-            for (int i = 0; i < mm->n_in; i++) {
-                int o, ob;
-                if (mm->in[i].model != model) continue;
-                o = mm->in[i].qlen + (mm->in[i].cur >= 0);
-                ob = best < 0 ? 0 : mm->in[best].qlen + (mm->in[best].cur >= 0);
-                if (best < 0 || o < ob) best = i;
-            }
-            if (best < 0) {
-                res->unserved++;
-                rerate(mm);
-                continue;
-            }
-            if (hs_vec_reserve((void **)&mm->rq, &mm->cap_rq, (size_t)mm->n_rq + 1, sizeof *mm->rq,
-                               4096))
-                return hs_errf(err, HS_ENOMEM, "out of memory");
-            r = &mm->rq[mm->n_rq];
-            memset(r, 0, sizeof *r);
-            r->arrival = t;
-            r->prompt = a.prompt < mm->cfg.max_prompt ? a.prompt : mm->cfg.max_prompt;
-            r->output = a.output;
-            if (r->prompt + r->output > md->max_seq_len) r->output = md->max_seq_len - r->prompt;
-            if (r->output < 1) r->output = 1;
-            r->model = model;
-            r->inst = best;
-            r->next = -1;
-            r->slo_ns = mm->cfg.slo_factor * hs_solo_req_ns(&mm->base[model], r->prompt, r->output, NULL);
-            {
-                hs__inst *in = &mm->in[best];
-                int32_t id = (int32_t)mm->n_rq;
-                if (in->qtail >= 0) mm->rq[in->qtail].next = id;
-                else in->qhead = id;
-                in->qtail = id;
-                in->qlen++;
-            }
-            mm->n_rq++;
-            start_next(mm, best);
-        }
-        rerate(mm);
+        if (rc) return rc;
+        if (ev.type != EV_SAMPLE) rerate(mm); /* rates change at starts and completions */
+        if ((rc = queue_finish(mm, err))) return rc;
     }
     assert(res->kept == res->served + res->unserved); /* MULTI-CONS */
-    {
-        double *lat = malloc(sizeof *lat * (size_t)(mm->n_rq ? mm->n_rq : 1));
-        double *tt = malloc(sizeof *tt * (size_t)(mm->n_rq ? mm->n_rq : 1));
-        int64_t met = 0;
-        int used = 0;
-        if (!lat || !tt) {
-            free(lat);
-            free(tt);
-            return hs_errf(err, HS_ENOMEM, "out of memory");
-        }
-        for (int64_t i = 0; i < mm->n_rq; i++) {
-            const hs__mreq *r = &mm->rq[i];
-            double l = hs_ns_to_s(r->finish - r->arrival);
-            lat[i] = l;
-            tt[i] = hs_ns_to_s(r->start - r->arrival) + r->ttft_ns / 1e9 * 1.0;
-            res->mean_s += l;
-            met += (double)(r->finish - r->arrival) <= r->slo_ns;
-            res->cost += mm->in[r->inst].bytes / 1073741824.0 * l;
-            res->gpu_hours += mm->in[r->inst].n_gpus * r->solo_ns / 1e9 / 3600.0;
-        }
-        if (mm->n_rq) {
-            res->mean_s /= (double)mm->n_rq;
-            res->cost /= (double)mm->n_rq;
-        }
-        qsort(lat, (size_t)mm->n_rq, sizeof *lat, cmp_dbl);
-        qsort(tt, (size_t)mm->n_rq, sizeof *tt, cmp_dbl);
-        res->p50_s = hs__pct(lat, mm->n_rq, 0.50);
-        res->p95_s = hs__pct(lat, mm->n_rq, 0.95);
-        res->p99_s = hs__pct(lat, mm->n_rq, 0.99);
-        res->ttft_p50_s = hs__pct(tt, mm->n_rq, 0.50);
-        res->slo_attainment = res->kept ? (double)met / (double)res->kept : 0;
-        free(lat);
-        free(tt);
-        for (int g = 0; g < mm->n_gpus; g++) used += mm->true_b[g] > 0;
-        for (int i = 0; i < mm->n_in; i++) res->mem_gib += mm->in[i].bytes / 1073741824.0;
-        for (int m = 0; m < mm->n_models; m++) res->deployed += mm->deployed[m];
-        res->instances = mm->n_in;
-        res->gpus_used = used;
-        res->duration_s = first_arr >= 0 && last_fin > first_arr ? hs_ns_to_s(last_fin - first_arr) : 0;
-        res->gpu_throughput = used && res->duration_s > 0
-                                  ? (double)res->served / (res->duration_s * used) : 0;
-    }
-    return 0;
+    return summarize(mm, &u, res, err);
 }
 
 const char *hs_multi_inst_label(const hs_multi *mm, int i, int *model, int *n_gpus,

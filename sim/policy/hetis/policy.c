@@ -1,15 +1,16 @@
-/* hetis.c - the `hetis` runtime policy: vLLM-style continuous batching
- * whose decode attention runs on the head placement of serve/hetis.h.
+/* policy.c - the `hetis` runtime policy: continuous batching (as `vllm`)
+ * whose decode attention runs on the head placement of hetis.h; the
+ * dispatcher is hetis.c, its min-max program hetis_lp.c.
  *
  * Each lane step: the head books are synced (members that left are
  * dropped, joiners dispatched), memory pressure is relieved and the
  * compute balance checked (hs_hetis_prepare); then waiting requests are
- * admitted first-come first-served as in vLLM, with one more condition:
+ * admitted first-come first-served as under `vllm`, with one more condition:
  * every stage's devices must have room for the prompt's groups; then the
- * books are synced again (vLLM-style preemption may have evicted members).
+ * books are synced again (preemption may have evicted members).
  * Replicas without Hetis state behave exactly as under `vllm`. */
-#include "serve/engine.h"
-#include "serve/hetis.h"
+#include "serve/plugin.h"
+#include "policy/hetis/hetis.h"
 
 /* Admission also needs room for the prompt's heads on the devices. */
 static int heads_fit(void *ctx, hs_engine *e, hs_lane *l, int32_t r, const char **why)
@@ -27,15 +28,8 @@ static int heads_fit(void *ctx, hs_engine *e, hs_lane *l, int32_t r, const char 
 
 static int schedule(hs_engine *e, hs_lane *l)
 {
-    int rc;
-    if ((rc = hs_hetis_prepare(e, l))) return 0; /* it stopped the run (hs__engine_fail) */
-    for (int pass = 0; pass < 2; pass++) {
-        if (hs_lane_admit_fcfs(e, l, e->cfg.max_batched_tokens, 0, heads_fit, NULL) < 0) return 0;
-        if (l->it.n_chunks) break;
-        if (l->n_dec == 0) return 0;
-        if ((rc = hs_lane_decode_setup(e, l)) < 0) return 0;
-        if (rc > 0) break;
-    }
+    if (hs_hetis_prepare(e, l)) return 0; /* it stopped the run (hs__engine_fail) */
+    if (!hs_lane_continuous(e, l, 0, heads_fit, NULL)) return 0;
     hs_hetis_resync(e, l);
     return l->it.n_chunks > 0 || l->it.decode;
 }
@@ -49,9 +43,14 @@ static void complete(hs_engine *e, hs_lane *l)
 
 const hs_policy_ops hs_policy_hetis = {
     .name = "hetis",
-    .help = "vLLM batching with Hetis head-level attention offload to attention workers (needs a hetis deployment)",
+    .help = "continuous batching with Hetis head-level attention offload to attention workers (needs a hetis deployment)",
     .schedule = schedule,
     .complete = complete,
+    .opts = hs_hetis_cfg_fields,
+    .opts_size = sizeof(hs_hetis_cfg),
+    .replicas_setup = hs_hetis_setup,
+    .stage_ns = hs_hetis_stage_ns,
+    .report = hs_hetis_report,
     .disagg = 1,   /* complete is hs_lane_complete's, hand-overs included */
     .attn_offload = 1,
 };

@@ -1,5 +1,5 @@
-/* pqpipe.c - the offline pipeline runtime; see pqpipe.h. */
-#include "serve/pqpipe.h"
+/* llmpq_pipe.c - LLM-PQ's offline pipeline runtime; see llmpq_pipe.h. */
+#include "plan/llmpq_pipe.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* hetis.h - Hetis's runtime side: head-level attention offload, per
+/* hetis.h - Hetis's runtime side (the `hetis` policy, policy.c): head-level attention offload, per
  * replica (Hetis §4-§5; ../shared/notes/hetis.md).
  *
  * A Hetis replica is an ordinary replica (its GPUs are the Primary workers:
@@ -23,7 +23,7 @@
  *
  * Life of a request: a prompt is prefilled on the primary and held in the
  * lane's block pool; when it joins the decode set the dispatcher places its
- * groups (min-max MILP, plan/hetis_lp.h, GLPK, 1% gap; the requests that
+ * groups (min-max MILP, policy/hetis/hetis_lp.h, GLPK, 1% gap; the requests that
  * joined since the lane's last step are placed one after another in
  * arrival order, each seeing the ones before in its base) and the
  * offloaded groups' prompt KV is sent to the workers; the lane's next step
@@ -58,7 +58,7 @@
 #include "hw/hw.h"
 #include "llm/model.h"
 #include "perf/perf.h"
-#include "plan/hetis_lp.h"
+#include "policy/hetis/hetis_lp.h"
 #include "serve/deploy.h"
 #include "serve/runtime.h"
 
@@ -68,6 +68,8 @@ typedef struct hs_hetis_cfg {
     int offload;       /* 0: never place heads on workers (ablation) */
 } hs_hetis_cfg;
 
+/* The policy's options: engine.hetis_theta, hetis_period, hetis_offload. */
+extern const hs_field hs_hetis_cfg_fields[];
 void hs_hetis_cfg_defaults(hs_hetis_cfg *c);
 
 typedef struct hs_hetis_dev {
@@ -117,19 +119,21 @@ typedef struct hs_hetis {
 } hs_hetis;
 
 /* Builds Hetis state for each replica that has attention workers in d (and
- * for every replica when all_replicas: head books without workers), sets
- * rp[i].hetis and raises rp[i].kv_blocks to the pooled cache.  Call after
- * hs_replicas_build, before hs_engine_create.  Errors name the replica. */
+ * for every replica when all_replicas: head books without workers), hangs
+ * it on rp[i].pstate (the replica owns it: hs_replicas_free or
+ * hs_hetis_detach frees it) and raises rp[i].kv_blocks to the pooled
+ * cache.  Call after hs_replicas_build, before hs_engine_create.  Errors
+ * name the replica. */
 int hs_hetis_attach(hs_replica *rp, int32_t n_rep, const hs_deploy *d, const hs_model *m,
                     const hs_cluster *c, const hs_engine_cfg *ec, const hs_perf_cfg *pc,
                     const hs_hetis_cfg *hc, int all_replicas, hs_err *err);
 void hs_hetis_detach(hs_replica *rp, int32_t n_rep);
-/* The CLI's step: attaches (defaults) to every replica when the policy
- * offloads attention (its ops' attn_offload), and to the replicas with
- * attention workers otherwise (so that `hetsim plan` shows the pooled cache;
- * running them needs such a policy). */
-int hs_hetis_setup(hs_replica *rp, const hs_deploy *d, const hs_model *m, const hs_cluster *c,
-                   const hs_engine_cfg *ec, const hs_perf_cfg *pc, int attn_offload, hs_err *err);
+/* The Hetis state of a replica, NULL when it has none. */
+hs_hetis *hs_hetis_of(const hs_replica *rp);
+/* The policy's replicas_setup hook: attaches (env->opts) to every replica
+ * when the policy runs them, and to the replicas with attention workers
+ * otherwise (so that `hetsim plan` shows the pooled cache). */
+int hs_hetis_setup(hs_replica *rp, int32_t n, const hs_policy_env *env, hs_err *err);
 /* Sums the replicas' dispatcher statistics (zero when none is attached). */
 void hs_hetis_totals(const hs_replica *rp, int32_t n_rep, hs_hetis_stats *out);
 /* Quantile q of the dispatch wall time from the histogram (upper edge of

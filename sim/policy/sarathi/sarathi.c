@@ -1,16 +1,27 @@
 /* sarathi.c - chunked prefill with stall-free batching (Sarathi-Serve, and
  * vLLM with enable_chunked_prefill).
  *
- * Every iteration has a token budget (engine.chunk_size).  All running
+ * Every iteration has a token budget (engine.chunk_size, this policy's
+ * option).  All running
  * decodes go first, one token each; partly prefilled prompts continue next;
  * then new requests are admitted FCFS and their prompts cut into chunks
  * that fill the rest of the budget.  Decodes never stall behind a long
  * prompt, at the price of prompts taking several iterations. */
-#include "serve/engine.h"
+#include "serve/plugin.h"
+
+typedef struct sarathi_opts {
+    int chunk_size;          /* tokens per iteration, decodes included */
+} sarathi_opts;
+
+static const hs_field opts[] = {
+    HS_FIELD_NUM(sarathi_opts, chunk_size, HS_F_INT, 0, 512, 1, 1 << 20, "sarathi: chunked-prefill token budget"),
+    {0},
+};
 
 static int schedule(hs_engine *e, hs_lane *l)
 {
-    int32_t budget = e->cfg.chunk_size;
+    const sarathi_opts *o = hs_engine_popts(e);
+    int32_t budget = o->chunk_size;
     if (hs_lane_decode_setup(e, l) < 0) return 0;
     if (l->it.decode) budget -= l->n_dec;
     for (int32_t r = l->prefilling.head; r >= 0 && budget > 0;) {
@@ -40,16 +51,19 @@ nomem:
     return 0;
 }
 
-static int64_t pass_tokens(const hs_engine_cfg *c, int32_t max_model_len)
+static int64_t pass_tokens(const hs_engine_cfg *c, const void *po, int32_t max_model_len)
 {
+    (void)c;
     (void)max_model_len;
-    return c->chunk_size;
+    return ((const sarathi_opts *)po)->chunk_size;
 }
 
 const hs_policy_ops hs_policy_sarathi = {
     .name = "sarathi",
     .help = "chunked prefill, decodes first, prompts cut to fill a token budget (Sarathi-Serve)",
     .schedule = schedule,
+    .opts = opts,
+    .opts_size = sizeof(sarathi_opts),
     .pass_tokens = pass_tokens,
     .chunks = 1,
 };

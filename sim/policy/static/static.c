@@ -1,6 +1,7 @@
 /* static.c - FasterTransformer-style static batching.
  *
- * The lane takes up to engine.static_batch waiting requests at once, pads
+ * The lane takes up to engine.static_batch (this policy's option) waiting
+ * requests at once, pads
  * their prompts to the longest one and runs the batch to the end: every
  * slot keeps stepping until the longest output is done, finished requests
  * keep occupying their slot, and nothing new is admitted meanwhile.  KV
@@ -9,30 +10,46 @@
  * Tokens are streamed: a request's TTFT is the end of the batch prefill and
  * it finishes when its own last token is produced.  Encoder-decoder models
  * encode the padded prompts (no token) and then decode output-many steps,
- * the first giving the TTFT, as FasterTransformer's T5 does. */
+ * the first giving the TTFT, as FasterTransformer's T5 does.  A request
+ * leaves its slot when the end-of-sequence signal says so (hs_req_done),
+ * as FT stops a sequence at its EOS token. */
 #include <stdlib.h>
 
-#include "serve/engine.h"
+#include "serve/plugin.h"
 
+typedef struct static_opts {
+    int static_batch;          /* requests per batch */
+} static_opts;
+
+static const hs_field opts[] = {
+    HS_FIELD_NUM(static_opts, static_batch, HS_F_INT, 0, 8, 1, 65536, "static: batch size"),
+    {0},
+};
+
+/* The lane's batch (lane->pstate, lane_bytes). */
 typedef struct fixed_batch {
     int active, prefill;
-    int32_t n, max_prompt, next_fin;
+    int32_t n, max_prompt;
+    int32_t alive;             /* of reqs[0..n), the first `alive` are still generating */
     int64_t step;              /* decode steps done */
-    int32_t *reqs;             /* [cap], sorted by output, then id */
+    int32_t *reqs;             /* [cap]: the unfinished first, each part by id */
     int32_t cap;
     hs_ns last_end;
 } fixed_batch;
 
-/* Insertion sort by (output, id): batches are small and C11 qsort has no
- * context argument (a global would make runs non-reentrant). */
-static void sort_by_output(hs_engine *e, int32_t *v, int32_t n)
+static int32_t batch_cap(const hs_engine_cfg *c, const static_opts *o)
+{
+    return o->static_batch < c->max_num_seqs ? o->static_batch : c->max_num_seqs;
+}
+
+/* Insertion sort by id, so requests that finish at the same step leave in
+ * id order (batches are small). */
+static void sort_by_id(hs_engine *e, int32_t *v, int32_t n)
 {
     for (int32_t i = 1; i < n; i++) {
         int32_t r = v[i], j = i;
-        const hs_req *x = hs_req_at(e, r);
-        while (j > 0) {
-            const hs_req *y = hs_req_at(e, v[j - 1]);
-            if (y->output < x->output || (y->output == x->output && y->id < x->id)) break;
+        int64_t id = hs_req_at(e, r)->id;
+        while (j > 0 && hs_req_at(e, v[j - 1])->id > id) {
             v[j] = v[j - 1];
             j--;
         }
@@ -49,14 +66,9 @@ static int schedule(hs_engine *e, hs_lane *l)
 {
     fixed_batch *b = l->pstate;
     hs_batch_shape *s = &l->it.shape;
-    if (!b) {
-        b = l->pstate = calloc(1, sizeof *b);
-        if (!b) goto nomem;
-    }
     if (!b->active) {
         int32_t slots = (int32_t)(l->blocks_total / slot_blocks(e));
-        int32_t want = e->cfg.static_batch < e->cfg.max_num_seqs ? e->cfg.static_batch
-                                                                 : e->cfg.max_num_seqs;
+        int32_t want = batch_cap(&e->cfg, hs_engine_popts(e));
         if (want > slots) want = slots;
         if (l->waiting.head < 0) return 0;
         if (want == 0) {
@@ -85,9 +97,9 @@ static int schedule(hs_engine *e, hs_lane *l)
         }
         l->reserved = (int64_t)b->n * slot_blocks(e);
         l->blocks_free -= l->reserved;
-        sort_by_output(e, b->reqs, b->n);
+        sort_by_id(e, b->reqs, b->n);
         b->active = b->prefill = 1;
-        b->next_fin = 0;
+        b->alive = b->n;
         b->step = 0;
         if (e->replicas[l->replica].encdec) {
             s->enc_tokens = b->n * b->max_prompt;
@@ -115,7 +127,7 @@ static void complete(hs_engine *e, hs_lane *l)
 {
     fixed_batch *b = l->pstate;
     hs_ns t = l->it.end;
-    int32_t alive = b->n - b->next_fin;
+    int32_t kept = 0, gen;
     /* tokens after `step` decoding steps: the prefill samples the first of
      * a decoder-only model; encoding samples none */
     int64_t shift = e->replicas[l->replica].encdec ? 0 : 1;
@@ -123,21 +135,29 @@ static void complete(hs_engine *e, hs_lane *l)
         b->prefill = 0;
     } else {
         b->step++;
-        if (e->sink.itl && alive > 0 && b->step + shift > 1)
-            e->sink.itl(e->sink.ctx, t - b->last_end, alive);
+        if (e->sink.itl && b->alive > 0 && b->step + shift > 1)
+            e->sink.itl(e->sink.ctx, t - b->last_end, b->alive);
     }
-    for (int32_t k = b->next_fin; k < b->n && b->step + shift > 0; k++) {
+    gen = (int32_t)(b->step + shift);
+    for (int32_t k = 0; k < b->alive && gen > 0; k++) {
         hs_req *q = hs_req_at(e, b->reqs[k]);
-        q->gen = (int32_t)(b->step + shift);
+        q->gen = gen;
         if (q->first_token < 0) q->first_token = t;
     }
-    while (b->next_fin < b->n && hs_req_at(e, b->reqs[b->next_fin])->output <= b->step + shift) {
-        int32_t r = b->reqs[b->next_fin++];
-        hs_list_remove(e, &l->running, r);
-        hs_lane_finish(e, l, r, t);
+    /* Those whose sequence ended leave, in id order; the others keep
+     * their order at the front. */
+    for (int32_t k = 0; k < b->alive; k++) {
+        int32_t r = b->reqs[k];
+        if (gen > 0 && hs_req_done(e, r, gen)) {
+            hs_list_remove(e, &l->running, r);
+            hs_lane_finish(e, l, r, t);
+        } else {
+            b->reqs[kept++] = r;
+        }
     }
+    b->alive = kept;
     b->last_end = t;
-    if (b->next_fin == b->n) {
+    if (b->alive == 0) {
         l->blocks_free += l->reserved;
         l->reserved = 0;
         b->active = 0;
@@ -147,17 +167,14 @@ static void complete(hs_engine *e, hs_lane *l)
 static void lane_free(hs_lane *l)
 {
     fixed_batch *b = l->pstate;
-    if (b) free(b->reqs);
-    free(b);
-    l->pstate = NULL;
+    free(b->reqs);
 }
 
 /* Padded prefills: a full batch of context-long prompts (a batch never
  * holds more than max_num_seqs). */
-static int64_t pass_tokens(const hs_engine_cfg *c, int32_t max_model_len)
+static int64_t pass_tokens(const hs_engine_cfg *c, const void *o, int32_t max_model_len)
 {
-    int64_t slots = c->static_batch < c->max_num_seqs ? c->static_batch : c->max_num_seqs;
-    return slots * max_model_len;
+    return (int64_t)batch_cap(c, o) * max_model_len;
 }
 
 const hs_policy_ops hs_policy_static = {
@@ -165,6 +182,9 @@ const hs_policy_ops hs_policy_static = {
     .help = "static batching: fixed batch run to its longest output, slots held (FasterTransformer)",
     .schedule = schedule,
     .complete = complete,
+    .opts = opts,
+    .opts_size = sizeof(static_opts),
+    .lane_bytes = sizeof(fixed_batch),
     .lane_free = lane_free,
     .pass_tokens = pass_tokens,
     .encdec = 1,

@@ -12,12 +12,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/cli.h"
 #include "out/db.h"
 #include "plan/iserve.h"
 #include "policy/policy.h"
 #include "serve/deploy.h"
-#include "serve/multi.h"
+#include "plan/iserve_multi.h"
 #include "workload/workload.h"
 
 #ifndef HS_GIT_REV
@@ -469,7 +468,7 @@ out:
     return rc;
 }
 
-int hs_cli_iserve(int argc, char **argv)
+int hs_iserve_command(int argc, char **argv)
 {
     isv_args a;
     hs_err err = {0, ""};
@@ -500,5 +499,5 @@ int hs_cli_iserve(int argc, char **argv)
     if (rc) fprintf(stderr, "hetsim: %s\n", err.msg);
     hs_cluster_destroy(c);
     free(ms);
-    return hs_cli_exit_code(rc);
+    return hs_exit_code(rc);
 }

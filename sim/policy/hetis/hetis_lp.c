@@ -1,7 +1,7 @@
 /* hetis_lp.c - the head dispatcher's min-max program with GLPK (see
  * hetis_lp.h).  Problems are tiny (a few devices, the requests that
  * arrived since the last step), so each solve builds a fresh glp_prob. */
-#include "plan/hetis_lp.h"
+#include "policy/hetis/hetis_lp.h"
 
 #include <glpk.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-/* multi.h - a multi-model cluster: LLMs deployed over time onto shared GPUs,
+/* iserve_multi.h - a multi-model cluster: LLMs deployed over time onto shared GPUs,
  * requests routed per model, FCFS batch-1 serving as in iServe.
  *
  * Each deployed model has one or more instances (DP replicas), each on a set
@@ -18,6 +18,14 @@
  * leave the GPU idle (batch-1 decode is memory bound and launch bound).
  * Rates change only at starts and completions, so the run is an exact fluid
  * processor-sharing simulation driven by those events.
+ *
+ * Events: the run pops one hs_evq (core/evq.h) holding the deployments, the
+ * pending arrival, the next load sample and the earliest completion.  At one
+ * instant: the sample, then completions (lowest instance first), then
+ * deployments (in scheduling order), then the arrival (iserve_multi.c says why).
+ *
+ * Randomness: one hs_rng (core/rng.h) seeded with cfg.seed draws, per trace
+ * arrival, a uniform for thinning and, per arrival kept, its model.
  *
  * Routing: each arrival kept by thinning is assigned a model uniformly at
  * random (the paper's random query-to-LLM assignment), so every model sees
@@ -79,7 +87,7 @@ typedef struct hs_multi_cfg {
     double slo_factor;  /* request SLO = factor x its solo latency on the model's base layout (5) */
     double rate;        /* fraction of trace arrivals kept, (0, 1] */
     int max_prompt;     /* prompts longer are clamped (1024: ShareGPT inputs <= 1K) */
-    uint64_t seed;
+    uint64_t seed;      /* the runner's hs_rng: thinning and model choice (1) */
     hs_perf_cfg perf;
 } hs_multi_cfg;
 
@@ -100,7 +108,8 @@ void hs_multi_destroy(hs_multi *mm);
 /* The layout whose solo latency defines the model's SLO (minimum
  * parallelism, no quantisation). */
 int hs_multi_set_base(hs_multi *mm, int model, const hs_layout *l, hs_err *err);
-/* Deploys `model` at t seconds (several per model are allowed). */
+/* Deploys `model` at t seconds (several per model are allowed); from a
+ * deploy hook, t must not be before the runner's clock (HS_ERANGE). */
 int hs_multi_schedule(hs_multi *mm, int model, double t_s, hs_err *err);
 
 /* Adds an instance.  charge_b: bytes per GPU the controller charges (its
@@ -137,11 +146,12 @@ typedef struct hs_multi_result {
 } hs_multi_result;
 
 /* Runs the arrivals of src through the cluster, calling deploy at the
- * scheduled times. */
+ * scheduled times.  Once per runner (HS_ESTATE after): the deployments are
+ * consumed.  HS_ESTATE too when src goes back in time. */
 int hs_multi_run(hs_multi *mm, hs_source *src, hs_multi_deploy_fn deploy, void *ctx,
                  hs_multi_result *res, hs_err *err);
 
-/* The continuous-batching option (multi_cb.c): after hs_multi_run, re-serves
+/* The continuous-batching option (iserve_multi_cb.c): after hs_multi_run, re-serves
  * every instance's requests with `policy` through one hs_engine each,
  * interference by mean field over `passes` rounds; overwrites the latency,
  * SLO, cost, GPU-hours and throughput figures of res (requests the engine

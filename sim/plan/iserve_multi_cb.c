@@ -1,6 +1,6 @@
-/* multi_cb.c - the continuous-batching option of the multi-model runner.
+/* iserve_multi_cb.c - the continuous-batching option of the multi-model runner.
  *
- * iServe serves FCFS at batch 1 (multi.c).  This option re-serves the same
+ * iServe serves FCFS at batch 1 (iserve_multi.c).  This option re-serves the same
  * cluster with a batching runtime policy (vllm, sarathi, static): after an
  * FCFS run has decided the deployments over time and which instance each
  * request goes to, every instance's requests are replayed through one
@@ -23,8 +23,8 @@
 
 #include "serve/deploy.h"
 #include "serve/engine.h"
-#include "serve/multi.h"
-#include "serve/multi_int.h"
+#include "plan/iserve_multi.h"
+#include "plan/iserve_multi_int.h"
 
 typedef struct cb_sink {
     hs_ns *first, *finish;   /* per request of the instance */
@@ -159,7 +159,7 @@ int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_eng
             if (!k) continue;
             ec.max_model_len = mlen;
             ec.max_batched_tokens = 0;
-            pt = hs_engine_pass_tokens(&ec, policy, mlen);
+            pt = hs_engine_pass_tokens(&ec, policy, NULL, mlen);
             if (pt < 0) {
                 rc = hs_errf(err, HS_ERANGE, "batched: instance %d: pass too large", i);
                 break;
@@ -189,7 +189,7 @@ int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_eng
             cs.n = k;
             sink = (hs_sink){&cs, cb_request, cb_itl};
             if (!(rc = hs_source_open_array(&src, arr, k, err)) &&
-                !(rc = hs_engine_create(&e, &ec, policy, hs_router_find("rr"), rep, 1, src, &sink,
+                !(rc = hs_engine_create(&e, &ec, policy, NULL, hs_router_find("rr"), rep, 1, src, &sink,
                                         mlen, mm->c, err)))
                 rc = hs_engine_run(e, err);
             hs_engine_destroy(e);

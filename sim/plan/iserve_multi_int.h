@@ -1,9 +1,10 @@
-/* multi_int.h - the multi-model runner's private state, shared by multi.c
- * (FCFS) and multi_cb.c (the continuous-batching option).  Not public. */
+/* iserve_multi_int.h - the multi-model runner's private state, shared by iserve_multi.c
+ * (FCFS) and iserve_multi_cb.c (the continuous-batching option).  Not public. */
 #ifndef HS_MULTI_INT_H
 #define HS_MULTI_INT_H
 
-#include "serve/multi.h"
+#include "core/evq.h"
+#include "plan/iserve_multi.h"
 
 typedef struct hs__mreq {
     hs_ns arrival, start, finish;
@@ -25,11 +26,6 @@ typedef struct hs__inst {
     int64_t served;
 } hs__inst;
 
-typedef struct hs__dep {
-    hs_ns t;
-    int model, seq;
-} hs__dep;
-
 struct hs_multi {
     hs_multi_cfg cfg;
     const hs_cluster *c;
@@ -38,9 +34,7 @@ struct hs_multi {
     hs_solo *base;               /* [n_models] */
     int *has_base, *deployed;
     int *due;                    /* its deployment time has come (tried or done) */
-    hs__dep *deps;
-    int n_deps;
-    size_t cap_deps;
+    int deps_left;               /* deployment events still queued */
     hs__inst *in;
     int n_in;
     size_t cap_in;
@@ -50,7 +44,16 @@ struct hs_multi {
     double *cap_b, *charge_b, *free_b, *true_b, *loadv, *busy_ns;
     int *busy_k;
     hs_loadmon mon;
-    hs_ns now;
+    hs_ns now;                   /* time the fluid state was advanced to */
+    /* The run's events (core/evq.h): deployments (queued by
+     * hs_multi_schedule), the pending arrival, the next load sample and the
+     * earliest completion, the one queued as (fin_t, fin_i) under fin_seq
+     * (0: none). */
+    hs_evq q;
+    uint64_t fin_seq;
+    hs_ns fin_t;
+    int fin_i;
+    int ran;                     /* hs_multi_run was called */
 };
 
 /* Sorts ascending; percentile q of a sorted array (linear interpolation). */

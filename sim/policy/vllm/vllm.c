@@ -6,20 +6,11 @@
  * max_batched_tokens and the free KV blocks stay above the watermark; when
  * a decode step needs blocks that are not free, the latest-admitted
  * sequences are preempted and later recomputed. */
-#include "serve/engine.h"
+#include "serve/plugin.h"
 
 static int schedule(hs_engine *e, hs_lane *l)
 {
-    /* The second pass re-admits or drops what a decode step preempted when
-     * everything was (one sequence outgrew the lane). */
-    for (int pass = 0; pass < 2; pass++) {
-        int rc;
-        if (hs_lane_admit_fcfs(e, l, e->cfg.max_batched_tokens, 0, NULL, NULL) < 0) return 0;
-        if (l->it.n_chunks) return 1;
-        if (l->n_dec == 0) return 0;
-        if ((rc = hs_lane_decode_setup(e, l)) != 0) return rc > 0;
-    }
-    return 0;
+    return hs_lane_continuous(e, l, 0, NULL, NULL);
 }
 
 const hs_policy_ops hs_policy_vllm = {

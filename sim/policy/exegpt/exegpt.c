@@ -26,6 +26,10 @@
  * share this phase gets one later (a fixed zero share would strand its
  * queue).
  *
+ * Options (engine.exegpt_*, declared here, exegpt.h) are B_E, N_D, the
+ * decoding target and the adjustment threshold; the exegpt planner writes
+ * them into its deployments.
+ *
  * Dynamic adjustment (Sec. 5.2), on when engine.exegpt_adjust > 0 with
  * threshold thr:
  *   - encoder workload: an encoding batch keeps taking queries while its
@@ -36,13 +40,38 @@
  *     for rra; all decode replicas for waa) deviates from engine.exegpt_bd
  *     by more than thr, a lane's share of B_E is scaled by target /
  *     population, up to 2 B_E / lanes + 1 (adjust_share). */
+#include "policy/exegpt/exegpt.h"
+
 #include <math.h>
 
-#include "serve/engine.h"
+#include "serve/plugin.h"
 
-extern const hs_policy_ops hs_policy_vllm;
+const hs_field hs_exegpt_rt_fields[] = {
+    HS_FIELD_NUM(hs_exegpt_rt, exegpt_be, HS_F_INT, 0, 16, 1, 65536, "rra/waa: encoder batch B_E (queries per encoding phase)"),
+    HS_FIELD_NUM(hs_exegpt_rt, exegpt_nd, HS_F_INT, 0, 8, 1, 1 << 20, "rra: decoding iterations per encoding phase N_D"),
+    HS_FIELD_NUM(hs_exegpt_rt, exegpt_bd, HS_F_DOUBLE, 0, 0, 0, 1e9, "rra/waa: target decoding population (0: no decoder adjustment)"),
+    HS_FIELD_NUM(hs_exegpt_rt, exegpt_adjust, HS_F_DOUBLE, 0, 0.1, 0, 1, "rra/waa: dynamic workload adjustment threshold (0: off)"),
+    HS_FIELD_NUM(hs_exegpt_rt, exegpt_prompt_mean, HS_F_DOUBLE, 0, 0, 0, 1e9, "rra/waa: mean prompt tokens for the encoder workload target (0: running mean)"),
+    {0},
+};
+
+void hs_exegpt_rt_defaults(hs_exegpt_rt *o)
+{
+    hs_conf_defaults(o, hs_exegpt_rt_fields);
+}
 
 enum { PH_ENC = 0, PH_DEC = 1 };
+
+/* A lane's phase (lane->pstate): the standard decode set stays the lane's,
+ * so the decode-set audit applies. */
+typedef struct phase {
+    int32_t mode, left;
+    int64_t count;
+    hs_ns start;          /* when the current phase began */
+} phase;
+
+static inline phase *ph(const hs_lane *l) { return l->pstate; }
+static inline const hs_exegpt_rt *opt(const hs_engine *e) { return hs_engine_popts(e); }
 
 /* Lane k of n's share of b in phase j: b split as evenly as integers
  * allow, the larger shares rotating with j. */
@@ -55,7 +84,7 @@ static int32_t share(int32_t b, int32_t n, int64_t j, int32_t k)
 
 static double prompt_mean(const hs_engine *e)
 {
-    if (e->cfg.exegpt_prompt_mean > 0) return e->cfg.exegpt_prompt_mean;
+    if (opt(e)->exegpt_prompt_mean > 0) return opt(e)->exegpt_prompt_mean;
     /* Running mean of the prompts seen so far (the arrivals' only
      * workload statistic a runtime has). */
     return e->arrivals > 0 ? (double)e->prompt_tokens_seen / (double)e->arrivals : 0;
@@ -92,7 +121,7 @@ static int band_ok(void *ctx, hs_engine *e, hs_lane *l, int32_t r, const char **
  * exegpt planner sets it from B_E. */
 static int32_t encode_batch(hs_engine *e, hs_lane *l, int32_t want)
 {
-    enc_band b = {want, 0, e->cfg.exegpt_adjust, prompt_mean(e), 0};
+    enc_band b = {want, 0, opt(e)->exegpt_adjust, prompt_mean(e), 0};
     int32_t n = hs_lane_admit_fcfs(e, l, e->cfg.max_batched_tokens, 0, band_ok, &b);
     return n < 0 ? 0 : n;
 }
@@ -114,9 +143,9 @@ static int32_t lane_index(const hs_engine *e, const hs_lane *l)
  * by more than the threshold (proportional, so noise does not swing it). */
 static int32_t adjust_share(const hs_engine *e, int32_t want, int32_t lanes, double pop)
 {
-    double thr = e->cfg.exegpt_adjust, target = e->cfg.exegpt_bd;
+    double thr = opt(e)->exegpt_adjust, target = opt(e)->exegpt_bd;
     if (thr > 0 && target > 0 && fabs(pop - target) > thr * target) {
-        double w = want * target / fmax(pop, 1), cap = 2.0 * e->cfg.exegpt_be / lanes + 1;
+        double w = want * target / fmax(pop, 1), cap = 2.0 * opt(e)->exegpt_be / lanes + 1;
         want = (int32_t)lround(w > cap ? cap : w);
     }
     return want;
@@ -128,9 +157,9 @@ static int32_t rra_want(hs_engine *e, hs_lane *l)
 {
     const hs_replica *rp = &e->replicas[l->replica];
     int32_t k = rp->n_lanes;
-    double pop = e->cfg.exegpt_be;
+    double pop = opt(e)->exegpt_be;
     for (int32_t i = 0; i < k; i++) pop += rp->lanes[i].n_dec;
-    return adjust_share(e, share(e->cfg.exegpt_be, k, l->ph_count, lane_index(e, l)), k, pop);
+    return adjust_share(e, share(opt(e)->exegpt_be, k, ph(l)->count, lane_index(e, l)), k, pop);
 }
 
 /* The replica's lanes are its micro-batches and run ExeGPT's phases in
@@ -145,7 +174,7 @@ static int siblings_decoding(const hs_engine *e, const hs_lane *l)
     const hs_replica *rp = &e->replicas[l->replica];
     for (int32_t k = 0; k < rp->n_lanes; k++) {
         const hs_lane *j = &rp->lanes[k];
-        if (j != l && j->ph_mode == PH_DEC && (j->n_dec > 0 || j->busy) && j->ph_start != e->q.now)
+        if (j != l && ph(j)->mode == PH_DEC && (j->n_dec > 0 || j->busy) && ph(j)->start != e->q.now)
             return 1;
     }
     return 0;
@@ -156,7 +185,7 @@ static int siblings_decoding(const hs_engine *e, const hs_lane *l)
 static void end_phase(hs_engine *e, hs_lane *l)
 {
     hs_replica *rp = &e->replicas[l->replica];
-    l->ph_mode = PH_ENC;
+    ph(l)->mode = PH_ENC;
     for (int32_t k = 0; k < rp->n_lanes; k++)
         if (&rp->lanes[k] != l) hs_engine_kick(e, &rp->lanes[k]);
 }
@@ -167,7 +196,7 @@ static int rra_schedule_nd(hs_engine *e, hs_lane *l, int nd)
      * through to decoding, a decoding phase with nothing to decode to
      * encoding. */
     for (int round = 0; round < 2; round++) {
-        if (l->ph_mode == PH_ENC) {
+        if (ph(l)->mode == PH_ENC) {
             int32_t want;
             /* Nothing to encode or decode: idle, without starting a phase
              * (an empty phase would wake the siblings for nothing). */
@@ -177,14 +206,14 @@ static int rra_schedule_nd(hs_engine *e, hs_lane *l, int nd)
             /* An idle lane with a zero share this phase would sleep with
              * its queue full: nothing else wakes it. */
             if (want == 0 && l->n_dec == 0 && l->waiting.head >= 0) want = 1;
-            l->ph_mode = PH_DEC;
-            l->ph_left = nd;
-            l->ph_count++;
-            l->ph_start = e->q.now;
+            ph(l)->mode = PH_DEC;
+            ph(l)->left = nd;
+            ph(l)->count++;
+            ph(l)->start = e->q.now;
             if (want > 0 && encode_batch(e, l, want) > 0) return 1;
             if (e->fatal) return 0;
         }
-        if (l->ph_left > 0 && decode_step(e, l)) return 1;
+        if (ph(l)->left > 0 && decode_step(e, l)) return 1;
         if (e->fatal) return 0;
         end_phase(e, l);
         if (l->waiting.head < 0) return 0;
@@ -194,13 +223,13 @@ static int rra_schedule_nd(hs_engine *e, hs_lane *l, int nd)
 
 static void rra_complete(hs_engine *e, hs_lane *l)
 {
-    if (l->it.decode && l->ph_left > 0 && --l->ph_left == 0) end_phase(e, l);
+    if (l->it.decode && ph(l)->left > 0 && --ph(l)->left == 0) end_phase(e, l);
     hs_lane_complete(e, l);
 }
 
 static int rra_schedule(hs_engine *e, hs_lane *l)
 {
-    return rra_schedule_nd(e, l, e->cfg.exegpt_nd);
+    return rra_schedule_nd(e, l, opt(e)->exegpt_nd);
 }
 
 /* Decoding population of the decode replicas: everything handed over and
@@ -218,13 +247,13 @@ static int waa_schedule(hs_engine *e, hs_lane *l)
     const hs_replica *rp = &e->replicas[l->replica];
     if (rp->role_kind == HS_ROLE_COLOCATED) return rra_schedule_nd(e, l, 1);
     /* Decoder: decoding iterations; a query preempted here for lack of KV
-     * blocks is recomputed here first, as vLLM's scheduler does. */
-    if (rp->role_kind == HS_ROLE_DECODE) return hs_policy_vllm.schedule(e, l);
+     * blocks is recomputed here first, as continuous batching does. */
+    if (rp->role_kind == HS_ROLE_DECODE) return hs_lane_continuous(e, l, 0, NULL, NULL);
     /* Encoder: one batch per iteration while queries wait. */
     {
         int32_t want;
         if (l->waiting.head < 0) return 0;
-        want = adjust_share(e, share(e->cfg.exegpt_be, rp->perf.pp, l->ph_count++, lane_index(e, l)), rp->perf.pp,
+        want = adjust_share(e, share(opt(e)->exegpt_be, rp->perf.pp, ph(l)->count++, lane_index(e, l)), rp->perf.pp,
                             decode_population(e));
         /* Never zero while queries wait: nothing else would wake the lane. */
         return encode_batch(e, l, want < 1 ? 1 : want) > 0;
@@ -242,6 +271,9 @@ const hs_policy_ops hs_policy_rra = {
     .help = "ExeGPT RRA: encoding phases of B_E queries alternating with N_D decoding iterations (exegpt planner)",
     .schedule = rra_schedule,
     .complete = rra_complete,
+    .opts = hs_exegpt_rt_fields,
+    .opts_size = sizeof(hs_exegpt_rt),
+    .lane_bytes = sizeof(phase),
     .encdec = 1,
 };
 
@@ -250,6 +282,9 @@ const hs_policy_ops hs_policy_waa = {
     .help = "ExeGPT WAA: encode and decode replicas run asynchronously, KV handed over (exegpt planner)",
     .schedule = waa_schedule,
     .complete = waa_complete,
+    .opts = hs_exegpt_rt_fields,
+    .opts_size = sizeof(hs_exegpt_rt),
+    .lane_bytes = sizeof(phase),
     .disagg = 1,
     .encdec = 1,
 };

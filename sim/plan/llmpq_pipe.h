@@ -1,4 +1,4 @@
-/* pqpipe.h - the offline pipeline runtime of LLM-PQ, as a discrete-event
+/* llmpq_pipe.h - the offline pipeline runtime of LLM-PQ, as a discrete-event
  * simulation.
  *
  * Workload: a global batch of B prompts padded to s tokens, each

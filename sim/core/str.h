@@ -1,0 +1,25 @@
+/* str.h - heap strings and growable arrays of pointers: copy a string,
+ * append it to a list, free the list.
+ *
+ * Ownership: hs_xstrdup's copy belongs to the caller (free() it, or hand
+ * it to a list).  A list is a caller-owned pointer and count (NULL and 0
+ * when empty); hs_ptrs_push stores the pointer, not a copy, and leaves the
+ * list and p untouched on failure (p is still the caller's to free).  A
+ * list of strings made this way is freed whole, strings and array, by
+ * hs_strs_free. */
+#ifndef HS_STR_H
+#define HS_STR_H
+
+/* A malloc'd copy of s, or NULL when out of memory (strdup is POSIX, not
+ * ISO C11). */
+char *hs_xstrdup(const char *s);
+
+/* Appends p to the array of *n pointers whose address is arr (a char ***,
+ * say: void * so that any pointer array fits), growing it by one with
+ * realloc.  Returns 0, or HS_ENOMEM with the array and *n unchanged. */
+int hs_ptrs_push(void *arr, int *n, void *p);
+
+/* Frees v[0..n-1] and v itself; NULL with n 0 is a no-op. */
+void hs_strs_free(char **v, int n);
+
+#endif

@@ -1,0 +1,79 @@
+/* perf_base.c - what every latency-model builder shares (perf.h): the
+ * configuration, freeing the tables, provenance text, collectives.  Kept
+ * apart from perf.c, the registry, so that the registry depends on the
+ * builders (roofline.c, measured.c) and they on this file, never back. */
+#include "perf/perf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/conf.h"
+#include "perf/table_int.h"
+
+/* Defaults of the plain roofline (the last resort: perf.model auto uses
+ * measured tables and the shipped calibration first): efficiencies typical
+ * of FP16 inference kernels on NVIDIA data centre GPUs (cuBLAS reaches
+ * 70-80% of dense peak on large GEMMs; HBM copies 80-90%; NCCL ring
+ * all-reduce about 80% of link bandwidth), and attention's fitted on the
+ * one measured attention table (roofline.c). */
+void hs_perf_cfg_defaults(hs_perf_cfg *c)
+{
+    hs_conf_defaults(c, hs_perf_cfg_fields);
+}
+
+const hs_field hs_perf_cfg_fields[] = {
+    HS_FIELD_STR(hs_perf_cfg, model, 0, "auto", "latency model: auto (measured table, else fitted, else roofline), table, fitted, roofline"),
+    HS_FIELD_NUM(hs_perf_cfg, gemm_eff, HS_F_DOUBLE, 0, 0.7, 0.01, 1, "GEMM fraction of peak FLOP/s"),
+    HS_FIELD_NUM(hs_perf_cfg, attn_eff, HS_F_DOUBLE, 0, 0.38, 0.01, 1, "attention fraction of peak FLOP/s (0.38: fitted on Vidur's A100 FlashAttention prefill table)"),
+    HS_FIELD_NUM(hs_perf_cfg, mem_eff, HS_F_DOUBLE, 0, 0.8, 0.01, 1, "fraction of memory bandwidth"),
+    HS_FIELD_NUM(hs_perf_cfg, link_eff, HS_F_DOUBLE, 0, 0.8, 0.01, 1, "fraction of link bandwidth"),
+    HS_FIELD_NUM(hs_perf_cfg, launch_us, HS_F_DOUBLE, 0, 4, 0, 1e4, "per kernel launch, us"),
+    HS_FIELD_STR(hs_perf_cfg, engine, 0, "vllm", "serving engine's host cost per iteration: a profile in profiles/engines (or a path), none: only perf.step_overhead_us"),
+    HS_FIELD_NUM(hs_perf_cfg, step_overhead_us, HS_F_DOUBLE, 0, 0, 0, 1e6, "per iteration, us, added to the engine profile's cost"),
+    HS_FIELD_STR(hs_perf_cfg, tables, 0, "", "measured tables root (empty: <data root>/profiles)"),
+    HS_FIELD_STR(hs_perf_cfg, fit_from, 0, "", "comma-separated table dirs or roots the fitted model learns from (empty: perf.tables)"),
+    {0},
+};
+
+void hs_perf_free(hs_perf *p)
+{
+    if (!p) return;
+    for (int s = 0; s < p->pp; s++) {
+        free(p->stage[s].dense);
+        free(p->stage[s].head);
+        free(p->stage[s].enc);
+        p->stage[s].dense = p->stage[s].head = p->stage[s].enc = NULL;
+    }
+    p->pp = 0;
+}
+
+int hs__prov_has(const char *prov, const char *gpu)
+{
+    size_t n = strlen(gpu);
+    for (const char *seg = prov; *seg; ) {
+        const char *end = strstr(seg, "; ");
+        if (!strncmp(seg, gpu, n) && seg[n] == ':') return 1;
+        if (!end) break;
+        seg = end + 2;
+    }
+    return 0;
+}
+
+double hs_allreduce_s(const hs_cluster *c, const int *gpus, int n,
+                      double bytes, double link_eff)
+{
+    double bw = 0, lat = 0;
+    if (n <= 1) return 0;
+    /* A ring is as fast as its slowest hop; NCCL picks the ring, so we take
+     * the slowest link and highest latency among the members. */
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            double b, a;
+            if (i == j) continue;
+            b = hs_cluster_bw(c, gpus[i], gpus[j]);
+            a = hs_cluster_lat(c, gpus[i], gpus[j]);
+            if (bw == 0 || b < bw) bw = b;
+            if (a > lat) lat = a;
+        }
+    return 2.0 * (n - 1) * lat + 2.0 * (n - 1) / n * bytes / (bw * link_eff);
+}
