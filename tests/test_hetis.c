@@ -1,6 +1,7 @@
 /* test_hetis.c - Hetis: the dispatch program against enumeration, the
  * head and memory books through whole runs (pressure, pipelines), partial
- * migration, the planners. */
+ * migration, the planners (step 3 keeps a low-end stage only when it raises
+ * throughput; the HexGen baseline's one GPU type per stage). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -373,6 +374,202 @@ static void test_planners(void)
     hs_cluster_destroy(c);
 }
 
+/* ---- the planners' rules ---- */
+
+/* Plans with `planner` (opts: --plan-opts text) for model on cluster c. */
+static void plan_on(const char *planner, const char *opts, const hs_model *m, const hs_cluster *c, hs_deploy *d)
+{
+    hs_engine_cfg ec;
+    hs_plan_req q;
+    hs_err err = {0};
+    hs_engine_cfg_defaults(&ec);
+    memset(&q, 0, sizeof q);
+    q.model = m;
+    q.cluster = c;
+    q.engine = &ec;
+    q.pp = 1;
+    q.bits = 16;
+    q.max_tokens = hs_engine_pass_tokens(&ec, hs_policy_find("hetis"), NULL, 4096);
+    q.max_model_len = 4096;
+    q.opts = opts;
+    memset(d, 0, sizeof *d);
+    CHECK_OK(hs_planner_find(planner)->plan(&q, d, &err), &err);
+}
+
+/* Seconds a saturating burst of 600 requests (1024-token prompts, 256
+ * output tokens, the planned load R) takes on deployment d under policy
+ * hetis: lower is higher throughput. */
+static double burst_s(const hs_deploy *d, const hs_model *m, const hs_cluster *c)
+{
+    hs_replica *rp = NULL;
+    hs_engine_cfg ec;
+    hs_perf_cfg pc;
+    hs_workload_cfg wc;
+    hs_source *src = NULL;
+    hs_engine *e = NULL;
+    hs_hetis_cfg hc;
+    hs_err err = {0};
+    sink_ctx sk = {0, 0};
+    hs_sink sink = {&sk, on_req, on_itl};
+    double t;
+    int mt;
+    hs_engine_cfg_defaults(&ec);
+    hs_perf_cfg_defaults(&pc);
+    mt = hs_engine_pass_tokens(&ec, hs_policy_find("hetis"), NULL, 4096);
+    CHECK_OK(hs_replicas_build(&rp, d, m, c, &ec, &pc, mt, 4096, &err), &err);
+    hs_hetis_cfg_defaults(&hc);
+    CHECK_OK(hs_hetis_attach(rp, d->n, d, m, c, &ec, &pc, &hc, 1, &err), &err);
+    hs_workload_defaults(&wc);
+    hs_workload_set(&wc, "preset", "", NULL);
+    hs_workload_set(&wc, "kind", "synthetic", NULL);
+    hs_workload_set(&wc, "rate", "40", NULL);
+    hs_workload_set(&wc, "prompt.kind", "fixed", NULL);
+    hs_workload_set(&wc, "prompt.mean", "1024", NULL);
+    hs_workload_set(&wc, "output.kind", "fixed", NULL);
+    hs_workload_set(&wc, "output.mean", "256", NULL);
+    wc.max_requests = 600;
+    CHECK_OK(hs_source_open(&src, &wc, &err), &err);
+    CHECK_OK(hs_engine_create(&e, &ec, hs_policy_find("hetis"), NULL, hs_router_find("lor"), rp, d->n, src, &sink,
+                              4096, c, &err), &err);
+    CHECK_OK(hs_engine_run(e, &err), &err);
+    CHECK(sk.done == 600);
+    t = hs_ns_to_s(e->end_time);
+    hs_engine_destroy(e);
+    hs_source_close(src);
+    hs_replicas_free(rp, d->n);
+    return t;
+}
+
+static int stages_on(const hs_deploy *d, const hs_cluster *c, const char *gpu)
+{
+    int n = 0;
+    for (int32_t r = 0; r < d->n; r++)
+        for (int s = 0; s < d->r[r].layout.pp; s++)
+            n += !strcmp(hs_cluster_gpu(c, d->r[r].layout.stage[s].gpus[0])->name, gpu);
+    return n;
+}
+
+/* Step 3 weighs throughput.  Keep: one A40 on its own host beside one
+ * A100 serving Llama-3-8B (GQA: little cache per token, so a second stage
+ * costs the lanes no batch); as a 10-layer stage the A40 raises the
+ * estimated throughput by ~21% (> eps) and is kept, where stage time
+ * alone (pp x slowest stage) stripped it; the simulation agrees (the
+ * stripped plan, eps = 1e9, serves the burst ~13% slower).  Strip: one
+ * P100 on another host beside the A100 serving Llama-2-13B; as a stage it
+ * lowers throughput (its layers run ~15x slower than the A100's in
+ * prefill and a second stage halves each lane's MHA cache), so even with
+ * eps = 0 it becomes an attention worker, and every layer split that keeps
+ * it as a stage is slower in the simulation. */
+static void test_prune_rule(void)
+{
+    hs_model m;
+    hs_cluster *keep = NULL, *strip = NULL;
+    hs_deploy d, d_strip;
+    hs_err err = {0};
+    const char *kp = hs_test_tmpfile(
+        "c-keep", "{\"name\": \"t-keep\", \"nodes\": ["
+                  "{\"name\": \"h0\", \"gpu\": \"a100-80g\", \"count\": 1, \"intra_bw_gbs\": 32, \"intra_latency_us\": 5},"
+                  "{\"name\": \"h1\", \"gpu\": \"a40\", \"count\": 1, \"intra_bw_gbs\": 32, \"intra_latency_us\": 5}],"
+                  "\"inter_bw_gbs\": 12.5, \"inter_latency_us\": 20}");
+    CHECK_OK(hs_model_find(&m, "llama-3-8b", &err), &err);
+    CHECK_OK(hs_cluster_load(&keep, kp, &err), &err);
+    plan_on("hetis", "prompt=1024,output=256", &m, keep, &d);
+    CHECK_INT(d.n, 1);
+    CHECK_INT(d.n_attn, 0);
+    CHECK_INT(d.r[0].layout.pp, 2);
+    CHECK_INT(stages_on(&d, keep, "a40"), 1);
+    plan_on("hetis", "prompt=1024,output=256,eps=1e9", &m, keep, &d_strip);
+    CHECK_INT(stages_on(&d_strip, keep, "a40"), 0);
+    CHECK_INT(d_strip.n_attn, 1);
+    {
+        double t_keep = burst_s(&d, &m, keep), t_strip = burst_s(&d_strip, &m, keep);
+        printf("prune keep case: burst %.1f s with the A40 stage, %.1f s stripped\n", t_keep, t_strip);
+        CHECK(t_keep < 0.95 * t_strip);
+    }
+    hs_deploy_free(&d);
+    hs_deploy_free(&d_strip);
+
+    CHECK_OK(hs_model_find(&m, "llama-2-13b", &err), &err);
+    const char *sp = hs_test_tmpfile(
+        "c-strip", "{\"name\": \"t-strip\", \"nodes\": ["
+                   "{\"name\": \"h0\", \"gpu\": \"a100-80g\", \"count\": 1, \"intra_bw_gbs\": 32, \"intra_latency_us\": 5},"
+                   "{\"name\": \"h1\", \"gpu\": \"p100-12g\", \"count\": 1, \"intra_bw_gbs\": 16, \"intra_latency_us\": 5}],"
+                   "\"inter_bw_gbs\": 12.5, \"inter_latency_us\": 20}");
+    CHECK_OK(hs_cluster_load(&strip, sp, &err), &err);
+    /* eps = 0: stripped only because the estimate is higher without it */
+    plan_on("hetis", "prompt=1024,output=256,eps=0", &m, strip, &d);
+    CHECK_INT(d.n, 1);
+    CHECK_INT(d.r[0].layout.pp, 1);
+    CHECK_INT(d.n_attn, 1);
+    CHECK_STR(hs_cluster_gpu(strip, d.attn[0].gpu)->name, "p100-12g");
+    {
+        double t_plan = burst_s(&d, &m, strip);
+        for (int l = 35; l <= 38; l++) {
+            hs_deploy k;
+            hs_deploy_replica r;
+            memset(&k, 0, sizeof k);
+            memset(&r, 0, sizeof r);
+            snprintf(k.model, sizeof k.model, "llama-2-13b");
+            snprintf(k.cluster, sizeof k.cluster, "t-strip");
+            snprintf(r.role, sizeof r.role, "colocated");
+            r.weight = 1;
+            r.layout.pp = 2;
+            r.layout.kv_bits = 16;
+            r.layout.stage[0] = (hs_stage_layout){.tp = 1, .layers = l, .bits = 16, .gpus = {0}};
+            r.layout.stage[1] = (hs_stage_layout){.tp = 1, .layers = 40 - l, .bits = 16, .gpus = {1}};
+            CHECK_OK(hs_deploy_add(&k, &r, &err), &err);
+            double t = burst_s(&k, &m, strip);
+            printf("prune strip case: burst %.1f s as planned, %.1f s with the P100 as a %d-layer stage\n", t_plan, t,
+                   40 - l);
+            CHECK(t_plan < 0.9 * t);
+            hs_deploy_free(&k);
+        }
+    }
+    hs_deploy_free(&d);
+    hs_cluster_destroy(keep);
+    hs_cluster_destroy(strip);
+}
+
+/* The HexGen baseline as Hetis's §7.2 deploys it: every GPU serves, each
+ * stage holds one GPU type on one host; Llama-2-70B on the paper's cluster
+ * is its four-stage pipeline (A100 TP4, 3090 TP2, 3090 TP2, P100 TP4). */
+static void test_hexgen_baseline(void)
+{
+    const char *models[] = {"llama-2-13b", "opt-30b", "llama-2-70b"};
+    hs_cluster *c = NULL;
+    hs_err err = {0};
+    CHECK_OK(hs_cluster_find(&c, "hetis-mixed12", &err), &err);
+    for (int i = 0; i < 3; i++) {
+        hs_model m;
+        hs_deploy d;
+        int used = 0;
+        CHECK_OK(hs_model_find(&m, models[i], &err), &err);
+        plan_on("hetis-hexgen", NULL, &m, c, &d);
+        for (int32_t r = 0; r < d.n; r++)
+            for (int s = 0; s < d.r[r].layout.pp; s++) {
+                const hs_stage_layout *st = &d.r[r].layout.stage[s];
+                for (int k = 0; k < st->tp; k++, used++) {
+                    CHECK(c->gpu_type[st->gpus[k]] == c->gpu_type[st->gpus[0]]);
+                    CHECK(c->gpu_node[st->gpus[k]] == c->gpu_node[st->gpus[0]]);
+                }
+            }
+        CHECK_INT(used, c->n_gpus);
+        CHECK_INT(d.n_attn, 0);
+        if (i == 2) {
+            const char *want[] = {"a100-80g", "rtx-3090", "rtx-3090", "p100-12g"};
+            const int tp[] = {4, 2, 2, 4};
+            CHECK_INT(d.n, 1);
+            CHECK_INT(d.r[0].layout.pp, 4);
+            for (int s = 0; s < 4 && s < d.r[0].layout.pp; s++) {
+                CHECK_STR(hs_cluster_gpu(c, d.r[0].layout.stage[s].gpus[0])->name, want[s]);
+                CHECK_INT(d.r[0].layout.stage[s].tp, tp[s]);
+            }
+        }
+        hs_deploy_free(&d);
+    }
+    hs_cluster_destroy(c);
+}
+
 /* Bad deployments name the field. */
 static void test_bad_attn(void)
 {
@@ -409,5 +606,7 @@ int main(void)
     test_pooled_blocks();
     test_runs();
     test_planners();
+    test_prune_rule();
+    test_hexgen_baseline();
     return hs_check_result();
 }

@@ -335,5 +335,5 @@ void hs_run_cfg_help(FILE *fp)
     fprintf(fp, "  %-28s %-22s %s\n", "workload.duration", "0", "synthetic: seconds of arrivals");
     fprintf(fp, "  %-28s %-22s %s\n", "workload.window_start/end", "0", "trace: seconds from the first request");
     fprintf(fp, "  %-28s %-22s %s\n", "workload.time_scale", "1", "2 = arrivals twice as fast");
-    fprintf(fp, "  %-28s %-22s %s\n", "workload.fit_context", "0", "shorten prompts so prompt + output fits (Vidur's rule)");
+    fprintf(fp, "  %-28s %-22s %s\n", "workload.fit_context", "0", "tokens: shorten prompts so prompt + output fits (Vidur's rule), 0: off");
 }

@@ -314,9 +314,11 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
         goto fail;
     }
     if (cfg->deployment[0]) {
-        /* The deployment names its model and cluster. */
+        /* The deployment names its model and cluster, and the planner that
+         * made it (so the run records that planner, not the default). */
         snprintf(cfg->model, sizeof cfg->model, "%s", s->deploy.model);
         snprintf(cfg->cluster, sizeof cfg->cluster, "%s", s->deploy.cluster);
+        if (s->deploy.planner[0]) snprintf(cfg->planner, sizeof cfg->planner, "%s", s->deploy.planner);
     }
     if ((rc = hs_model_find(&s->model, cfg->model, err))) goto fail;
     if ((rc = hs_cluster_find(&s->cluster, cfg->cluster, err))) goto fail;

@@ -99,6 +99,9 @@ static int plan(const hs_plan_req *req, hs_deploy *out, hs_err *err)
         goto out;
     }
     hs_exegpt_opts_defaults(&eo);
+    /* Plan with the latency model the run will use (perf.*), not the
+     * defaults: a plan for another model is a plan for another machine. */
+    if (req->perf) eo.perf = *req->perf;
     eo.bits = req->bits ? req->bits : 16;
     eo.kv_bits = req->engine ? req->engine->kv_bits : 16;
     if (req->engine) eo.mem_util = req->engine->gpu_mem_util;

@@ -6,24 +6,45 @@
  *      divides every type's count); an instance that cannot hold the
  *      weights plus one full context per lane is dropped.
  *   2. Pipeline: each GPU type of an instance is one unified stage; layers
- *      go to stages in proportion to their FP16 compute (perfect scaling,
- *      no communication), capped by each stage's memory.
- *   3. Prune: GPUs are considered one at a time from the lowest-end type
- *      (by FP16 FLOP/s) up; a GPU is removed from the dense path when
- *      (C without it - C with it) / C with it <= epsilon (0.05): it adds
- *      less than 5% to the dense speed.  The highest-end type is kept.
+ *      go to stages so as to minimise the largest stage cost under perfect
+ *      latency scaling, without communication ("it minimizes C_max, the
+ *      maximum computation cost across all stages"): in proportion to the
+ *      GPUs / the per-layer dense time of R on one GPU of the type, capped
+ *      by each stage's memory.
+ *   3. Prune: "GPUs are removed one by one, from the lowest- to highest-end
+ *      type (in terms of computational power) within each device group, if
+ *      the following criterion holds" with epsilon 0.05; "low-end GPUs,
+ *      which contribute minimally to reducing the cost of dense
+ *      computations, will be excluded".  The criterion's formula is lost
+ *      from the text; we read it as (C' - C) / C <= epsilon with C the
+ *      instance's cost for R, C' the cost without the GPU, and take for C
+ *      the inverse of the estimated serving throughput (est_thr below):
+ *      the pipeline's bottleneck stage over its dense modules (HexGen-style
+ *      C_comp + C_comm on the latency model), its decode attention spread
+ *      over the stage's primary and attention workers as the dispatcher
+ *      balances it (Eq. 3, 4), and its decode batch bounded by the pooled KV
+ *      cache.  So a GPU stays a primary worker when, as a pipeline stage,
+ *      it raises the instance's throughput by more than epsilon over what
+ *      it gives as an attention worker.  (Stage time alone, pp x slowest
+ *      stage, is a latency: it makes every extra stage look worse and
+ *      strips every GPU not needed for memory.)  A type's GPUs are first
+ *      tried as a whole (they often help only as a TP group: 3 of 4 P100s
+ *      leave an odd TP), then one by one from the last.  The highest-end
+ *      type is kept.
  *   4. TP x PP inside each unified stage: every tp dividing the stage's GPU
- *      count and the heads, the rest as pipeline sub-stages; the cheapest
- *      combination is kept.
+ *      count and the heads, the rest as pipeline sub-stages; the combination
+ *      of least latency C (below) is kept ("to further reduce latency").
  *   5. Roles: kept GPUs are Primary workers; pruned ones become Attention
- *      workers, each given to the instance's stage with the least cache per
- *      layer at that point.
- *   C, the dense cost (HexGen-style C_comp + C_comm), is measured on the
- *   roofline latency model: the module latency of the paper's Fig. 13
- *   (stages x slowest stage, plus the activations sent between stages) for
- *   a representative load R: one 2048-token prefill pass plus 32 decode
- *   passes of 64 sequences (dense modules only: attention is balanced
- *   separately by the dispatcher).  n is chosen to maximise n / C.
+ *      workers, each given to the instance's stage with the fewest cached
+ *      tokens at that point (the pool's bottleneck).
+ *   n is chosen to maximise n x the estimated instance throughput.
+ *   R, the planned load (--plan-opts prompt=, output=; 1024 and 256): per
+ *   lane a bundle of B requests, B = min(max_num_seqs, pooled KV tokens /
+ *   pp / (prompt + output / 2)), each prefilled alone then decoded together.
+ *   C, the latency cost of step 4 and of the HexGen-style baseline, is the
+ *   module latency of the paper's Fig. 13 (stages x slowest stage, plus the
+ *   activations sent between stages) for one 2048-token prefill pass plus
+ *   32 decode passes of 64 sequences (dense modules only).
  *
  * "hetis-splitwise": Splitwise-style disaggregation: prefill replicas on
  * the highest-end type (smallest TP that fits, as many as fit), decode
@@ -31,11 +52,17 @@
  * proportion to memory; when the decode side cannot hold the model,
  * highest-end GPUs move to it one TP group at a time.
  *
- * "hetis-hexgen": HexGen-style asymmetric TP/PP: every GPU serves; n
- * instances, one pipeline stage per type with layers in proportion to
- * decode speed (memory bandwidth x GPUs), TP x PP inside each type chosen
- * by the same cost; n maximises n / C.  (A simple stand-in for HexGen's
- * genetic search, named for what it is.) */
+ * "hetis-hexgen": HexGen as Hetis's evaluation deploys it (§7.2: "a
+ * four-stage pipeline parallelism, assigning homogeneous GPUs (e.g., A100s,
+ * 3090s, or P100s) to each stage and applying tensor parallelism within
+ * stages"; HexGen "optimizes for end-to-end latency across all GPUs"):
+ * every GPU serves; every stage holds one GPU type (a type may span several
+ * stages, e.g. one per host); layers in proportion to decode speed (memory
+ * bandwidth x GPUs: asymmetric division balancing computation time); n
+ * instances and TP x PP per type chosen for the least latency C.  On
+ * hetis-mixed12 with Llama-2-70B this is the paper's one four-stage
+ * pipeline: A100 TP4, 3090 TP2, 3090 TP2, P100 TP4.  (A simple stand-in
+ * for HexGen's genetic search, named for what it is.) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +71,6 @@
 #include "perf/perf.h"
 #include "plan/plan.h"
 
-#define HP_EPSILON 0.05
 #define HP_MAX_GRP 16
 
 typedef struct hp_grp {
@@ -176,6 +202,17 @@ static int split_layers(const hs_plan_req *q, const hp_grp *g, int ng, const dou
     return 1;
 }
 
+/* 1 when every TP group of tp consecutive GPUs of g sits in one host: a
+ * tensor-parallel all-reduce per layer over the 100 Gb/s LAN is what no
+ * deployment (Hetis's, HexGen's four stages, Splitwise's) does. */
+static int tp_in_hosts(const hs_cluster *c, const hp_grp *g, int tp)
+{
+    for (int k = 0; k < g->n; k += tp)
+        for (int r = 1; r < tp; r++)
+            if (c->gpu_node[g->gpus[k + r]] != c->gpu_node[g->gpus[k]]) return 0;
+    return 1;
+}
+
 /* Step 4: the cheapest TP x PP inside each group for a given layer split. */
 static int best_layout(const hs_plan_req *q, const hp_grp *g, int ng, const int *layers, hs_layout *best,
                        double *best_cost, hs_err *err)
@@ -185,7 +222,8 @@ static int best_layout(const hs_plan_req *q, const hp_grp *g, int ng, const int 
     for (int i = 0; i < ng; i++) {
         nopt[i] = 0;
         for (int tp = 1; tp <= g[i].n && tp <= HS_MAX_TP; tp++)
-            if (g[i].n % tp == 0 && q->model->heads % tp == 0 && layers[i] >= g[i].n / tp)
+            if (g[i].n % tp == 0 && q->model->heads % tp == 0 && layers[i] >= g[i].n / tp &&
+                tp_in_hosts(q->cluster, &g[i], tp))
                 opts[i][nopt[i]++] = tp;
         if (!nopt[i]) return HS_ENOFIT;
     }
@@ -219,14 +257,16 @@ static int best_layout(const hs_plan_req *q, const hp_grp *g, int ng, const int 
     return found ? 0 : HS_ENOFIT;
 }
 
-/* What a group's share of the layers follows: its GPUs' FLOP/s (Hetis),
- * memory bandwidth (HexGen-style) or memory (Splitwise-style). */
-enum { HP_BY_FLOPS, HP_BY_BW, HP_BY_MEM };
+/* What a group's share of the layers follows, per GPU of a type: its
+ * speed on R (Hetis, per_type[] filled by the caller), memory bandwidth
+ * (HexGen-style) or memory (Splitwise-style). */
+enum { HP_BY_SPEED, HP_BY_BW, HP_BY_MEM };
 
 /* Steps 2 + 4 for one instance made of groups g, layers split in
- * proportion to the groups' GPUs x the per-type metric `by`. */
-static int instance_layout(const hs_plan_req *q, const hp_grp *g, int ng, int by, hs_layout *l,
-                           double *cost, hs_err *err)
+ * proportion to the groups' GPUs x the per-type metric `by` (per_type:
+ * HP_BY_SPEED's speeds, by cluster type index). */
+static int instance_layout(const hs_plan_req *q, const hp_grp *g, int ng, int by, const double *per_type,
+                           hs_layout *l, double *cost, hs_err *err)
 {
     int layers[HP_MAX_GRP];
     hp_grp gg[HP_MAX_GRP];
@@ -236,7 +276,7 @@ static int instance_layout(const hs_plan_req *q, const hp_grp *g, int ng, int by
         const hs_gpu *t = &q->cluster->types[g[i].type];
         if (g[i].n <= 0) continue;
         gg[n] = g[i];
-        ww[n++] = g[i].n * (by == HP_BY_FLOPS ? t->flops16 : by == HP_BY_BW ? t->mem_bw : t->mem_bytes);
+        ww[n++] = g[i].n * (by == HP_BY_SPEED ? per_type[g[i].type] : by == HP_BY_BW ? t->mem_bw : t->mem_bytes);
     }
     if (!n || !split_layers(q, gg, n, ww, layers)) return HS_ENOFIT;
     return best_layout(q, gg, n, layers, l, cost, err);
@@ -301,43 +341,288 @@ static int check_types(const hs_cluster *c, hs_err *err)
     return 0;
 }
 
-static int plan_hetis(const hs_plan_req *q, hs_deploy *out, hs_err *err)
+/* The planner's options (--plan-opts). */
+typedef struct hp_opts {
+    double eps;
+    int prompt, output;
+} hp_opts;
+
+static const hs_field hp_fields[] = {
+    HS_FIELD_NUM(hp_opts, eps, HS_F_DOUBLE, 0, 0.05, 0, 1e9,
+                 "step 3: a GPU leaves the dense path when keeping it raises estimated throughput by <= eps"),
+    HS_FIELD_NUM(hp_opts, prompt, HS_F_INT, 0, 1024, 1, 32768, "prompt tokens of the planned load R"),
+    HS_FIELD_NUM(hp_opts, output, HS_F_INT, 0, 256, 1, 32768, "output tokens of the planned load R"),
+    {0},
+};
+
+/* What the throughput estimate needs, built once per plan. */
+typedef struct hp_est {
+    const hs_plan_req *q;
+    hp_opts o;
+    hs_perf_cfg pc;
+    int max_seqs;               /* decode batch cap per lane */
+    hs_perf one[HP_MAX_GRP];    /* per type: one layer, TP 1, on its first GPU */
+    double speed[HP_MAX_GRP];   /* per type: 1 / (dense ns of one layer for a bundle of R) */
+} hp_est;
+
+static void est_free(hp_est *x)
+{
+    for (int t = 0; t < HP_MAX_GRP; t++) hs_perf_free(&x->one[t]);
+}
+
+static void shape_decode(hs_batch_shape *b, int seqs)
+{
+    memset(b, 0, sizeof *b);
+    b->tokens = b->samples = seqs; /* dense modules and LM head; attention apart */
+}
+
+static void shape_prefill(hs_batch_shape *b, int tokens)
+{
+    memset(b, 0, sizeof *b);
+    b->tokens = tokens;
+    b->samples = 1;
+    b->pre_chunks = 1;
+    b->pre_self = (double)tokens * (tokens + 1) / 2;
+    b->pre_tokens = tokens;
+}
+
+static int est_init(hp_est *x, const hs_plan_req *q, const char *opts, const hs_planner_ops *ops, hs_err *err)
 {
     const hs_cluster *c = q->cluster;
-    int ord[64], best_n = 0, dmax = types_gcd(c);
+    int rc;
+    memset(x, 0, sizeof *x);
+    x->q = q;
+    if ((rc = hs_planner_opts(ops, opts, &x->o, err))) return rc;
+    if (q->perf) x->pc = *q->perf;
+    else hs_perf_cfg_defaults(&x->pc);
+    x->max_seqs = q->engine->max_num_seqs;
+    for (int t = 0; t < c->n_types; t++) {
+        hs_layout l;
+        hs_batch_shape b;
+        int g = 0, B0 = x->max_seqs;
+        while (c->gpu_type[g] != t) g++;
+        memset(&l, 0, sizeof l);
+        l.pp = 1;
+        l.kv_bits = q->engine->kv_bits;
+        l.stage[0].tp = 1;
+        l.stage[0].layers = 1;
+        l.stage[0].bits = q->bits;
+        l.stage[0].gpus[0] = g;
+        if ((rc = hs_perf_build(&x->one[t], &x->pc, q->model, c, &l, x->o.prompt > B0 ? x->o.prompt : B0,
+                                x->max_seqs, err))) {
+            est_free(x);
+            return rc;
+        }
+        /* Step 2's per-layer cost: B0 prompts prefilled, then their output
+         * decoded together (dense modules and prefill attention: the work
+         * only primaries do).  B0 = max_num_seqs, the batch a lane reaches
+         * when cache allows: at 32 a 3090 looked twice as fast relative to
+         * an A100 as at 256 and got layers that made it the bottleneck. */
+        shape_prefill(&b, x->o.prompt);
+        {
+            double ns = B0 * hs_perf_stage_ns(&x->one[t], 0, &b);
+            shape_decode(&b, B0);
+            b.samples = 0; /* the LM head is not a layer's */
+            ns += x->o.output * hs_perf_stage_ns(&x->one[t], 0, &b);
+            x->speed[t] = ns > 0 ? 1.0 / ns : 0;
+        }
+    }
+    return 0;
+}
+
+/* Cached tokens each stage's primaries hold (tok[s]); 0 when a stage's
+ * weights do not fit. */
+static int stage_tokens(const hs_plan_req *q, const hs_layout *l, double *tok)
+{
+    for (int s = 0; s < l->pp; s++) {
+        const hs_stage_layout *sl = &l->stage[s];
+        hs_stage_mem mem;
+        double avail = INFINITY;
+        hs_model_stage_mem(q->model, sl->layers, s == 0, s == l->pp - 1, sl->tp, sl->bits, l->kv_bits,
+                           q->max_tokens, q->engine->max_num_seqs, &mem);
+        for (int k = 0; k < sl->tp; k++) {
+            double a = hs_cluster_gpu(q->cluster, sl->gpus[k])->mem_bytes * q->engine->gpu_mem_util - mem.weights -
+                       mem.activation;
+            if (a < avail) avail = a;
+        }
+        if (avail <= 0) return 0;
+        tok[s] = avail / (hs_model_kv_bytes_token_layer(q->model, sl->tp, l->kv_bits) * sl->layers);
+    }
+    return 1;
+}
+
+/* Tokens an attention worker caches for a stage of `layers` layers (as
+ * the runtime sizes it, policy/hetis/hetis.c). */
+static double worker_tokens(const hs_plan_req *q, int gpu, int layers, int kv_bits)
+{
+    return hs_cluster_gpu(q->cluster, gpu)->mem_bytes * q->engine->gpu_mem_util * 0.98 /
+           (hs_model_kv_bytes_token_layer(q->model, 1, kv_bits) * layers);
+}
+
+/* Step 5: each worker joins the stage with the fewest cached tokens at that
+ * point (the pool's bottleneck); stage[j] receives its choice, tok[] the
+ * stages' pooled tokens. */
+static void assign_workers(const hs_plan_req *q, const hs_layout *l, const int *wk, int nw, int *stage, double *tok)
+{
+    for (int j = 0; j < nw; j++) {
+        int bs = 0;
+        for (int s = 1; s < l->pp; s++)
+            if (tok[s] < tok[bs]) bs = s;
+        stage[j] = bs;
+        tok[bs] += worker_tokens(q, wk[j], l->stage[bs].layers, l->kv_bits);
+    }
+}
+
+/* Decode attention of a stage for `groups` KV-head groups at context ctx,
+ * ns, balanced min-max over its primary and workers as the dispatcher does
+ * (Eq. 3 + 4, continuous): device g takes N_g groups for f_g + k_g N_g;
+ * all busy devices end together. */
+static double stage_attn_ns(const hp_est *x, const hs_layout *l, const hs_perf *p, int s, const int *wk,
+                            const int *wstage, int nw, double groups, double ctx)
+{
+    const hs_model *m = x->q->model;
+    const hs_cluster *c = x->q->cluster;
+    double k[HS_MAX_TP * HP_MAX_GRP + 1], f[HS_MAX_TP * HP_MAX_GRP + 1], T = 0;
+    int n = 0, on[HS_MAX_TP * HP_MAX_GRP + 1];
+    const hs_perf_stage *st = &p->stage[s];
+    double xfer = (2.0 * (m->heads / m->kv_heads) + 2.0) * m->head_dim * 2.0; /* q, k, v, out per group, layer */
+    int L = l->stage[s].layers;
+    k[n] = (st->dec_seq + st->dec_ctx * ctx) / m->kv_heads;
+    f[n++] = st->dec_fixed;
+    for (int j = 0; j < nw; j++) {
+        const hs_perf_stage *w = &x->one[c->gpu_type[wk[j]]].stage[0];
+        double bw = hs_cluster_bw(c, l->stage[s].gpus[0], wk[j]), lat = hs_cluster_lat(c, l->stage[s].gpus[0], wk[j]);
+        if (wstage[j] != s) continue;
+        k[n] = L * ((w->dec_seq + w->dec_ctx * ctx) / m->kv_heads + xfer / bw * 1e9);
+        f[n++] = L * (w->dec_fixed + 2.0 * lat * 1e9);
+    }
+    for (int g = 0; g < n; g++) on[g] = 1;
+    /* drop the devices whose fixed cost exceeds the common finish time */
+    for (int changed = 1; changed;) {
+        double sk = 0, sf = 0;
+        changed = 0;
+        for (int g = 0; g < n; g++)
+            if (on[g]) sk += 1 / k[g], sf += f[g] / k[g];
+        T = (groups + sf) / sk;
+        for (int g = 1; g < n; g++)
+            if (on[g] && f[g] >= T) on[g] = 0, changed = 1;
+    }
+    return T;
+}
+
+/* Estimated serving throughput of one instance (primary layout l, attention
+ * workers wk), requests/s, for R: per lane a bundle of B requests, each
+ * prefilled alone (one pass of `prompt` tokens) then decoded together for
+ * `output` steps at the mean context prompt + output / 2; B is the lane's
+ * share of the pooled cache over that context, at most max_num_seqs.  The
+ * pp lanes share the stages, so a bundle cycles in max(its path through
+ * all stages and sends, pp x the busiest stage's work).  0 when no request
+ * fits. */
+static int est_thr(const hp_est *x, const hs_layout *l, const int *wk, int nw, double *thr, hs_err *err)
+{
+    const hs_plan_req *q = x->q;
+    int P = x->o.prompt, O = x->o.output, pp = l->pp, wstage[HS_MAX_TP * HP_MAX_GRP], B;
+    double tok[HS_MAX_PP], K = INFINITY, ctx = P + O / 2.0, work[HS_MAX_PP], sum = 0, mx = 0;
+    hs_perf p;
+    hs_batch_shape pre, dec;
+    int rc;
+    *thr = 0;
+    if (!stage_tokens(q, l, tok)) return 0;
+    assign_workers(q, l, wk, nw, wstage, tok);
+    for (int s = 0; s < pp; s++)
+        if (tok[s] < K) K = tok[s];
+    B = (int)fmin(x->max_seqs, floor(K / pp / ctx));
+    if (B < 1) return 0;
+    memset(&p, 0, sizeof p);
+    if ((rc = hs_perf_build(&p, &x->pc, q->model, q->cluster, l, P > B ? P : B, x->max_seqs, err))) return rc;
+    shape_prefill(&pre, P);
+    shape_decode(&dec, B);
+    for (int s = 0; s < pp; s++) {
+        double t_dec = hs_perf_stage_ns(&p, s, &dec) +
+                       stage_attn_ns(x, l, &p, s, wk, wstage, nw, (double)B * q->model->kv_heads, ctx);
+        work[s] = B * hs_perf_stage_ns(&p, s, &pre) + O * t_dec;
+        if (s + 1 < pp) sum += B * hs_perf_send_ns(&p, s, P) + O * hs_perf_send_ns(&p, s, B);
+    }
+    /* host work precedes the first stage of every pass */
+    dec.dec_seqs = B;
+    work[0] += B * hs_perf_step_ns(&p, &pre) + O * hs_perf_step_ns(&p, &dec);
+    for (int s = 0; s < pp; s++) sum += work[s], mx = fmax(mx, work[s]);
+    *thr = pp * B / (fmax(sum, pp * mx) * 1e-9);
+    hs_perf_free(&p);
+    return 0;
+}
+
+/* Instance 0 of n for the search: groups, their layout, its throughput
+ * with the workers pruned so far. */
+typedef struct hp_inst {
+    hp_grp g[HP_MAX_GRP];
+    int ng;
+    int wk[HS_MAX_TP * HP_MAX_GRP], nw;
+    double thr;
+} hp_inst;
+
+/* Drops the last k GPUs of group i into the workers; evaluates.  Returns
+ * 0 with thr = 0 when the rest cannot hold the model. */
+static int try_prune(const hp_est *x, const hp_inst *in, int i, int k, hp_inst *out, hs_err *err)
+{
+    hs_layout l;
+    double cost;
+    int rc;
+    *out = *in;
+    for (int j = in->g[i].n - k; j < in->g[i].n; j++) out->wk[out->nw++] = in->g[i].gpus[j];
+    out->g[i].n -= k;
+    out->thr = 0;
+    rc = instance_layout(x->q, out->g, out->ng, HP_BY_SPEED, x->speed, &l, &cost, err);
+    if (rc == HS_ENOFIT) return 0;
+    if (rc) return rc;
+    return est_thr(x, &l, out->wk, out->nw, &out->thr, err);
+}
+
+/* Step 3 on instance `in` (all GPUs primary on entry): the criterion
+ * (C' - C) / C <= eps with C = 1 / throughput, i.e. a GPU leaves when the
+ * instance without it (the GPU then an attention worker) keeps
+ * throughput >= thr / (1 + eps). */
+static int prune(const hp_est *x, hp_inst *in, hs_err *err)
+{
+    int rc;
+    for (int i = in->ng - 1; i >= 1; i--) {
+        hp_inst t;
+        if ((rc = try_prune(x, in, i, in->g[i].n, &t, err))) return rc;
+        if (t.thr > 0 && in->thr <= t.thr * (1 + x->o.eps)) {
+            *in = t;
+            continue;
+        }
+        while (in->g[i].n > 1) {
+            if ((rc = try_prune(x, in, i, 1, &t, err))) return rc;
+            if (!(t.thr > 0 && in->thr <= t.thr * (1 + x->o.eps))) break;
+            *in = t;
+        }
+    }
+    return 0;
+}
+
+static int plan_hetis_x(const hs_plan_req *q, hp_est *x, hs_deploy *out, hs_err *err)
+{
+    const hs_cluster *c = q->cluster;
+    int ord[64], best_n = 0, dmax = types_gcd(c), rc;
     double best_score = 0;
-    hp_grp best_g[HP_MAX_GRP];
-    int best_ng = 0, rc;
-    if ((rc = check_types(c, err))) return rc;
+    hp_inst best;
     type_order(c, ord);
     for (int n = 1; n <= dmax; n++) {
-        hp_grp g[HP_MAX_GRP];
-        double cost;
+        hp_inst in;
         hs_layout l;
-        int ng;
+        double cost;
         if (dmax % n) continue;
-        ng = instance_groups(c, ord, 0, n, g);
-        if (ng < 0) continue;
-        if (instance_layout(q, g, ng, HP_BY_FLOPS, &l, &cost, err)) continue; /* step 1 filter */
-        /* step 3: prune from the lowest-end type up, one GPU at a time */
-        for (int i = ng - 1; i >= 1; i--) {
-            while (g[i].n > 0) {
-                hp_grp trial[HP_MAX_GRP];
-                double c2;
-                hs_layout l2;
-                memcpy(trial, g, sizeof trial);
-                trial[i].n--;
-                if (instance_layout(q, trial, ng, HP_BY_FLOPS, &l2, &c2, err)) break;
-                if ((c2 - cost) / cost > HP_EPSILON) break;
-                g[i].n--;
-                cost = c2;
-            }
-        }
-        if (!best_n || n / cost > best_score) {
-            best_score = n / cost;
+        memset(&in, 0, sizeof in);
+        in.ng = instance_groups(c, ord, 0, n, in.g);
+        if (in.ng < 0) continue;
+        rc = instance_layout(q, in.g, in.ng, HP_BY_SPEED, x->speed, &l, &cost, err); /* step 1 filter */
+        if (rc == HS_ENOFIT) continue;
+        if (rc || (rc = est_thr(x, &l, NULL, 0, &in.thr, err)) || (rc = prune(x, &in, err))) return rc;
+        if (in.thr > 0 && (!best_n || n * in.thr > best_score)) {
+            best_score = n * in.thr;
             best_n = n;
-            memcpy(best_g, g, sizeof best_g);
-            best_ng = ng;
+            best = in;
         }
     }
     if (!best_n)
@@ -347,39 +632,30 @@ static int plan_hetis(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     /* Every instance repeats instance 0's shape on its own slice. */
     for (int k = 0; k < best_n; k++) {
         hp_grp g[HP_MAX_GRP];
-        double cost, room[HS_MAX_PP];
+        double cost, tok[HS_MAX_PP];
         hs_layout l;
-        int ng = instance_groups(c, ord, k, best_n, g), np = 0;
+        int ng = instance_groups(c, ord, k, best_n, g), np = 0, wstage[HS_MAX_TP * HP_MAX_GRP];
         int workers[HS_MAX_TP * HP_MAX_GRP];
-        for (int i = 0; i < ng && i < best_ng; i++) {
-            int keep = best_g[i].n;
+        for (int i = 0; i < ng && i < best.ng; i++) {
+            int keep = best.g[i].n;
             for (int j = keep; j < g[i].n; j++) workers[np++] = g[i].gpus[j];
             g[i].n = keep;
         }
-        if ((rc = instance_layout(q, g, ng, HP_BY_FLOPS, &l, &cost, err))) {
+        if ((rc = instance_layout(q, g, ng, HP_BY_SPEED, x->speed, &l, &cost, err)) || !stage_tokens(q, &l, tok)) {
             hs_deploy_free(out);
-            return hs_errf(err, rc, "hetis: instance %d of %d does not fit", k, best_n);
+            return hs_errf(err, rc ? rc : HS_ENOFIT, "hetis: instance %d of %d does not fit", k, best_n);
         }
         if ((rc = add_replica(out, &l, "colocated", err))) {
             hs_deploy_free(out);
             return rc;
         }
-        /* step 5: workers to the stage with the least cache per layer */
-        for (int s = 0; s < l.pp; s++) {
-            room[s] = 0;
-            for (int r = 0; r < l.stage[s].tp; r++)
-                room[s] += hs_cluster_gpu(c, l.stage[s].gpus[r])->mem_bytes;
-            room[s] -= l.stage[s].layers * layer_bytes(q);
-        }
+        /* step 5 */
+        assign_workers(q, &l, workers, np, wstage, tok);
         for (int j = 0; j < np; j++) {
             hs_deploy_attn a;
-            int bs = 0;
-            for (int s = 1; s < l.pp; s++)
-                if (room[s] / l.stage[s].layers < room[bs] / l.stage[bs].layers) bs = s;
             a.replica = out->n - 1;
-            a.stage = bs;
+            a.stage = wstage[j];
             a.gpu = workers[j];
-            room[bs] += hs_cluster_gpu(c, workers[j])->mem_bytes;
             if ((rc = hs_deploy_add_attn(out, &a, err))) {
                 hs_deploy_free(out);
                 return rc;
@@ -389,15 +665,28 @@ static int plan_hetis(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     return 0;
 }
 
+extern const hs_planner_ops hs_planner_hetis;
+
+static int plan_hetis(const hs_plan_req *q, hs_deploy *out, hs_err *err)
+{
+    hp_est x;
+    int rc;
+    if ((rc = check_types(q->cluster, err)) || (rc = est_init(&x, q, q->opts, &hs_planner_hetis, err))) return rc;
+    rc = plan_hetis_x(q, &x, out, err);
+    est_free(&x);
+    return rc;
+}
+
 /* ---- HexGen-style ---- */
 
 static int plan_hexgen(const hs_plan_req *q, hs_deploy *out, hs_err *err)
 {
     const hs_cluster *c = q->cluster;
     int ord[64], dmax = types_gcd(c), best_n = 0, rc;
-    double best_score = 0;
+    double best_cost = 0;
     if ((rc = check_types(c, err))) return rc;
     type_order(c, ord);
+    /* HexGen minimises end-to-end latency over all GPUs: the n of least C */
     for (int n = 1; n <= dmax; n++) {
         hp_grp g[HP_MAX_GRP];
         double cost;
@@ -406,8 +695,8 @@ static int plan_hexgen(const hs_plan_req *q, hs_deploy *out, hs_err *err)
         if (dmax % n) continue;
         ng = instance_groups(c, ord, 0, n, g);
         if (ng < 0) continue;
-        if (instance_layout(q, g, ng, HP_BY_BW, &l, &cost, err)) continue;
-        if (!best_n || n / cost > best_score) best_score = n / cost, best_n = n;
+        if (instance_layout(q, g, ng, HP_BY_BW, NULL, &l, &cost, err)) continue;
+        if (!best_n || cost < best_cost) best_cost = cost, best_n = n;
     }
     if (!best_n)
         return hs_errf(err, HS_ENOFIT, "hetis-hexgen: %s fits no instance split of cluster %s", q->model->name,
@@ -418,7 +707,8 @@ static int plan_hexgen(const hs_plan_req *q, hs_deploy *out, hs_err *err)
         double cost;
         hs_layout l;
         int ng = instance_groups(c, ord, k, best_n, g);
-        if ((rc = instance_layout(q, g, ng, HP_BY_BW, &l, &cost, err)) || (rc = add_replica(out, &l, "colocated", err))) {
+        if ((rc = instance_layout(q, g, ng, HP_BY_BW, NULL, &l, &cost, err)) ||
+            (rc = add_replica(out, &l, "colocated", err))) {
             hs_deploy_free(out);
             return rc == HS_ENOFIT ? hs_errf(err, rc, "hetis-hexgen: instance %d does not fit", k) : rc;
         }
@@ -489,7 +779,7 @@ static int plan_splitwise(const hs_plan_req *q, hs_deploy *out, hs_err *err)
                     ng++;
                 }
                 if (!ok) break;
-                ok = !instance_layout(q, g, ng, HP_BY_MEM, &dl[k], &cost, err);
+                ok = !instance_layout(q, g, ng, HP_BY_MEM, NULL, &dl[k], &cost, err);
             }
             if (!ok) continue;
             init_out(q, out, "hetis-splitwise");
@@ -522,8 +812,9 @@ static int plan_splitwise(const hs_plan_req *q, hs_deploy *out, hs_err *err)
 
 const hs_planner_ops hs_planner_hetis = {
     .name = "hetis",
-    .help = "Hetis: instances, one stage per GPU type, prune low-end GPUs (eps 0.05) to attention workers, TP x PP per stage",
+    .help = "Hetis: instances, one stage per GPU type, prune low-end GPUs to attention workers when they add <= eps (0.05) estimated throughput as a stage, TP x PP per stage",
     .plan = plan_hetis,
+    .opts = hp_fields,
 };
 
 const hs_planner_ops hs_planner_hetis_splitwise = {
@@ -534,6 +825,6 @@ const hs_planner_ops hs_planner_hetis_splitwise = {
 
 const hs_planner_ops hs_planner_hetis_hexgen = {
     .name = "hetis-hexgen",
-    .help = "HexGen-style baseline of Hetis: all GPUs, one stage per type, layers by decode speed, TP x PP per stage",
+    .help = "HexGen baseline as Hetis deploys it: all GPUs, one GPU type per stage, layers by decode speed, TP x PP and instances of least latency",
     .plan = plan_hexgen,
 };
