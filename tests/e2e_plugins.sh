@@ -55,6 +55,15 @@ hs_run 2 "unknown planner option" plan --planner hexgen2 --model llama-2-7b --cl
 hs_run 2 "option of a planner without options" plan --planner uniform --plan-opts x=1 &&
     check_grep "says it takes none" "$T/err" "planner uniform takes no options"
 
+# A replayed deployment records the planner that made it.
+if hs_run 0 "plan distserve" plan --planner distserve --model llama-2-7b --cluster hexgen2-homo-h100x8 \
+        --plan-opts in=512,out=128,iters=5 --emit-deployment "$T/ds.json" --quiet &&
+   hs_run 0 "replay it" run --deployment "$T/ds.json" --router weighted --requests 20 --db "$T/ds.db" --quiet &&
+   command -v sqlite3 >/dev/null; then
+    check_grep "runs.config names the deployment's planner" <(sqlite3 "$T/ds.db" "select config from runs") \
+        '"planner":"distserve"'
+fi
+
 # Subcommands contributed by planners appear in the help and dispatch.
 hs_run 0 "hetsim --help" --help
 for n in $(awk '/^[^ ]/ { print $1 }' "$T/planners"); do

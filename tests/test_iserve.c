@@ -9,6 +9,7 @@
 #include "check.h"
 
 #include "plan/iserve.h"
+#include "plan/plan.h"
 #include "policy/policy.h"
 #include "plan/iserve_multi.h"
 #include "plan/iserve_multi_int.h" /* the load monitor's sample count */
@@ -553,6 +554,47 @@ static void test_event_order(const hs_cluster *c)
     hs_multi_destroy(mm);
 }
 
+/* The planner's intent is an option of its own: min-latency spends GPUs,
+ * min-memory saves them, a latency target is a constraint, bad values name
+ * the key. */
+static void test_planner_intents(const hs_cluster *c)
+{
+    const hs_planner_ops *pl = hs_planner_find("iserve");
+    hs_model m;
+    hs_engine_cfg ec;
+    hs_plan_req q;
+    hs_deploy d;
+    hs_err err = {0, ""};
+    int gpus[2] = {0, 0};
+    const char *opts[2] = {"intent=min-latency", "intent=min-memory"};
+    CHECK(pl != NULL && pl->opts != NULL);
+    if (!pl) return;
+    CHECK_OK(hs_model_find(&m, "llama-2-13b", &err), &err);
+    hs_engine_cfg_defaults(&ec);
+    memset(&q, 0, sizeof q);
+    q.model = &m;
+    q.cluster = c;
+    q.engine = &ec;
+    q.max_tokens = hs_engine_pass_tokens(&ec, hs_policies[0], NULL, hs_model_max_context(&m));
+    q.max_model_len = hs_model_max_context(&m);
+    for (int i = 0; i < 2; i++) {
+        q.opts = opts[i];
+        CHECK_OK(pl->plan(&q, &d, &err), &err);
+        for (int s = 0; d.n > 0 && s < d.r[0].layout.pp; s++) gpus[i] += d.r[0].layout.stage[s].tp;
+        hs_deploy_free(&d);
+    }
+    CHECK(gpus[0] > gpus[1] && gpus[1] >= 1);
+    q.opts = "intent=latency-slo,target=0.001";
+    CHECK(pl->plan(&q, &d, &err) == HS_ENOFIT);
+    CHECK(strstr(err.msg, "target") != NULL);
+    q.opts = "intent=latency-slo";
+    CHECK(pl->plan(&q, &d, &err) == HS_EINVAL && strstr(err.msg, "target"));
+    q.opts = "intent=fastest";
+    CHECK(pl->plan(&q, &d, &err) == HS_EINVAL && strstr(err.msg, "intent"));
+    q.opts = "placement=random";
+    CHECK(pl->plan(&q, &d, &err) == HS_EINVAL && strstr(err.msg, "placement"));
+}
+
 int main(void)
 {
     hs_cluster *c = NULL;
@@ -569,6 +611,7 @@ int main(void)
     test_fcfs_exact(c);
     test_event_order(c);
     test_multi(c);
+    test_planner_intents(c);
     hs_cluster_destroy(c);
     return hs_check_result();
 }
