@@ -6,6 +6,8 @@
  *                         to the paper's
  *   bench-exegpt table6   Table 6 case study and scheduler time
  *   bench-exegpt all      everything (default)
+ *   --json F              also writes the headline rows (Table 6, ExeGPT/FT)
+ *                         as [{"claim": ..., "paper": x, "ours": y}, ...]
  *
  * Prints its figures; asserts nothing (tests/test_exegpt_runtime.c does).
  * Environment: HS_BENCH_ADJUST (dynamic adjustment threshold of the DES
@@ -37,6 +39,14 @@ static void die(const hs_err *err)
     exit(1);
 }
 
+/* The latency model: defaults, perf.model from HS_BENCH_PERF_MODEL. */
+static void bench_perf(hs_perf_cfg *pc)
+{
+    const char *m = getenv("HS_BENCH_PERF_MODEL");
+    hs_perf_cfg_defaults(pc);
+    if (m && *m) snprintf(pc->model, sizeof pc->model, "%s", m);
+}
+
 typedef struct ctx {
     hs_model m;
     hs_cluster *c;
@@ -51,7 +61,7 @@ static void ctx_open(ctx *k, const char *model, const char *cluster, const char 
     hs_err err = {0};
     hs_exegpt_opts eo;
     memset(k, 0, sizeof *k);
-    hs_perf_cfg_defaults(&k->pc);
+    bench_perf(&k->pc);
     if (hs_model_find(&k->m, model, &err) || hs_cluster_find(&k->c, cluster, &err)) die(&err);
     hs_workload_defaults(&k->wc);
     if (hs_workload_set(&k->wc, "preset", task, &err) ||
@@ -91,6 +101,47 @@ static int plan_best_mode(ctx *k, unsigned mask, double bound, int mode, hs_exeg
 static double g_plan_max, g_plan_sum;
 static int g_wins[2][2];   /* [long-output task][WAA won] where both ran */
 static int g_plan_n;
+static double g_dsi_sum, g_dsi_dev;   /* ExeGPT / simulated DSI; worst |sim - analytic| / analytic */
+static int g_dsi_n;
+
+/* Headline rows for --json (claim, paper, ours). */
+typedef struct headline {
+    char claim[160];
+    double paper, ours;
+} headline;
+static headline g_head[16];
+static int g_nhead;
+
+static void head_add(const char *claim, double paper, double ours)
+{
+    if (g_nhead == (int)(sizeof g_head / sizeof g_head[0])) return;
+    snprintf(g_head[g_nhead].claim, sizeof g_head[g_nhead].claim, "%s", claim);
+    g_head[g_nhead].paper = paper;
+    g_head[g_nhead].ours = ours;
+    g_nhead++;
+}
+
+/* Writes the headline rows as a JSON array (null for a figure not run). */
+static void write_json(const char *path)
+{
+    FILE *fp = fopen(path, "w");
+    if (!fp) {
+        fprintf(stderr, "bench-exegpt: cannot write %s\n", path);
+        exit(1);
+    }
+    fprintf(fp, "[\n");
+    for (int i = 0; i < g_nhead; i++) {
+        fprintf(fp, "  {\"claim\": \"%s\", \"paper\": %.6g, \"ours\": ", g_head[i].claim, g_head[i].paper);
+        if (isfinite(g_head[i].ours)) fprintf(fp, "%.6g}", g_head[i].ours);
+        else fprintf(fp, "null}");
+        fprintf(fp, "%s\n", i + 1 < g_nhead ? "," : "");
+    }
+    fprintf(fp, "]\n");
+    if (fclose(fp)) {
+        fprintf(stderr, "bench-exegpt: cannot write %s\n", path);
+        exit(1);
+    }
+}
 
 static int plan_best(ctx *k, unsigned mask, double bound, hs_exegpt_result *r)
 {
@@ -122,8 +173,8 @@ static void des_row(ctx *k, const hs_exegpt_cfg *cfg, int64_t n, double *ethr, d
     hs_exegpt_cfg_str(cfg, &es, lab, sizeof lab);
     if (getenv("HS_BENCH_DEBUG")) printf("  [des itl %.4f s, sim %.1f s, iters %lld]\n", ds.itl, ds.sim_s, (long long)ds.iterations);
     if (getenv("HS_BENCH_DEBUG"))
-        printf("  [bd paper %.1f steady %.1f, mem %.1f/%.1f GiB, t_enc %.3f t_dec %.4f cycle %.3f xfer %.4f pp %d/%d]\n",
-               ep.bd, es.bd, es.mem_peak / 1073741824.0, es.mem_cap / 1073741824.0, es.t_enc, es.t_dec,
+        printf("  [fit %d, bd paper %.1f steady %.1f, mem %.1f/%.1f GiB, t_enc %.3f t_dec %.4f cycle %.3f xfer %.4f pp %d/%d]\n",
+               es.fit, ep.bd, es.bd, es.mem_peak / 1073741824.0, es.mem_cap / 1073741824.0, es.t_enc, es.t_dec,
                es.t_cycle, es.t_xfer, es.pp, es.pp_dec);
     printf("  %-44s thr est %6.2f (paper B_D %6.2f) des %6.2f q/s  %+6.1f%% | lat_b est %6.2f des %6.2f s (%lld q) %+6.1f%% | preempt %lld, %.2f s wall\n",
            lab, es.thr, ep.thr, ds.thr, 100 * (ds.thr - es.thr) / es.thr, es.lat_b, ds.lat_b,
@@ -155,6 +206,9 @@ static void bench_des(void)
         printf("%s on %s, task %s, L_B %g s:\n", cases[i].model, cases[i].cluster, cases[i].task, cases[i].bound);
         if (plan_best(&k, RRA_MASK, cases[i].bound, &r)) des_row(&k, &r.cfg, 5000, NULL, NULL);
         if (plan_best(&k, WAA_MASK, cases[i].bound, &r)) des_row(&k, &r.cfg, 5000, NULL, NULL);
+        /* WAA-C on its own: the compute split the paper's estimate prices. */
+        if (plan_best(&k, 1u << HS_EXEGPT_WAA_C, cases[i].bound, &r) && r.cfg.policy == HS_EXEGPT_WAA_C)
+            des_row(&k, &r.cfg, 5000, NULL, NULL);
         ctx_close(&k);
     }
 }
@@ -167,8 +221,8 @@ typedef struct ft_point {
     double lat;      /* s, a batch generating the longest output (FT's bound) */
 } ft_point;
 
-static int ft_sim(ctx *k, const char *policy, int b, const hs_workload_cfg *w0, int64_t n, double *thr,
-                  double *lat);
+static int ft_sim(ctx *k, const char *policy, int b, int me, int md, const hs_workload_cfg *w0, int64_t n,
+                  double *thr, double *lat);
 
 /* FT's layout: TP inside a node (dividing the heads), a stage per node. */
 static int ft_tp(const ctx *k)
@@ -191,7 +245,7 @@ static int ft_run(ctx *k, int b, ft_point *out)
     hs_workload_cfg w = k->wc;
     double dummy;
     out->batch = b;
-    if (!ft_sim(k, "static", b, &k->wc, 6 * b > 300 ? 6 * b : 300, &out->thr, &dummy)) return 0;
+    if (!ft_sim(k, "static", b, 0, 0, &k->wc, 6 * b > 300 ? 6 * b : 300, &out->thr, &dummy)) return 0;
     snprintf(w.prompt.kind, sizeof w.prompt.kind, "fixed");
     snprintf(w.output.kind, sizeof w.output.kind, "fixed");
     w.prompt.mean = (double)k->din.max;
@@ -199,7 +253,7 @@ static int ft_run(ctx *k, int b, ft_point *out)
     /* (b + 1) per lane: a lane's first batch starts with the only query
      * that has arrived when it wakes, its second is full; *lat is the
      * longest batch.  b is per lane (a pipeline stage's micro-batch). */
-    if (!ft_sim(k, "static", b, &w, (int64_t)ft_stages(k) * (b + 1), &dummy, &out->lat)) return 0;
+    if (!ft_sim(k, "static", b, 0, 0, &w, (int64_t)ft_stages(k) * (b + 1), &dummy, &out->lat)) return 0;
     return 1;
 }
 
@@ -208,15 +262,15 @@ static int ft_run(ctx *k, int b, ft_point *out)
  * run, *lat the longest batch.  vllm: at most b sequences per lane,
  * *thr over the middle 60% of completions, *lat the p99-length query's
  * latency from admission (ExeGPT's measure). */
-static int ft_sim(ctx *k, const char *policy, int b, const hs_workload_cfg *w0, int64_t n, double *thr,
-                  double *lat)
+static int ft_sim(ctx *k, const char *policy, int b, int me, int md, const hs_workload_cfg *w0, int64_t n,
+                  double *thr, double *lat)
 {
     hs_err err = {0};
     hs_engine_cfg ec;
     hs_plan_req pr;
     hs_deploy d;
     hs_exegpt_play pl;
-    int is_static = !strcmp(policy, "static");
+    int is_dsi = !strcmp(policy, "dsi"), is_static = is_dsi || !strcmp(policy, "static");
     int32_t mml = (int32_t)(k->din.max + k->dout.max);
     int tp = ft_tp(k), ok = 0, max_tokens;
     int64_t blocks;
@@ -225,7 +279,13 @@ static int ft_sim(ctx *k, const char *policy, int b, const hs_workload_cfg *w0, 
     hs_engine_cfg_defaults(&ec);
     hs_policies_opts_defaults(po);
     snprintf(bs, sizeof bs, "%d", b);
-    if (hs_policies_opt_set(po, "static_batch", bs, "bench", &err)) die(&err);
+    if (hs_policies_opt_set(po, is_dsi ? "dsi_batch" : "static_batch", bs, "bench", &err)) die(&err);
+    if (is_dsi) {
+        snprintf(bs, sizeof bs, "%d", me);
+        if (hs_policies_opt_set(po, "dsi_prompt_mb", bs, "bench", &err)) die(&err);
+        snprintf(bs, sizeof bs, "%d", md);
+        if (hs_policies_opt_set(po, "dsi_gen_mb", bs, "bench", &err)) die(&err);
+    }
     ec.max_num_seqs = b;
     ec.max_model_len = mml;
     ec.watermark = 0;
@@ -245,7 +305,7 @@ static int ft_sim(ctx *k, const char *policy, int b, const hs_workload_cfg *w0, 
     /* A static slot holds a whole context: b must fit in a lane's KV. */
     blocks = hs_layout_kv_blocks(&k->m, k->c, &d.r[0].layout, &ec, max_tokens, &err);
     if (blocks < 0 ||
-        (is_static && blocks / d.r[0].layout.pp < (int64_t)b * ((mml + ec.block_size - 1) / ec.block_size)))
+        (is_static && blocks / (is_dsi ? 1 : d.r[0].layout.pp) < (int64_t)b * ((mml + ec.block_size - 1) / ec.block_size)))
         goto out;
     if (hs_exegpt_play_run(&k->m, k->c, &d, policy, &ec, hs_policy_opts_of(po, hs_policy_find(policy)), w0, n, &k->pc, &pl, &err)) die(&err);
     if (!is_static) {
@@ -290,29 +350,44 @@ static int cmp_dbl(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* DeepSpeed-Inference-style baseline (analytic, hs_exegpt_dsi): FT's layout
- * (TP inside a node, a stage per node), batch sizes as FT's, prompt and
- * decode micro-batch counts in powers of two up to twice the stages, the
- * decode count at most the prompt one.  Best throughput with the batch's
- * latency within the bound. */
-static double dsi_best(ctx *k, double bound, char *lab, size_t cap)
+/* DeepSpeed-Inference's hybrid micro-batching: FT's layout (TP inside a
+ * node, a stage per node), batch sizes as FT's, prompt and decode micro-
+ * batch counts in powers of two up to twice the stages, the decode count at
+ * most the prompt one.  The analytic form (hs_exegpt_dsi) ranks the
+ * configurations (hundreds per bound); the best whose batch meets the
+ * bound is then simulated with the dsi policy (throughput on the task's
+ * lengths, latency of a batch of the longest), the baseline reported;
+ * *ana gets the analytic throughput beside it. */
+static double dsi_best(ctx *k, double bound, char *lab, size_t cap, double *ana)
 {
     hs_err err = {0};
-    int tp = ft_tp(k), stages = ft_stages(k);
-    double best = 0;
+    int tp = ft_tp(k), stages = ft_stages(k), bb = 0, bme = 0, bmd = 0;
+    double best = 0, thr = 0, lat = 0, dummy;
+    hs_workload_cfg w = k->wc;
     snprintf(lab, cap, "NS");
+    *ana = 0;
     for (int b = 4; b <= 512; b += b < 64 ? 4 : 32)
         for (int me = 1; me <= 2 * stages && me <= b; me *= 2)
             for (int md = 1; md <= me; md *= 2) {
-                double thr, lat;
+                double t, l;
                 int fits;
-                if (hs_exegpt_dsi(k->x[1], tp, stages, b, me, md, &thr, &lat, &fits, &err)) die(&err);
-                if (fits && lat <= bound && thr > best) {
-                    best = thr;
-                    snprintf(lab, cap, "b%d m%d/%d", b, me, md);
+                if (hs_exegpt_dsi(k->x[1], tp, stages, b, me, md, &t, &l, &fits, &err)) die(&err);
+                if (fits && l <= bound && t > best) {
+                    best = t;
+                    bb = b, bme = me, bmd = md;
                 }
             }
-    return best;
+    if (!bb) return 0;
+    *ana = best;
+    snprintf(lab, cap, "b%d m%d/%d", bb, bme, bmd);
+    if (!ft_sim(k, "dsi", bb, bme, bmd, &k->wc, 6 * bb > 300 ? 6 * bb : 300, &thr, &dummy)) return 0;
+    snprintf(w.prompt.kind, sizeof w.prompt.kind, "fixed");
+    snprintf(w.output.kind, sizeof w.output.kind, "fixed");
+    w.prompt.mean = (double)k->din.max;
+    w.output.mean = (double)k->dout.max;
+    if (!ft_sim(k, "dsi", bb, bme, bmd, &w, bb + 1, &dummy, &lat)) return 0;
+    /* the bound holds for the simulated batch too (else no schedule) */
+    return lat <= bound * 1.0001 ? thr : 0;
 }
 
 /* One (model, cluster, task): FT over batch sizes (multiples of 4), the
@@ -353,7 +428,7 @@ static void paper_case(const char *model, const char *cluster, const char *task,
     /* vLLM (ORCA-style iteration-level scheduling) at max_num_seqs 4, 8, ... */
     nv = 0;
     for (int b = 4; b <= 512 && nv < 64; b *= 2) {
-        if (!ft_sim(&k, "vllm", b, &k.wc, 3000, &vl[nv].thr, &vl[nv].lat)) continue;
+        if (!ft_sim(&k, "vllm", b, 0, 0, &k.wc, 3000, &vl[nv].thr, &vl[nv].lat)) continue;
         vl[nv].batch = b;
         nv++;
     }
@@ -362,8 +437,8 @@ static void paper_case(const char *model, const char *cluster, const char *task,
     bounds[1] = lats[(int)floor(0.3 * (nft - 1) + 0.5)];
     bounds[2] = lats[(int)floor(0.7 * (nft - 1) + 0.5)];
     bounds[3] = INFINITY;
-    printf("  %-7s | %-8s %-5s %-7s %-7s %-13s | %-40s %7s %7s | %-40s %7s %7s | %-6s %-6s\n", "L_B s", "FT q/s",
-           "b", "vLLM", "DSI", "(b m_E/m_D)", "RRA schedule", "est", "DES", "WAA schedule", "est", "DES", "best",
+    printf("  %-7s | %-8s %-5s %-7s %-7s %-7s %-13s | %-40s %7s %7s | %-40s %7s %7s | %-6s %-6s\n", "L_B s",
+           "FT q/s", "b", "vLLM", "DSI sim", "(anal.)", "(b m_E/m_D)", "RRA schedule", "est", "DES", "WAA schedule", "est", "DES", "best",
            "x FT");
     for (int i = 0; i < 4; i++) {
         double best_ft = 0, thr[2] = {0, 0};
@@ -376,10 +451,10 @@ static void paper_case(const char *model, const char *cluster, const char *task,
                 bft = ft[j].batch;
             }
         char dlab[32];
-        double best_dsi;
+        double best_dsi, ana_dsi;
         for (int j = 0; j < nv; j++)
             if (vl[j].lat <= bounds[i] && vl[j].thr > best_vl) best_vl = vl[j].thr;
-        best_dsi = dsi_best(&k, bounds[i], dlab, sizeof dlab);
+        best_dsi = dsi_best(&k, bounds[i], dlab, sizeof dlab, &ana_dsi);
         for (int p = 0; p < 2; p++) {
             hs_exegpt_result r;
             snprintf(lab[p], sizeof lab[p], "NS");
@@ -401,14 +476,19 @@ static void paper_case(const char *model, const char *cluster, const char *task,
             double e0 = bar0 ? atof(bar0 + 1) : NAN, e1 = bar1 ? atof(bar1 + 1) : NAN;
             if (bar0) *bar0 = 0;
             if (bar1) *bar1 = 0;
-            printf("  %-7.2f | %-8.2f %-5d %-7.2f %-7.2f %-13s | %-40s %7.2f %7.2f | %-40s %7.2f %7.2f | %-6s %5.2fx\n",
-                   bounds[i], best_ft, bft, best_vl, best_dsi, dlab, lab[0], e0, thr[0], lab[1], e1, thr[1],
+            printf("  %-7.2f | %-8.2f %-5d %-7.2f %-7.2f %-7.2f %-13s | %-40s %7.2f %7.2f | %-40s %7.2f %7.2f | %-6s %5.2fx\n",
+                   bounds[i], best_ft, bft, best_vl, best_dsi, ana_dsi, dlab, lab[0], e0, thr[0], lab[1], e1, thr[1],
                    best > 0 ? (w ? "WAA" : "RRA") : "-",
                    best_ft > 0 ? best / best_ft : NAN);
             if (best_ft > 0 && best > 0) {
                 *ratio_sum += best / best_ft;
                 (*ratio_n)++;
             }
+            if (best_dsi > 0 && best > 0) {
+                g_dsi_sum += best / best_dsi;
+                g_dsi_n++;
+            }
+            if (best_dsi > 0 && ana_dsi > 0) g_dsi_dev = fmax(g_dsi_dev, fabs(best_dsi - ana_dsi) / ana_dsi);
             if (thr[0] > 0 && thr[1] > 0) g_wins[strcmp(task, "T") == 0 || strcmp(task, "G") == 0][w]++;
         }
     }
@@ -432,7 +512,8 @@ static void bench_paper(void)
            "   ExeGPT's bound holds for the p99-length query, FT's for a batch generating the longest output;\n"
            "   RRA/WAA: planner's best (steady-state estimator), estimated and measured by a DES run;\n"
            "   vLLM: continuous batching at the best max_num_seqs meeting the bound (p99-length query from admission);\n"
-           "   DSI: DeepSpeed-Inference-style static batch with m_E prompt / m_D decode micro-batches (analytic);\n"
+           "   DSI: DeepSpeed-Inference hybrid micro-batching (policy dsi: one static batch, m_E prompt / m_D decode\n"
+           "   micro-batches in flight), simulated, chosen by and printed beside the analytic form;\n"
            "   large models RRA only, as in the paper; NS: no schedule meets the bound) ==\n");
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
         for (int t = 0; t < 3; t++) {
@@ -444,6 +525,14 @@ static void bench_paper(void)
         }
     printf("ExeGPT / FT average: small/mid models %.2fx over %d points (paper 2.0x), large models %.2fx over %d "
            "points (paper 3.2x)\n", cnt[0] ? sum[0] / cnt[0] : NAN, cnt[0], cnt[1] ? sum[1] / cnt[1] : NAN, cnt[1]);
+    printf("ExeGPT / DSI (simulated) average: %.2fx over %d points; simulated DSI within %.1f%% of the analytic\n",
+           g_dsi_n ? g_dsi_sum / g_dsi_n : NAN, g_dsi_n, 100 * g_dsi_dev);
+    head_add("ExeGPT / FasterTransformer throughput, small and mid models (average over bounds)", 2.0,
+             cnt[0] ? sum[0] / cnt[0] : NAN);
+    head_add("ExeGPT / FasterTransformer throughput, large models, RRA (average over bounds)", 3.2,
+             cnt[1] ? sum[1] / cnt[1] : NAN);
+    head_add("ExeGPT / FasterTransformer throughput, average over all scenarios", 2.9,
+             cnt[0] + cnt[1] ? (sum[0] + sum[1]) / (cnt[0] + cnt[1]) : NAN);
     printf("Where both run: short-output tasks (S, C1, C2) WAA best %d / RRA best %d (paper: WAA); long-output tasks "
            "(T, G) WAA best %d / RRA best %d (paper: RRA)\n", g_wins[0][1], g_wins[0][0], g_wins[1][1], g_wins[1][0]);
     printf("Scheduler (branch and bound per policy family and bound): %d searches, mean %.3f s, max %.3f s "
@@ -455,11 +544,18 @@ static void bench_table6(void)
 {
     hs_perf_cfg pc;
     hs_err err = {0};
-    hs_perf_cfg_defaults(&pc);
+    bench_perf(&pc);
     printf("== Table 6 case study (paper's choices next to ours), B_D by the paper's formula, then the steady state ==\n");
+    hs_exegpt_result r[4];
+    static const double paper[4] = {22.41, 23.76, 25.23, 26.15}, lb[4] = {3.1, 5.9, 11.5, INFINITY};
     if (hs_exegpt_table6(stdout, &pc, HS_EXEGPT_BD_PAPER, NULL, NULL, &err) ||
-        hs_exegpt_table6(stdout, &pc, HS_EXEGPT_BD_STEADY, NULL, NULL, &err))
+        hs_exegpt_table6(stdout, &pc, HS_EXEGPT_BD_STEADY, r, NULL, &err))
         die(&err);
+    for (int i = 0; i < 4; i++) {
+        char c[96];
+        snprintf(c, sizeof c, "Table 6 OPT-13B task S, L_B %g s: planned throughput, q/s", lb[i]);
+        head_add(c, paper[i], r[i].found ? r[i].est.thr : NAN);
+    }
 }
 
 /* One schedule given on the command line:
@@ -481,7 +577,20 @@ static void bench_des1(char **a)
 
 int main(int argc, char **argv)
 {
-    const char *what = argc > 1 ? argv[1] : "all";
+    const char *json = NULL, *what = "all";
+    /* --json F anywhere: the headline rows as JSON */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--json")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "bench-exegpt: --json needs a file\n");
+                return 2;
+            }
+            json = argv[i + 1];
+            memmove(&argv[i], &argv[i + 2], (size_t)(argc - i - 2) * sizeof *argv);
+            argc -= 2;
+            i--;
+        }
+    if (argc > 1) what = argv[1];
     int all = !strcmp(what, "all");
     if (!strcmp(what, "des1")) {
         if (argc != 10) {
@@ -494,5 +603,6 @@ int main(int argc, char **argv)
     if (all || !strcmp(what, "des")) bench_des();
     if (all || !strcmp(what, "table6")) bench_table6();
     if (all || !strcmp(what, "paper")) bench_paper();
+    if (json) write_json(json);
     return 0;
 }

@@ -53,3 +53,11 @@ double hs_qmem_peak(const hs_model *m, int eta, int xi, int s, int n, int first)
     }
     return peak;
 }
+
+double hs_qmem_layers_engine(const hs_model *m, const int n[HS_NBITS], int tp)
+{
+    double w = 0;
+    for (int k = 0; k < HS_NBITS; k++)
+        w += n[k] * hs_model_layer_params(m) * hs_weight_bytes_per_param(hs_bits_set[k]) / tp;
+    return w;
+}

@@ -40,6 +40,12 @@ double hs_qmem_kv_layer(const hs_model *m, int v, int s, int n, int kv_bits);
 /* Peak temporary memory of a stage, bytes: prefill micro-batch eta of s
  * tokens, decode micro-batch xi at context up to s + n. */
 double hs_qmem_peak(const hs_model *m, int eta, int xi, int s, int n, int first);
+/* The main engine's weights of a stage's decoder layers with mixed widths
+ * (the layout's layer_bits): n[k] layers at hs_bits_set[k], each
+ * hs_model_layer_params * hs_weight_bytes_per_param(bits) / tp bytes on
+ * one of tp ranks (the engine's format, with group scales, as
+ * hs_model_stage_mem counts a uniform stage), summed layer by layer. */
+double hs_qmem_layers_engine(const hs_model *m, const int n[HS_NBITS], int tp);
 /* M_{i,b}^{s+n}: one layer's weights at bits + its KV for the global batch. */
 static inline double hs_qmem_layer_total(const hs_model *m, int bits, int B, int s,
                                          int n, int kv_bits)

@@ -71,12 +71,88 @@ static int engine_terms(hs_perf *p, const hs_perf_cfg *cfg, const hs_layout *l, 
     return 0;
 }
 
+/* Tables of one layer of stage s at `bits` from builder b: a two-stage
+ * layout on the stage's GPUs, no layer (which leaves the embedding: stage
+ * 0's dense) then one layer (stage 1's dense and attention terms).  What
+ * the per-layer terms below are built from, so every builder (roofline,
+ * measured, fitted) serves them with its own per-layer times. */
+static int one_layer(const hs_perf_builder *b, hs_perf *aux, const hs_perf_cfg *cfg,
+                     const hs_model *m, const hs_cluster *c, const hs_layout *l, int s,
+                     int bits, int max_tokens, hs_err *err)
+{
+    hs_layout one;
+    memset(&one, 0, sizeof one);
+    one.pp = 2;
+    one.kv_bits = l->kv_bits;
+    one.stage[0] = one.stage[1] = l->stage[s];
+    one.stage[0].layers = one.stage[0].enc_layers = one.stage[1].enc_layers = 0;
+    one.stage[1].layers = 1;
+    one.stage[0].bits = one.stage[1].bits = bits;
+    return b->build(aux, cfg, m, c, &one, max_tokens, 1, err);
+}
+
+/* Per-layer bit-widths (the layout's layer_bits; LLM-PQ's runtime runs each
+ * layer with its own kernel): a stage whose layers differ from its bits
+ * takes, per pass, the sum over its layers of one layer's dense time at
+ * that layer's width (plus the embedding on the first stage), into dec
+ * [max_tokens + 1] (dec[0] = 0), with emb (may be NULL) the embedding alone.
+ * Attention does not depend on the weights' width (kv_bits is the
+ * layout's); host launches are per layer whatever the width (add_launch). */
+static int layer_sum(const hs_perf_builder *b, const hs_perf_cfg *cfg, const hs_model *m,
+                     const hs_cluster *c, const hs_layout *l, int s, const int n[HS_NBITS],
+                     int max_tokens, double launch, double *dec, double *emb, hs_err *err)
+{
+    int have_emb = 0;
+    for (int t = 0; t <= max_tokens; t++) dec[t] = 0;
+    for (int k = 0; k < HS_NBITS; k++) {
+        hs_perf aux;
+        hs_layout one;
+        int rc;
+        if (!n[k]) continue;
+        if ((rc = one_layer(b, &aux, cfg, m, c, l, s, hs_bits_set[k], max_tokens, err))) return rc;
+        if (m->encoder_layers) {
+            /* encdec_terms' one-layer tables carry the layer's launches */
+            memset(&one, 0, sizeof one);
+            one.pp = 2;
+            one.stage[1] = l->stage[s];
+            one.stage[1].layers = 1;
+            add_launch(&aux, m, &one, launch, 1);
+        }
+        for (int t = 1; t <= max_tokens; t++) dec[t] += n[k] * aux.stage[1].dense[t];
+        if (emb && !have_emb)
+            for (int t = 0; t <= max_tokens; t++) emb[t] = t ? aux.stage[0].dense[t] : 0;
+        have_emb = 1;
+        hs_perf_free(&aux);
+    }
+    return 0;
+}
+
+/* Decoder-only stages with mixed widths: dense[t] from layer_sum. */
+static int mixed_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg *cfg,
+                       const hs_model *m, const hs_cluster *c, const hs_layout *l,
+                       int max_tokens, hs_err *err)
+{
+    double *dec = NULL, *emb = NULL;
+    int rc = 0;
+    for (int s = 0; s < l->pp && !rc; s++) {
+        int n[HS_NBITS];
+        if (!hs_layout_stage_bits(l, s, n)) continue;
+        if (!dec && (!(dec = malloc(((size_t)max_tokens + 1) * sizeof *dec)) ||
+                     !(emb = malloc(((size_t)max_tokens + 1) * sizeof *emb)))) {
+            rc = hs_errf(err, HS_ENOMEM, "out of memory building latency tables");
+            break;
+        }
+        if ((rc = layer_sum(b, cfg, m, c, l, s, n, max_tokens, 0, dec, emb, err))) break;
+        for (int t = 1; t <= max_tokens; t++) p->stage[s].dense[t] = (s == 0 ? emb[t] : 0) + dec[t];
+    }
+    free(dec);
+    free(emb);
+    return rc;
+}
+
 /* Encoder-decoder models.  Builders time the decoder layers of a decoder-
  * only model; the encoder terms and the decoder's cross-attention come from
- * tables of the same builder for one layer on the stage's GPUs (a two-stage
- * layout on them: no layer, which leaves the embedding, then one layer),
- * so every builder (roofline, measured, fitted) serves encoder-decoder
- * models with its own per-layer times.  An encoder layer has the shape of
+ * one_layer's tables at the stage's bits.  An encoder layer has the shape of
  * a self-attention decoder layer; the decoder layer adds the cross-
  * attention projections (hs_model_dec_ratio) and kernels; the encoding
  * pass projects the prompt's cross-attention K/V on every decoder layer
@@ -84,43 +160,56 @@ static int engine_terms(hs_perf *p, const hs_perf_cfg *cfg, const hs_layout *l, 
  * coefficient pre_cross, as the exegpt estimator does.  The encoding of a
  * pipeline whose stages hold encoder and decoder layers (RRA) is charged
  * stage by stage, as if each stage's decoder layers projected the cross KV
- * as the encoder output passes (the estimator's model too). */
+ * as the encoder output passes (the estimator's model too).  Decoder layers
+ * of mixed widths are summed layer by layer (layer_sum); encoder layers run
+ * at the stage's bits. */
 static int encdec_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg *cfg,
                         const hs_model *m, const hs_cluster *c, const hs_layout *l,
                         int max_tokens, double launch, hs_err *err)
 {
     double rd = hs_model_dec_ratio(m), fkv = hs_model_cross_kv_ratio(m);
-    int has_enc = 0;
+    double *dec = NULL;
+    int has_enc = 0, rc = 0;
     for (int s = 0; s < l->pp; s++) has_enc |= l->stage[s].enc_layers > 0;
-    for (int s = 0; s < l->pp; s++) {
+    for (int s = 0; s < l->pp && !rc; s++) {
         hs_perf aux;
         hs_layout one;
         hs_perf_stage *ps = &p->stage[s];
         const hs_perf_stage *e0, *e1;
         double L = l->stage[s].layers, E = l->stage[s].enc_layers;
-        int rc;
-        memset(&one, 0, sizeof one);
-        one.pp = 2;
-        one.kv_bits = l->kv_bits;
-        one.stage[0] = one.stage[1] = l->stage[s];
-        one.stage[0].layers = one.stage[0].enc_layers = one.stage[1].enc_layers = 0;
-        one.stage[1].layers = 1;
-        if ((rc = b->build(&aux, cfg, m, c, &one, max_tokens, 1, err))) return rc;
+        int n[HS_NBITS], mixed = hs_layout_stage_bits(l, s, n);
+        if (mixed && !dec && !(dec = malloc(((size_t)max_tokens + 1) * sizeof *dec))) {
+            rc = hs_errf(err, HS_ENOMEM, "out of memory building latency tables");
+            break;
+        }
+        if (mixed && (rc = layer_sum(b, cfg, m, c, l, s, n, max_tokens, launch, dec, NULL, err)))
+            break;
+        if ((rc = one_layer(b, &aux, cfg, m, c, l, s, l->stage[s].bits, max_tokens, err))) break;
         /* the one layer's collectives are launched like any other, so every
          * term derived from it below carries them in proportion */
+        memset(&one, 0, sizeof one);
+        one.pp = 2;
+        one.stage[1] = l->stage[s];
+        one.stage[1].layers = 1;
         add_launch(&aux, m, &one, launch, 1);
         e0 = &aux.stage[0];
         e1 = &aux.stage[1];
         if (!(ps->enc = calloc((size_t)max_tokens + 1, sizeof *ps->enc))) {
             hs_perf_free(&aux);
-            return hs_errf(err, HS_ENOMEM, "out of memory building latency tables");
+            rc = hs_errf(err, HS_ENOMEM, "out of memory building latency tables");
+            break;
         }
         for (int t = 1; t <= max_tokens; t++) {
             double emb = s == 0 ? e0->dense[t] : 0;
-            ps->dense[t] = emb + L * rd * e1->dense[t];
             /* prompt tokens are embedded where the encoder starts; a
              * decoder replica only projects the encoder output it got */
-            ps->enc[t] = (has_enc ? emb : 0) + (E + L * fkv) * e1->dense[t] + E * e1->pre_tok * t;
+            if (!mixed) {
+                ps->dense[t] = emb + L * rd * e1->dense[t];
+                ps->enc[t] = (has_enc ? emb : 0) + (E + L * fkv) * e1->dense[t] + E * e1->pre_tok * t;
+            } else {
+                ps->dense[t] = emb + rd * dec[t];
+                ps->enc[t] = (has_enc ? emb : 0) + E * e1->dense[t] + fkv * dec[t] + E * e1->pre_tok * t;
+            }
         }
         ps->dec_fixed = 2 * L * e1->dec_fixed;
         ps->dec_seq = 2 * L * e1->dec_seq;
@@ -129,7 +218,8 @@ static int encdec_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg 
         ps->enc_pair = E * e1->pre_cross;
         hs_perf_free(&aux);
     }
-    return 0;
+    free(dec);
+    return rc;
 }
 
 int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
@@ -161,6 +251,7 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
                            s, l->stage[s].layers, l->stage[s].enc_layers, m->name, m->encoder_layers);
     if ((rc = b->build(p, cfg, m, c, l, max_tokens, max_seqs, err))) return rc;
     if ((rc = engine_terms(p, cfg, l, &launch, err)) ||
+        (!m->encoder_layers && (rc = mixed_terms(b, p, cfg, m, c, l, max_tokens, err))) ||
         (m->encoder_layers && (rc = encdec_terms(b, p, cfg, m, c, l, max_tokens, launch, err)))) {
         hs_perf_free(p);
         return rc;

@@ -47,14 +47,18 @@
 #include "core/time.h"
 #include "hw/hw.h"
 #include "llm/model.h"
+#include "llm/quant.h"
 
 #define HS_MAX_TP 16
 #define HS_MAX_PP 128
+#define HS_MAX_LAYERS 512     /* decoder layers a layout's layer_bits can name */
 
 typedef struct hs_stage_layout {
     int tp;
     int layers;               /* decoder layers */
-    int bits;                 /* weight bits: 16, 8, 4, 3 */
+    int bits;                 /* weight bits: 16, 8, 4, 3 (of every layer unless
+                                 the layout's layer_bits say otherwise; then a
+                                 summary, and the bits of encoder layers) */
     int gpus[HS_MAX_TP];      /* cluster GPU ids, tp of them */
     int enc_layers;           /* encoder layers (encoder-decoder models) */
 } hs_stage_layout;
@@ -65,7 +69,18 @@ typedef struct hs_layout {
     int enc_set;              /* 1: stages' enc_layers are placed; 0: by default
                                  (hs_layout_place_enc, serve/deploy.h) */
     hs_stage_layout stage[HS_MAX_PP];
+    /* Per-layer weight bits (LLM-PQ's mixed precision): decoder layer i in
+     * pipeline order (stage 0's first); 0 = its stage's bits.  All zero in
+     * layouts that planners build with one width per stage. */
+    unsigned char layer_bits[HS_MAX_LAYERS];
 } hs_layout;
+
+/* Stage s's decoder layers at each width of hs_bits_set (llm/quant.h):
+ * n[k] layers at hs_bits_set[k], from layer_bits where set, else the
+ * stage's bits.  Returns 1 when some layer's width differs from
+ * stage[s].bits (the stage is then timed and sized layer by layer), 0 when
+ * all are stage[s].bits. */
+int hs_layout_stage_bits(const hs_layout *l, int s, int n[HS_NBITS]);
 
 typedef struct hs_perf_stage {
     int max_tokens, max_seqs;

@@ -47,6 +47,24 @@ void hs_perf_free(hs_perf *p)
     p->pp = 0;
 }
 
+int hs_layout_stage_bits(const hs_layout *l, int s, int n[HS_NBITS])
+{
+    int first = 0, mixed = 0, own = hs_bits_index(l->stage[s].bits);
+    for (int k = 0; k < HS_NBITS; k++) n[k] = 0;
+    for (int r = 0; r < s; r++) first += l->stage[r].layers;
+    for (int i = first; i < first + l->stage[s].layers; i++) {
+        int b = i < HS_MAX_LAYERS && l->layer_bits[i] ? l->layer_bits[i] : l->stage[s].bits;
+        int k = hs_bits_index(b);
+        /* a width outside the set is the deployment check's to reject;
+         * here it counts as the stage's own */
+        if (k < 0) k = own;
+        if (k < 0) continue;
+        n[k]++;
+        mixed |= k != own;
+    }
+    return mixed;
+}
+
 int hs__prov_has(const char *prov, const char *gpu)
 {
     size_t n = strlen(gpu);

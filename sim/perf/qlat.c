@@ -1,6 +1,8 @@
 /* qlat.c - per-layer latency by GPU, bit-width and phase; see qlat.h. */
 #include "perf/qlat.h"
 
+#include <string.h>
+
 void hs_qlat_factors(const hs_gpu *g, int bits, double *compute, double *mem_read)
 {
     switch (bits) {
@@ -8,8 +10,15 @@ void hs_qlat_factors(const hs_gpu *g, int bits, double *compute, double *mem_rea
         if (g->ops8 > 0) { *compute = 0.95; *mem_read = 0.55; }
         else { *compute = 0.45; *mem_read = 0.40; }
         return;
-    case 4: *compute = 0.80; *mem_read = 0.60; return;
-    case 3: *compute = 0.75; *mem_read = 0.50; return;
+    /* GPTQ's kernel (gemm_s): compute in FP32 on CUDA cores, so no compute
+     * factor; the read factor 0.61 is what makes one matrix-vector row of
+     * 3-bit weights (0.375 bytes at 0.8 x 0.61 of the bandwidth) 3.25x
+     * faster than FP16 (2 bytes at 0.8), GPTQ's end-to-end speed-up on an
+     * A100 (OPT-175B, batch 1; arXiv 2210.17323, abstract); its A6000
+     * figure, 4.5x, would give 0.84.  No 4-bit figure is published for
+     * this kernel: 4-bit takes the 3-bit factor. */
+    case 4: *compute = 1.0; *mem_read = 0.61; return;
+    case 3: *compute = 1.0; *mem_read = 0.61; return;
     default: *compute = 1.0; *mem_read = 1.0; return;
     }
 }
@@ -29,24 +38,41 @@ static double op_s(const qctx *c, double flops, double bytes_w, double bytes_a, 
     return (tc > tm ? tc : tm) + c->pc->launch_us * 1e-6;
 }
 
+/* FP32 (CUDA-core, non-tensor) peak of the GPUs in LLM-PQ's clusters and
+ * the other shipped GPU profiles, FLOP/s, from NVIDIA's datasheets (V100
+ * SXM2 15.7 T, P100 PCIe 9.3 T, T4 8.1 T, A100 / A800 19.5 T, A40 37.4 T,
+ * RTX A6000 38.7 T, RTX 3090 35.6 T, L4 30.3 T, L40 90.5 T, L40S 91.6 T,
+ * H100 SXM / H200 67 T).  The GPTQ kernel computes in FP32 (below). */
+static double fp32_peak(const hs_gpu *g)
+{
+    static const struct { const char *name; double tflops; } t[] = {
+        {"v100-32g", 15.7}, {"p100-12g", 9.3}, {"t4", 8.1}, {"a100-40g", 19.5},
+        {"a100-80g", 19.5}, {"a800-80g", 19.5}, {"a40", 37.4}, {"rtx-a6000", 38.7},
+        {"rtx-3090", 35.6}, {"l4", 30.3}, {"l40", 90.5}, {"l40s", 91.6},
+        {"h100-sxm-80g", 67.0}, {"h200", 67.0},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(g->name, t[i].name)) return t[i].tflops * 1e12;
+    /* unknown GPU: FP16 tensor peak is 8x FP32 on V100 and A100 */
+    return g->flops16 / 8;
+}
+
 static double gemm_s(const qctx *c, double t, double k, double n)
 {
-    double fused = op_s(c, 2.0 * t * k * n, k * n * c->wb, 2.0 * t * (k + n),
-                        c->pc->gemm_eff * c->kc, c->km);
     if (c->wb < 1) {
-        /* GPTQ: the fused kernel re-reads the packed weights for every
-         * extra row (half the cost each); past a few rows the layer is
-         * dequantised to FP16 and multiplied with cuBLAS instead */
-        qctx f16 = *c;
-        double deq;
-        f16.kc = f16.km = 1;
-        f16.wb = 2;
-        fused += (t - 1) * 0.5 * (k * n * c->wb / (c->g->mem_bw * c->pc->mem_eff * c->km));
-        deq = op_s(c, 0, k * n * c->wb, k * n * 2.0, 1.0, c->km) +
-              op_s(&f16, 2.0 * t * k * n, k * n * 2.0, 2.0 * t * (k + n), c->pc->gemm_eff * c->kc, 1);
-        return fused < deq ? fused : deq;
+        /* GPTQ 3/4-bit: LLM-PQ's runtime (LPTorch's QuantLinear) always
+         * calls the GPTQ vecquant kernel, whose grid has one z-slice per
+         * input row: every row streams the packed weights once more (in
+         * launch order, so no cache reuse once a matrix exceeds L2) and
+         * dequantises and accumulates in FP32 on CUDA cores; there is no
+         * switch to dequantise + cuBLAS.  So a GEMM of t rows costs t
+         * matrix-vector products (one launch). */
+        double row_c = 2.0 * k * n / (fp32_peak(c->g) * c->pc->gemm_eff);
+        double row_m = k * n * c->wb / (c->g->mem_bw * c->pc->mem_eff * c->km) +
+                       (k + n) * 4.0 / (c->g->mem_bw * c->pc->mem_eff);
+        return t * (row_c > row_m ? row_c : row_m) + c->pc->launch_us * 1e-6;
     }
-    return fused;
+    return op_s(c, 2.0 * t * k * n, k * n * c->wb, 2.0 * t * (k + n), c->pc->gemm_eff * c->kc, c->km);
 }
 
 /* Linear layers, norms, residual adds and the activation for t tokens. */

@@ -4,37 +4,27 @@
  * The paper fits one linear regression per (GPU, bits, phase) on profiled
  * samples (prefill features v, s, vs, vs^2; decode v, v(t+s), t+s) and
  * publishes no coefficients, so hetsim derives the same quantity from the
- * per-operator roofline (perf/roofline.c's efficiencies, hs_perf_cfg),
- * scaled by kernel factors per bit-width that encode what the paper
- * measured (Fig. 5) about its kernels:
+ * per-operator roofline (perf/roofline.c's efficiencies, hs_perf_cfg) with
+ * a model of the kernel LLM-PQ's runtime (LPTorch) runs per width
+ * (sources: profiles/README.md, "Quantised kernels of the LLM-PQ model"):
  *
- *   bits  kernel                      compute factor   weight-read factor
- *   16    cuBLAS FP16                 1.00             1.00
- *    8    LLM.int8 (bitsandbytes),    0.45             0.40    GPU without INT8
- *         outlier decomposition                                tensor cores (V100,
- *                                                              P100): slower than
- *                                                              FP16 in both phases
- *    8    same, INT8 tensor cores     0.95             0.55    (T4, A100, A800):
- *                                                              comparable to FP16
- *    4    GPTQ weight-only            0.80             0.60
- *    3    GPTQ weight-only, 3-bit     0.75             0.50
+ *   bits  kernel                      model
+ *   16    cuBLAS FP16                 roofline
+ *    8    bitsandbytes LLM.int8       roofline, compute x0.45 and weight
+ *                                     read x0.40 without INT8 tensor cores
+ *                                     (V100, P100), x0.95 and x0.55 with
+ *                                     (assumptions: no published figure)
+ *    4/3  GPTQ vecquant kernel        one matrix-vector product per input
+ *                                     row: packed weights read at x0.61 of
+ *                                     mem_eff (GPTQ's 3.25x A100 speed-up),
+ *                                     FP32 CUDA-core arithmetic; t rows
+ *                                     cost t times one row
  *
- * GPTQ's fused kernel is a matrix-vector kernel: each extra row of the
- * input costs another half read of the packed weights, and the kernel
- * switches to dequantising the layer to FP16 followed by a cuBLAS GEMM
- * when that is cheaper; so 3/4-bit layers are much faster than FP16 only
- * for one or two decode sequences, about as fast near four, and slower in
- * prefill (the paper's Fig. 5: "lower bits are not always faster", FP16
- * fastest in many cases).
- *
- * A GEMM costs max(FLOPs / (peak * gemm_eff * compute factor),
- * weight bytes / (bandwidth * mem_eff * read factor) + activation bytes /
- * (bandwidth * mem_eff)) + launch.  So INT8 on V100 is 2.2x slower than
- * FP16 in prefill and 1.25x in decode; on T4 1.05x and 0.91x; 4-bit is
- * 1.25x slower in prefill and 2.4x faster in decode.  The factors are
- * assumptions (documented here, tested for the orderings above), not fits:
- * hetsim has no measurements of these kernels yet.  Attention is FP16 on
- * every bit-width (KV stays FP16 unless kv_bits is 8). */
+ * So 3/4-bit layers are faster than FP16 only for one or two decode rows
+ * and far slower in prefill (the paper's Fig. 5: "lower bits are not
+ * always faster"; its Uniform rows 6.5-18x slower than PipeEdge).
+ * Attention is FP16 on every bit-width (KV stays FP16 unless kv_bits is
+ * 8). */
 #ifndef HS_QLAT_H
 #define HS_QLAT_H
 
@@ -42,7 +32,7 @@
 #include "llm/model.h"
 #include "perf/perf.h"
 
-/* Kernel factors of `bits` on GPU g (see the table above). */
+/* Kernel factors of `bits` on GPU g (compute, weight read; see above). */
 void hs_qlat_factors(const hs_gpu *g, int bits, double *compute, double *mem_read);
 
 /* One decoder layer, seconds.  Prefill: v sequences of s new tokens each

@@ -201,8 +201,9 @@ int hs_exegpt_estimate(hs_exegpt *x, const hs_exegpt_cfg *cfg, hs_exegpt_est *e,
  * `groups` TP groups): *lat s for a batch of the longest prompt and
  * output (the bound), *thr queries/s for batches that last to their
  * expected longest, *fits memory.
- * Analytic from the estimator's stage times (the runtime has no lane with
- * several iterations in flight).  Returns 0 or HS_EINVAL / HS_ERANGE. */
+ * Analytic from the estimator's stage times; the `dsi` runtime policy
+ * (policy/dsi) simulates it, this form is its cross-check (test_dsi.c).
+ * Returns 0 or HS_EINVAL / HS_ERANGE. */
 int hs_exegpt_dsi(hs_exegpt *x, int tp, int groups, int batch, int m_enc, int m_dec, double *thr,
                   double *lat, int *fits, hs_err *err);
 

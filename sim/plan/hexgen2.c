@@ -31,27 +31,30 @@ typedef struct hg2_raw {
     double in, out, period;
     int conc;
     double tol, time;
-    int iters, pop, width, first;
+    int iters, pop, width, cands, depth, first;
     double reserve;
     int maxtp;
     double ttft, tpot;
     int verbose;
 } hg2_raw;
 
-#define HG2_SEARCH_HELP "guided, random, ga or none"
+#define HG2_SEARCH_HELP "guided, hill, random, ga or none"
 const hs_field hs_hg2_opt_fields[] = {
-    HS_FIELD_STR(hg2_raw, search, 0, "guided", "search after the initial placement: " HG2_SEARCH_HELP),
+    HS_FIELD_STR(hg2_raw, search, 0, "guided", "search after the initial placement: " HG2_SEARCH_HELP
+                 " (guided: the paper's swap + re-partition loop; hill: the earlier hill-climb with restarts)"),
     HS_FIELD_STR(hg2_raw, prefill, 0, "latency", "prefill groups' layout: latency (the paper's) or throughput"),
     HS_FIELD_NUM(hg2_raw, in, HS_F_DOUBLE, 0, 1024, 1, 1e9, "mean prompt tokens planned for"),
     HS_FIELD_NUM(hg2_raw, out, HS_F_DOUBLE, 0, 256, 1, 1e9, "mean output tokens planned for"),
     HS_FIELD_NUM(hg2_raw, period, HS_F_DOUBLE, 0, 60, 1e-9, 1e9, "planning period T, s"),
     HS_FIELD_NUM(hg2_raw, conc, HS_F_INT, 0, 32, 1, 1e6, "requests whose KV sizes a group's memory"),
     HS_FIELD_NUM(hg2_raw, tol, HS_F_DOUBLE, 0, 0.25, 0, 10, "memory balance tolerance of the partition"),
-    HS_FIELD_NUM(hg2_raw, time, HS_F_DOUBLE, 0, 0, 0, 1e9, "random/ga search time limit, s (0: none)"),
-    HS_FIELD_NUM(hg2_raw, iters, HS_F_INT, 0, 0, 0, 1e9, "random tries / GA generations (0: default)"),
+    HS_FIELD_NUM(hg2_raw, time, HS_F_DOUBLE, 0, 0, 0, 1e9, "search time limit, s (0: none)"),
+    HS_FIELD_NUM(hg2_raw, iters, HS_F_INT, 0, 0, 0, 1e9, "guided rounds / random tries / GA generations (0: default)"),
     HS_FIELD_NUM(hg2_raw, pop, HS_F_INT, 0, 24, 4, 512, "GA population"),
-    HS_FIELD_NUM(hg2_raw, width, HS_F_INT, 0, 8, 1, 1e6, "guided: donors and receivers tried per step"),
-    HS_FIELD_NUM(hg2_raw, first, HS_F_BOOL, 0, 0, 0, 1, "guided: take the first improving move, not the best"),
+    HS_FIELD_NUM(hg2_raw, width, HS_F_INT, 0, 8, 1, 1e6, "guided, hill: donors and receivers tried per step"),
+    HS_FIELD_NUM(hg2_raw, cands, HS_F_INT, 0, 0, 0, 1e9, "guided: swap candidates per step solved by max-flow, best predicted first (0: 512 / groups, at least 16)"),
+    HS_FIELD_NUM(hg2_raw, depth, HS_F_INT, 0, 3, 0, 1e6, "guided: swap steps a round tries past its best before returning to it"),
+    HS_FIELD_NUM(hg2_raw, first, HS_F_BOOL, 0, 0, 0, 1, "guided, hill: take the first improving move, not the best"),
     HS_FIELD_NUM(hg2_raw, reserve, HS_F_DOUBLE, 0, 1, 0, 1, "decode batch = KV tokens / (in + reserve x out)"),
     HS_FIELD_NUM(hg2_raw, maxtp, HS_F_INT, 0, HS_MAX_TP, 1, HS_MAX_TP, "largest TP degree tried"),
     HS_FIELD_NUM(hg2_raw, ttft, HS_F_DOUBLE, 0, 0, 0, 1e12, "distserve: TTFT target, ms (0: none)"),
@@ -68,6 +71,7 @@ int hs__hg2_opts_parse(const hs_planner_ops *p, hs_hg2_opts *o, const char *s, h
     memset(o, 0, sizeof *o);
     if ((rc = hs_planner_opts(p, s, &r, err))) return rc;
     if (!strcmp(r.search, "guided")) o->search = HS_HG2_GUIDED;
+    else if (!strcmp(r.search, "hill")) o->search = HS_HG2_HILL;
     else if (!strcmp(r.search, "random")) o->search = HS_HG2_RANDOM;
     else if (!strcmp(r.search, "ga")) o->search = HS_HG2_GA;
     else if (!strcmp(r.search, "none")) o->search = HS_HG2_NONE;
@@ -84,6 +88,8 @@ int hs__hg2_opts_parse(const hs_planner_ops *p, hs_hg2_opts *o, const char *s, h
     o->max_iters = r.iters;
     o->pop = r.pop;
     o->width = r.width;
+    o->depth = r.depth;
+    o->cands = r.cands;
     o->first = r.first;
     o->kv_reserve = r.reserve;
     o->max_tp = r.maxtp;
@@ -279,8 +285,11 @@ int hs_hg2_plan_search(const hs_plan_req *q, const hs_hg2_opts *o, int colocated
     if (!rc && !o->quiet) {
         hs_hg2_stats st;
         hs_hg2_stats_get(x, &st);
-        fprintf(stderr, "%s: %.0f tokens/s estimated, %.3f s, %ld evaluations, %ld group evaluations\n", name,
-                st.best_tput, st.seconds, st.evals, st.group_evals);
+        /* appended fields only: tools/bench-hexgen2 reads fields 2 and 5 */
+        fprintf(stderr, "%s: %.0f tokens/s estimated, %.3f s, %ld evaluations, %ld group evaluations, "
+                "%ld iterations, %ld swaps, %ld re-partitions kept, %ld phase-1 re-runs kept\n", name,
+                st.best_tput, st.seconds, st.evals, st.group_evals, st.steps, st.swaps, st.repart_gains,
+                st.k_changes);
     }
     hs_hg2_place_free(&p);
     rc = hs_hg2_check_oom(x, rc, out, err);
@@ -301,7 +310,7 @@ static int plan(const hs_plan_req *q, hs_deploy *out, hs_err *err)
 
 const hs_planner_ops hs_planner_hexgen2 = {
     .name = "hexgen2",
-    .help = "HexGen-2: graph partition + max-flow + guided swaps, prefill/decode groups with KV routing (plan_opts)",
+    .help = "HexGen-2: graph partition + max-flow + guided swaps and re-partition rounds, prefill/decode groups with KV routing (plan_opts)",
     .plan = plan,
     .opts = hs_hg2_opt_fields,
 };

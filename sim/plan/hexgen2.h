@@ -6,17 +6,17 @@
  * baseline) and, derived from it, a parallel layout per group and the KV
  * routing between prefill and decode replicas.
  *
- * Estimator (hs_hg2_eval_*): our roofline latency model (perf/roofline.c)
- * evaluated in closed form at the batch shapes the planner needs, which is
- * what hs_perf_build() would tabulate for the same layout (tests compare
- * the two) without building tables, so one group costs microseconds:
+ * Estimator (hs_hg2_eval_*, hexgen2_est.c, which says what each term
+ * models): stage times from the run's own latency tables (built once per
+ * GPU type and TP, combined per layer; tests compare them with
+ * hs_perf_build's), with the engine's host cost per lane iteration:
  *   - prefill group: the latency-optimal layout (smallest sum of stage
- *     times for one s_in-token prompt); its capacity per period T is
- *     T * min(pp / latency, 1 / slowest stage) requests (PP lanes overlap);
- *   - decode group: the throughput-optimal layout; the batch is what the KV
- *     memory holds at s_in + s_out tokens a request (reserve=; capped by
- *     engine.max_num_seqs per lane), attention over s_in + s_out/2 tokens;
- *     capacity = T * tokens/s / s_out;
+ *     times for one s_in-token prompt), prompts batched as the runtime
+ *     batches them; capacity per period T from its lanes' iterations;
+ *   - decode group: the throughput-optimal layout; the batch is what the
+ *     decode admission commits (every member at its expected final length,
+ *     s_in + s_out, within KV and engine.max_num_seqs per lane), attention
+ *     over s_in + s_out/2 tokens; capacity = T * tokens/s / s_out;
  *   - colocated (HexGen): requests/s = 1 / (1/prefill rate + s_out / decode
  *     tokens/s) at the same batch;
  *   - KV transfer prefill i -> decode j: the flows the engine starts (each
@@ -46,18 +46,40 @@
  *     partition + Kernighan-Lin with memory balance (plan/partition.h),
  *     coarsen, max-cut bipartition = prefill / decode sides (both
  *     orientations tried);
- *   guided: max-flow-guided moves: from groups with spare capacity (flow
- *     below capacity, or infeasible) move or swap one GPU of each (node,
- *     type) class into groups on the bottleneck (saturated), or flip a
- *     role; the best improving move is applied; until no move gains;
+ *   guided (the paper's loop, Sections 3.2-3.4): rounds of
+ *     (a) max-flow-guided swaps: the max-flow's minimum cut names the
+ *         bottleneck groups (capacity, NIC or KV edges on the cut) and the
+ *         under-used ones (flow below capacity, or groups that do not
+ *         fit); each swap step ranks its candidates - move or swap one GPU
+ *         of each (node, type) class from an under-used group into a
+ *         bottleneck group, merge the two, flip the under-used one, split
+ *         any group - by the flow change the cut predicts from the groups'
+ *         new capacities, solves the cands= best by max-flow and applies
+ *         the best, gaining or not (Kernighan-Lin style: moved GPUs are
+ *         locked for the round, depth= non-improving steps at most), the
+ *         round keeping its best prefix;
+ *     (b) the two-phase algorithm re-run on the swapped partition:
+ *         Kernighan-Lin re-partition (cut lowered, each group's memory
+ *         kept within tol=: hs_part_kl_refine_to), coarsening, the
+ *         max-cut secondary partition into prefill and decode (both
+ *         orientations) refined by the max-flow (every role assignment up
+ *         to 8 groups, single flips above) and projection, the best kept;
+ *     until a round improves nothing even with the donors and receivers
+ *     widened (width= doubled per round that gains nothing, up to every
+ *     group, back to width= after a gain); then phase 1 re-run from scratch at
+ *     other group counts near the refined one, each refined the same way,
+ *     while one gains (iters= rounds, time= seconds bound it all);
+ *   hill: the earlier local search: best improving max-flow-guided move
+ *     (move / swap / flip / merge / split) until none gains, restarted
+ *     from partitions with K/2, K-1, K, K+1, 2K groups;
  *   random: random moves / swaps / flips, kept when they gain;
  *   ga: a genetic algorithm (HexGen's style: population, tournament
  *     selection, group-preserving crossover, mutations move / swap / flip /
  *     merge / split, elitism).
  * Deterministic for a seed (xorshift PRNG, fixed scan orders, no hashing
- * by address); time limits only cut the random / GA searches, so their
- * results depend on the machine when a limit is reached (iters= bounds them
- * reproducibly). */
+ * by address); a time= limit cuts a search short, so its result then
+ * depends on the machine (iters= bounds them reproducibly; without time=
+ * the guided and hill searches end on their own). */
 #ifndef HS_HEXGEN2_H
 #define HS_HEXGEN2_H
 
@@ -67,7 +89,9 @@
 #include "core/err.h"
 #include "plan/plan.h"
 
-enum { HS_HG2_NONE = 0, HS_HG2_GUIDED, HS_HG2_RANDOM, HS_HG2_GA };
+/* search=: none, guided (the paper's loop), random, ga, hill (the earlier
+ * hill-climb, kept to compare; appended so the other values stay) */
+enum { HS_HG2_NONE = 0, HS_HG2_GUIDED, HS_HG2_RANDOM, HS_HG2_GA, HS_HG2_HILL };
 enum { HS_HG2_PREFILL = 0, HS_HG2_DECODE = 1, HS_HG2_COLOC = 2 };
 
 typedef struct hs_hg2_opts {
@@ -75,25 +99,34 @@ typedef struct hs_hg2_opts {
     double period;          /* T, s (period=) */
     int conc;               /* requests whose KV sizes K (conc=, 32) */
     double mem_tol;         /* KL memory balance tolerance (tol=, 0.25) */
-    int search;             /* search=guided|random|ga|none */
-    double time_limit;      /* s, random / ga (time=, 0: none) */
-    int max_iters;          /* random tries / GA generations (iters=) */
+    int search;             /* search=guided|hill|random|ga|none */
+    double time_limit;      /* s, every search (time=, 0: none) */
+    int max_iters;          /* guided rounds / random tries / GA generations
+                             * (iters=, 0: guided until no gain) */
     int pop;                /* GA population (pop=, 24) */
     int max_tp;             /* largest TP tried (maxtp=, 16) */
-    int width;              /* guided: donors and receivers tried per step (width=, 8) */
+    int width;              /* guided, hill: donors and receivers tried per step (width=, 8) */
+    int cands;              /* guided: candidates of a swap step solved by
+                             * max-flow, the best predicted (cands=; 0: 512 /
+                             * groups, at least 16: a solve costs ~groups^2) */
+    int depth;              /* guided: swap steps a round takes past its best
+                             * before it returns to it (depth=, Kernighan-Lin's
+                             * negative-gain moves) */
     double kv_reserve;      /* decode batch = KV tokens / (s_in + reserve * s_out)
                              * (reserve=, default 1: room for every request's
                              * final context; 0.5, the mean context, planned
                              * batches that vLLM then preempted hundreds of
                              * times on settings 1-2 and lost ~40%) */
-    int first;              /* guided: take the first improving move in the
-                             * flow's order (most slack donor -> tightest
-                             * receiver) instead of the best (first=1) */
+    int first;              /* guided, hill: take the first improving move in
+                             * the flow's order (hill: most slack donor ->
+                             * tightest receiver; guided: best predicted
+                             * first) instead of the best (first=1) */
     int prefill_tput;       /* prefill=throughput: prefill groups take their
                              * highest-rate layout, not the paper's
                              * latency-optimal one (prefill=latency) */
     double ttft_s, tpot_s;  /* SLO for distserve's filter (ttft=, tpot= ms) */
-    char trace[512];        /* write "seconds best_tokens_per_s" lines (trace=) */
+    char trace[512];        /* write "seconds best_tokens_per_s iteration
+                             * evaluations" lines at each new best (trace=) */
     int quiet;
 } hs_hg2_opts;
 
@@ -187,10 +220,16 @@ void hs_hg2_place_free(hs_hg2_place *p);
 int hs_hg2_to_deploy(hs_hg2_ctx *x, const hs_hg2_place *p, const char *planner,
                      hs_deploy *out, hs_err *err);
 
-/* Counters of the last search (bench). */
+/* Counters of the last search (bench).  steps: the search's iterations
+ * (guided: rounds, hill: moves, random: tries, GA: generations); the
+ * guided search also counts its applied swap steps (swaps), the rounds
+ * whose re-partition (KL, coarsening, secondary partition) beat the swapped
+ * placement (repart_gains) and the phase-1 re-runs from scratch at another
+ * group count that became the best (k_changes). */
 typedef struct hs_hg2_stats {
     double seconds, best_tput;
     long evals, group_evals, steps;
+    long swaps, repart_gains, k_changes;
 } hs_hg2_stats;
 void hs_hg2_stats_get(const hs_hg2_ctx *x, hs_hg2_stats *st);
 

@@ -2,16 +2,23 @@
  * does as one replica, in closed form (hexgen2.h, "Estimator" and
  * "Layouts"), and how long a request's KV takes between two groups.
  *
- *   stage_time    one stage's time for a batch shape: the roofline tables'
- *                 formula (perf/roofline.c build()), test HG2-4;
+ *   stage_time    one stage's time for a batch shape under the run's
+ *                 latency model: the roofline tables' formula
+ *                 (perf/roofline.c build(), stage_roofline), else the
+ *                 model's own tables composed per layer (unit_tables,
+ *                 stage_units); test HG2-4 for both;
  *   build_layout  a group's stages under a TP cap: TP inside a (node, type)
  *                 class, layers by speed within each stage's memory cap;
- *   time_layout   a layout's rate, latency and decode batch;
+ *   time_layout   a layout's rate, latency and decode batch as the engine
+ *                 runs it (host cost per lane iteration, prefill batches,
+ *                 the decode-side admission's batch; HG2-6);
  *   eval_group    the best layout over the TP caps, cached per (role, caps,
  *                 GPU set) in the context's open-addressing table;
  *   kv_time       the KV hand-over of one request, flows as the engine
  *                 starts them; pair_time memoises it per pair of groups;
- *   nic_time      a group's cross-node KV bytes over its GPUs' NICs.
+ *   nic_time      a group's cross-node KV bytes over its GPUs' NICs;
+ *   pair_res      the network resources one hand-over keeps busy, for
+ *                 hexgen2_place.c's contention.
  *
  * Invariants (asserted where relied on):
  *   - a group's GPUs are distinct, in [0, n_gpus) and at most n_gpus
@@ -51,9 +58,9 @@ static void stage_gpu(const hs_hg2_ctx *x, const int *gpus, int tp, hs_gpu *g)
 }
 
 /* Mirrors roofline.c's build() for one stage and shape, seconds. */
-static double stage_time(const hs_hg2_ctx *x, const int *gpus, int tp, int layers,
-                         int bits, int kv_bits, int first, int last,
-                         const hs_batch_shape *b)
+static double stage_roofline(const hs_hg2_ctx *x, const int *gpus, int tp, int layers,
+                             int bits, int kv_bits, int first, int last,
+                             const hs_batch_shape *b)
 {
     const hs_model *m = x->m;
     const hs_perf_cfg *cfg = &x->pc;
@@ -98,6 +105,169 @@ static double stage_time(const hs_hg2_ctx *x, const int *gpus, int tp, int layer
     }
     assert(isfinite(s) && s >= 0); /* FLOP/s, bandwidths and efficiencies > 0 */
     return s;
+}
+
+/* ---------------------------------------------------------------- the run's latency model
+ *
+ * With perf.model roofline the closed form above is the engine's model
+ * (HG2-4).  Any other model (measured tables, the fitted transfer model,
+ * the calibration: perf.model auto, the default) is what hs_perf_build
+ * tabulates, and the estimator must time stages with it: on het1-5 the
+ * closed-form roofline put the estimate 15-23% above runs with auto.  The
+ * tables are linear in a stage's layers (perf/measured.c: operators,
+ * collectives and attention per layer times L, the embedding on the first
+ * stage, the LM head and logits on the last; roofline.c alike), and a
+ * stage holds one GPU type inside one node (build_layout), so one build
+ * per (node, GPU type, TP) serves every stage: a two-stage layout on those
+ * GPUs, no layer (the embedding) then one layer (and the head), the trick
+ * of perf.c's encoder terms.  Builds take milliseconds, so they are kept
+ * for the process in a small cache keyed by a fingerprint of everything
+ * they depend on (unit_key), like perf/measured.c's table cache; not
+ * thread-safe (the planner is not).  A build that fails (it cannot for a
+ * run that builds its replicas) leaves the closed form. */
+
+typedef struct unit_entry {
+    uint64_t key;               /* fingerprint of the build's inputs (unit_key) */
+    int ok;                     /* 0: the build failed, the closed form serves */
+    hs_perf p;                  /* stage 0: the embedding; stage 1: one layer + head */
+} unit_entry;
+
+/* At most this many unit tables are kept (about 70 KB each); a full cache
+ * starts over. */
+#define HS__HG2_UNITS 512
+static struct {
+    unit_entry *e;
+    size_t n, cap;
+} units;
+
+static uint64_t fnv_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * UINT64_C(1099511628211);
+    return h;
+}
+
+/* One 64-bit word into h (a multiply-xorshift step: unit_key runs on every
+ * stage time, a byte loop over a TP-8 stage's links showed in profiles). */
+static uint64_t mix64(uint64_t h, uint64_t v)
+{
+    h = (h ^ v) * UINT64_C(0x9E3779B97F4A7C15);
+    return h ^ (h >> 29);
+}
+
+static uint64_t mix_double(uint64_t h, double d)
+{
+    uint64_t v;
+    memcpy(&v, &d, sizeof v);
+    return mix64(h, v);
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s)
+{
+    return fnv_bytes(h, s, strlen(s) + 1);
+}
+
+/* The fingerprint of what every unit table of a context depends on: the
+ * model, the perf.* settings, the pass and sequence limits, the bits. */
+static uint64_t lat_fingerprint(const hs_hg2_ctx *x)
+{
+    const hs_perf_cfg *pc = &x->pc;
+    uint64_t h = UINT64_C(1469598103934665603);
+    double v[6] = {pc->gemm_eff, pc->attn_eff, pc->mem_eff, pc->link_eff, pc->launch_us, pc->step_overhead_us};
+    int iv[4] = {x->max_tokens, x->ec.max_num_seqs, x->ec.kv_bits, x->bits};
+    h = fnv_str(h, x->m->name);
+    h = fnv_bytes(h, &x->m->layers, sizeof x->m->layers);
+    h = fnv_bytes(h, &x->m->hidden, sizeof x->m->hidden);
+    h = fnv_str(h, pc->model);
+    h = fnv_str(h, pc->engine);
+    h = fnv_str(h, pc->tables);
+    h = fnv_str(h, pc->fit_from);
+    h = fnv_bytes(h, v, sizeof v);
+    h = fnv_bytes(h, iv, sizeof iv);
+    return h ? h : 1;
+}
+
+/* A unit table's key: the context's fingerprint, the stage's GPU type (name
+ * and figures) and TP, and the links among its ranks (collectives without
+ * a measured curve take them from the topology).  Nothing else of the
+ * cluster enters a stage's tables, so settings share them. */
+static uint64_t unit_key(const hs_hg2_ctx *x, const int *gpus, int tp)
+{
+    const hs_gpu *g = hs_cluster_gpu(x->c, gpus[0]);
+    uint64_t h = mix64(x->lat_fp, (uint64_t)tp);
+    h = mix64(h, fnv_str(0, g->name));
+    h = mix_double(mix_double(mix_double(h, g->flops16), g->mem_bw), g->mem_bytes);
+    for (int i = 0; i < tp; i++)
+        for (int j = 0; j < tp; j++)
+            if (i != j)
+                h = mix_double(mix_double(h, hs_cluster_bw(x->c, gpus[i], gpus[j])),
+                               hs_cluster_lat(x->c, gpus[i], gpus[j]));
+    return h;
+}
+
+/* The unit tables of a stage on gpus[0..tp) (one type, one node), built
+ * when first asked; NULL when the build failed or memory ran out (the
+ * closed form then serves). */
+static const hs_perf *unit_tables(const hs_hg2_ctx *x, const int *gpus, int tp)
+{
+    hs_hg2_ctx *mx = (hs_hg2_ctx *)x; /* lat_fp: a lazily taken cache key */
+    uint64_t key;
+    unit_entry *u;
+    hs_layout l;
+    hs_err err = {0};
+    if (!mx->lat_fp) mx->lat_fp = lat_fingerprint(x);
+    key = unit_key(x, gpus, tp);
+    for (size_t i = 0; i < units.n; i++)
+        if (units.e[i].key == key) return units.e[i].ok ? &units.e[i].p : NULL;
+    if (units.n == HS__HG2_UNITS) {
+        for (size_t i = 0; i < units.n; i++)
+            if (units.e[i].ok) hs_perf_free(&units.e[i].p);
+        units.n = 0;
+    }
+    if (hs_vec_reserve((void **)&units.e, &units.cap, units.n + 1, sizeof *units.e, 16)) return NULL;
+    u = &units.e[units.n++];
+    memset(u, 0, sizeof *u);
+    u->key = key;
+    memset(&l, 0, sizeof l);
+    l.pp = 2;
+    l.kv_bits = x->ec.kv_bits;
+    l.stage[0].tp = tp;
+    l.stage[0].bits = x->bits;
+    memcpy(l.stage[0].gpus, gpus, (size_t)tp * sizeof *gpus);
+    l.stage[1] = l.stage[0];
+    l.stage[1].layers = 1;
+    u->ok = !hs_perf_build(&u->p, &x->pc, x->m, x->c, &l, x->max_tokens, x->ec.max_num_seqs, &err);
+    return u->ok ? &u->p : NULL;
+}
+
+/* A stage of `layers` layers from the unit tables u, s: hs_perf_stage_ns's
+ * arithmetic on first x embedding + layers x one layer (+ head when last). */
+static double stage_units(const hs_perf *u, int layers, int first, int last, const hs_batch_shape *b)
+{
+    const hs_perf_stage *e0 = &u->stage[0], *e1 = &u->stage[1];
+    double L = layers, ns, dense_max = L * e1->dense[e1->max_tokens] + (first ? e0->dense[e0->max_tokens] : 0);
+    int t = b->tokens < e1->max_tokens ? b->tokens : e1->max_tokens;
+    int k = b->samples < e1->max_seqs ? b->samples : e1->max_seqs;
+    ns = L * e1->dense[t] + (first ? e0->dense[t] : 0) + (last ? e1->head[k] : 0);
+    if (b->tokens > e1->max_tokens) ns += dense_max * (double)(b->tokens - e1->max_tokens) / e1->max_tokens;
+    if (b->dec_seqs) ns += L * (e1->dec_fixed + e1->dec_seq * b->dec_seqs + e1->dec_ctx * (double)b->dec_ctx);
+    if (b->pre_chunks)
+        ns += L * (e1->pre_fixed + e1->pre_self * b->pre_self + e1->pre_cross * b->pre_cross +
+                   e1->pre_ctx * (double)b->pre_prefix + e1->pre_tok * (double)b->pre_tokens);
+    assert(isfinite(ns) && ns >= 0);
+    return ns * 1e-9;
+}
+
+/* One stage's time for the shape under the run's latency model, s. */
+static double stage_time(const hs_hg2_ctx *x, const int *gpus, int tp, int layers,
+                         int bits, int kv_bits, int first, int last,
+                         const hs_batch_shape *b)
+{
+    const hs_perf *u;
+    if (strcmp(x->pc.model, "roofline") && bits == x->bits && kv_bits == x->ec.kv_bits &&
+        (u = unit_tables(x, gpus, tp)))
+        return stage_units(u, layers, first, last, b);
+    return stage_roofline(x, gpus, tp, layers, bits, kv_bits, first, last, b);
 }
 
 double hs_hg2_stage_s(const hs_hg2_ctx *x, const hs_layout *l, int s, const hs_batch_shape *b)
@@ -274,56 +444,87 @@ static int build_layout(const hs_hg2_ctx *x, const int *g, int n, int role, int 
     return pp;
 }
 
-/* One pass of batch shape b through the pp stages of a built layout: *sum
- * gets the stages' times, each plus the send of `tokens` activations to the
- * next stage, added in stage order; *mx the largest of those terms.  s. */
+/* One pass of batch shape b through the pp stages of a built layout, as the
+ * engine times it (engine.c try_start): the host cost `ovh` first, on the
+ * driver, which is stage 0's rank, then each stage's kernels, then the send
+ * of `tokens` activations to the next stage.  *pass gets the whole pass
+ * (ovh, stages and sends, s); *busy the longest time one stage is held by
+ * the pass (stage 0 holds the host cost as well; sends hold no stage). */
 static void pipeline_times(const hs_hg2_ctx *x, const int *g, int pp, const int *tp,
-                           const int *layers, const hs_batch_shape *b, double tokens,
-                           double *sum, double *mx)
+                           const int *layers, const hs_batch_shape *b, double tokens, double ovh,
+                           double *pass, double *busy)
 {
-    double su = 0, m = 0;
+    double su = ovh, m = 0;
     int off = 0;
     for (int s = 0; s < pp; s++) {
         double v = stage_time(x, g + off, tp[s], layers[s], x->bits, x->ec.kv_bits, s == 0, s == pp - 1, b);
-        if (s + 1 < pp) v += send_time(x, g[off], g[off + tp[s]], tokens);
+        double held = v + (s == 0 ? ovh : 0);
         su += v;
-        if (v > m) m = v;
+        if (s + 1 < pp) su += send_time(x, g[off], g[off + tp[s]], tokens);
+        if (held > m) m = held;
         off += tp[s];
     }
-    *sum = su;
-    *mx = m;
+    *pass = su;
+    *busy = m;
+}
+
+/* Seconds between two iterations of one lane when n lanes each run the
+ * pass over the pipeline: a lane waits for its own pass, and every stage
+ * serves the n lanes' passes one at a time (FIFO reservations), so the
+ * cycle is the longer of the pass and n times the busiest stage. */
+static double lane_cycle(double pass, double busy, int n)
+{
+    return fmax(pass, n * busy);
+}
+
+/* Host cost of an iteration (hs_perf_step_ns with the engine profile's
+ * coefficients of), s. */
+static double host_s(const hs_hg2_ctx *x, const double of[3], double seqs, double tokens)
+{
+    return x->pc.step_overhead_us * 1e-6 + (of[0] + of[1] * seqs + of[2] * tokens) * 1e-9;
+}
+
+/* The prefill batch shape of n whole prompts of si tokens. */
+static void prefill_shape(hs_batch_shape *b, int n, double si)
+{
+    memset(b, 0, sizeof *b);
+    b->tokens = (int32_t)(n * si);
+    b->samples = n;
+    b->pre_chunks = n;
+    b->pre_self = n * si * (si + 1) / 2;
+    b->pre_tokens = (int64_t)(n * si);
 }
 
 /* Fills rate / lat / batch of a built layout (build_layout's pp, tp and
- * layers): all finite, rate and lat > 0. */
+ * layers): all finite, rate and lat > 0.  What the engine does with it:
+ *   - prefill: each of the pp x engine.prefill_lanes lanes admits whole
+ *     prompts first come first served up to max_batched_tokens,
+ *     max_num_seqs and its KV blocks (hs_lane_admit_fcfs), so a saturated
+ *     group runs batches of b prompts (8 of 512 tokens in a 4,096-token
+ *     pass); rate = b x lanes / cycle.  lat is one prompt's pass, which
+ *     picks the latency-optimal layout;
+ *   - decode: each of the pp lanes holds kv_blocks / pp blocks, of which
+ *     the decode-side admission (serve/handover.c) commits, per request, the
+ *     blocks of its context when it writes its last token, s_in + s_out - 1
+ *     tokens (reserve=1), keeping the watermark free, and at most
+ *     max_num_seqs requests; attention reads s_in + s_out / 2 tokens a
+ *     member on average; a request takes s_out - 1 decode steps (its first
+ *     token came from the prefill);
+ *   - both: the engine's host cost per iteration (perf.engine) is paid on
+ *     stage 0 before its kernels, once per lane's iteration (lane_cycle). */
 static void time_layout(const hs_hg2_ctx *x, const int *g, int pp, const int *tp,
                         const int *layers, int role, hs_hg2_group *out)
 {
-    double sum = 0, mx = 0, ovh, pre_rate, lat, of = 0, os = 0, ot = 0;
-    int tpmax = 1;
+    double pass = 0, busy = 0, ovh, pre_rate, lat, of[3] = {0, 0, 0};
+    int tpmax = 1, bs = x->ec.block_size;
     double si = x->o.s_in, so = x->o.s_out;
-    int64_t blocks = INT64_MAX;
+    int64_t blocks = INT64_MAX, lane_blocks, wm, per_req;
+    int32_t max_pass = x->ec.max_batched_tokens > 0 ? x->ec.max_batched_tokens : x->max_tokens;
+    int pre_lanes = pp * (x->ec.prefill_lanes > 0 ? x->ec.prefill_lanes : 1), nb;
     hs_batch_shape b;
     int off = 0;
-    /* prefill of one prompt */
-    memset(&b, 0, sizeof b);
-    b.tokens = (int32_t)si;
-    b.samples = 1;
-    b.pre_chunks = 1;
-    b.pre_self = si * (si + 1) / 2;
-    b.pre_tokens = (int64_t)si;
     for (int s = 0; s < pp; s++) tpmax = tp[s] > tpmax ? tp[s] : tpmax;
-    if (x->ovh.n) hs_ovh_coef(&x->ovh, tpmax, pp, &of, &os, &ot);
-    ovh = x->pc.step_overhead_us * 1e-6 + (of + os + ot * si) * 1e-9;
-    pipeline_times(x, g, pp, tp, layers, &b, si, &sum, &mx);
-    lat = sum + ovh;
-    pre_rate = fmin(pp / lat, 1.0 / (mx + ovh));
-    assert(isfinite(lat) && lat > 0 && isfinite(pre_rate) && pre_rate > 0);
-    out->lat_s = lat;
-    out->rate = pre_rate;
-    out->batch = 0;
-    if (role == HS_HG2_PREFILL) return;
-    /* decode: the batch the KV holds */
+    if (x->ovh.n) hs_ovh_coef(&x->ovh, tpmax, pp, &of[0], &of[1], &of[2]);
     for (int s = 0; s < pp; s++) {
         int64_t bl = stage_blocks(x, g + off, tp[s], layers[s], s == 0, s == pp - 1);
         if (bl < blocks) blocks = bl;
@@ -331,26 +532,48 @@ static void time_layout(const hs_hg2_ctx *x, const int *g, int pp, const int *tp
     }
     /* build_layout kept every stage within stage_fits: each lane holds a context */
     assert(blocks >= 1 && blocks < INT64_MAX);
+    /* one prompt alone: the latency the paper's prefill layout minimises */
+    prefill_shape(&b, 1, si);
+    pipeline_times(x, g, pp, tp, layers, &b, si, host_s(x, of, 1, si), &lat, &busy);
+    /* a saturated prefill group: full batches on every lane */
+    lane_blocks = blocks / pre_lanes;
+    wm = (int64_t)floor(x->ec.watermark * (double)lane_blocks);
+    per_req = (int64_t)ceil(si / bs);
+    nb = (int)fmin(fmin(floor(max_pass / si), x->ec.max_num_seqs), floor((double)(lane_blocks - wm) / per_req));
+    if (nb < 1) nb = 1;
+    prefill_shape(&b, nb, si);
+    ovh = host_s(x, of, nb, nb * si);
+    pipeline_times(x, g, pp, tp, layers, &b, nb * si, ovh, &pass, &busy);
+    pre_rate = nb * pre_lanes / lane_cycle(pass, busy, pre_lanes);
+    assert(isfinite(lat) && lat > 0 && isfinite(pre_rate) && pre_rate > 0);
+    out->lat_s = lat;
+    out->rate = pre_rate;
+    out->batch = 0;
+    if (role == HS_HG2_PREFILL) return;
+    /* decode: the batch each lane's committed KV holds */
     {
-        double ctx = si + so / 2, tokens = (double)blocks * x->ec.block_size;
-        double B = fmin((double)pp * x->ec.max_num_seqs, floor(tokens / (si + so * x->o.kv_reserve))), bl, round, tok_s;
-        bl = floor(B / pp);
+        double ctx = si + so / 2, round, tok_s, bl, steps = so > 1 ? so - 1 : 1;
+        lane_blocks = blocks / pp;
+        wm = (int64_t)floor(x->ec.watermark * (double)lane_blocks);
+        per_req = (int64_t)ceil((si + x->o.kv_reserve * (so - 1)) / bs);
+        if (per_req < 1) per_req = 1;
+        bl = fmin(x->ec.max_num_seqs, floor((double)(lane_blocks - wm) / per_req));
         if (bl < 1) bl = 1;
         memset(&b, 0, sizeof b);
         b.tokens = (int32_t)bl;
         b.samples = (int32_t)bl;
         b.dec_seqs = (int32_t)bl;
         b.dec_ctx = (int64_t)(bl * ctx);
-        pipeline_times(x, g, pp, tp, layers, &b, bl, &sum, &mx);
-        ovh = x->pc.step_overhead_us * 1e-6 + (of + (os + ot) * bl) * 1e-9;
-        round = fmax(sum, pp * mx) + ovh;
+        ovh = host_s(x, of, bl, bl);
+        pipeline_times(x, g, pp, tp, layers, &b, bl, ovh, &pass, &busy);
+        round = lane_cycle(pass, busy, pp);
         tok_s = pp * bl / round;
         out->batch = pp * bl;
         if (role == HS_HG2_DECODE) {
-            out->rate = tok_s / so;
+            out->rate = tok_s / steps;
             out->lat_s = round;
         } else {
-            out->rate = 1.0 / (1.0 / pre_rate + so / tok_s);
+            out->rate = 1.0 / (1.0 / pre_rate + steps / tok_s);
         }
         assert(isfinite(round) && round > 0 && isfinite(out->rate) && out->rate > 0);
     }
@@ -595,4 +818,85 @@ double hs__hg2_nic_time(const hs_hg2_ctx *x, const hs_hg2_group *g, int ingress)
     }
     assert(isfinite(worst) && worst >= 0);
     return worst;
+}
+
+/* GPU g's NIC capacity (bytes/s) toward (ingress: from) other nodes, as
+ * hw/net.h builds it: its largest bandwidth to a GPU of another node;
+ * memoised in nic[g] (egress) / nic[n + g] (ingress). */
+static double nic_bw(const hs_hg2_ctx *x, double *nic, int g, int ingress)
+{
+    const hs_cluster *c = x->c;
+    double *v = &nic[ingress ? c->n_gpus + g : g];
+    if (*v < 0) {
+        *v = 0;
+        for (int k = 0; k < c->n_gpus; k++) {
+            double bw;
+            if (c->gpu_node[k] == c->gpu_node[g]) continue;
+            bw = ingress ? hs_cluster_bw(c, k, g) : hs_cluster_bw(c, g, k);
+            if (bw > *v) *v = bw;
+        }
+    }
+    return *v;
+}
+
+static int cmp_res(const void *a, const void *b)
+{
+    long i = ((const hs__hg2_res *)a)->id, j = ((const hs__hg2_res *)b)->id;
+    return (i > j) - (i < j);
+}
+
+int hs__hg2_pair_res(const hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b, double *nic,
+                     hs__hg2_res *out, int cap, double *lat)
+{
+    const hs_cluster *c = x->c;
+    long n = c->n_gpus;
+    int m = 0, ao = 0, la = 0, k = 0;
+    *lat = 0;
+    assert(group_sane(x, a, -1) && group_sane(x, b, -1));
+    /* the flows of handover.c's start_transfer, as hs_hg2_kv_time walks them */
+    for (int s = 0; s < a->pp; s++) {
+        int bo = 0, lb = 0;
+        for (int d = 0; d < b->pp; d++) {
+            int lo = la > lb ? la : lb;
+            int hi = la + a->layers[s] < lb + b->layers[d] ? la + a->layers[s] : lb + b->layers[d];
+            if (hi > lo) {
+                int nf = a->tp[s] > b->tp[d] ? a->tp[s] : b->tp[d];
+                double bytes = (double)(hi - lo) * x->o.s_in * x->kvbtl / nf;
+                for (int i = 0; i < nf; i++) {
+                    int src = a->gpus[ao + i % a->tp[s]], dst = b->gpus[bo + i % b->tp[d]];
+                    double bw = hs_cluster_bw(c, src, dst), l = hs_cluster_lat(c, src, dst);
+                    hs__hg2_res r[3];
+                    int nr = 0;
+                    assert(src != dst && isfinite(bw) && bw > 0); /* disjoint groups, hw.h links */
+                    r[nr++] = (hs__hg2_res){2 * n + src * n + dst, bytes / bw, bytes / bw};
+                    if (c->gpu_node[src] != c->gpu_node[dst]) {
+                        double eg = nic_bw(x, nic, src, 0), in = nic_bw(x, nic, dst, 1);
+                        r[nr++] = (hs__hg2_res){src, bytes / eg, bw >= eg ? bytes / eg : 0};
+                        r[nr++] = (hs__hg2_res){n + dst, bytes / in, bw >= in ? bytes / in : 0};
+                    }
+                    if (l > *lat) *lat = l;
+                    for (int j = 0; j < nr; j++) {
+                        if (m == cap) return -1;
+                        out[m++] = r[j];
+                    }
+                }
+            }
+            bo += b->tp[d];
+            lb += b->layers[d];
+        }
+        ao += a->tp[s];
+        la += a->layers[s];
+    }
+    /* one entry per resource: a resource serves its flows' bytes in turn */
+    qsort(out, (size_t)m, sizeof *out, cmp_res);
+    for (int i = 0; i < m; i++) {
+        if (k && out[k - 1].id == out[i].id) {
+            out[k - 1].t += out[i].t;
+            out[k - 1].tb += out[i].tb;
+        } else {
+            out[k++] = out[i];
+        }
+    }
+    for (int i = 0; i < k; i++) assert(isfinite(out[i].t) && out[i].tb >= 0 && out[i].tb <= out[i].t);
+    return k;
 }

@@ -48,6 +48,8 @@ struct hs_hg2_ctx {
     hs_engine_cfg ec;
     hs_perf_cfg pc;
     hs_ovh_profile ovh;         /* engine profile of pc.engine; n = 0: none */
+    uint64_t lat_fp;            /* fingerprint of the latency model's inputs, keying
+                                 * hexgen2_est.c's unit tables; 0: not yet taken */
     int bits, max_tokens;       /* weight bits; tokens a step (activations) */
     int32_t mml;                /* tokens, max model length (one lane's context) */
     hs_hg2_opts o;
@@ -87,6 +89,22 @@ double hs__hg2_pair_time(hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_grou
  * over its NIC capacity, the largest bandwidth to another node (hw/net.h);
  * 0 when the group's GPUs have no other node.  g fits (ok). */
 double hs__hg2_nic_time(const hs_hg2_ctx *x, const hs_hg2_group *g, int ingress);
+/* One network resource of hw/net.h a KV hand-over uses and how long one
+ * request keeps it busy (s): id g is GPU g's NIC egress, n + g its
+ * ingress, 2n + i n + j the link (same node) or pair cap (across nodes)
+ * of GPUs i -> j, n = GPUs of the cluster; tb: the part of t carried by
+ * flows whose pair bandwidth can take the whole resource (bursty). */
+typedef struct hs__hg2_res {
+    long id;
+    double t, tb;
+} hs__hg2_res;
+/* The resources of one request's hand-over a -> b, the engine's flows
+ * (serve/handover.c), into out[0..cap) by ascending id; returns their
+ * count (cap >= 3 |a| |b|, in GPUs, always suffices: one flow per GPU
+ * pair; -1 when cap is short), *lat the largest flow latency.  nic[2 n] caches NIC capacities
+ * (bytes/s, < 0: not computed yet).  a and b fit (ok), share no GPU. */
+int hs__hg2_pair_res(const hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b, double *nic,
+                     hs__hg2_res *out, int cap, double *lat);
 
 /* ---- hexgen2_place.c */
 

@@ -109,8 +109,8 @@ int hs_pq_pipeedge_split(const hs_pq_inst *in, int bi0, int *dev, int *bi, doubl
 int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *cfg,
                       const hs_perf_cfg *pc, int kind, hs_pq_plan *out, hs_err *err);
 /* The plan as a deployment (one replica, one stage per GPU; a stage's
- * "bits" is its most common bit-width, hs_pq_deploy_json adds per-layer
- * "layer_bits"). */
+ * "bits" is its most common bit-width, the layout's layer_bits every
+ * layer's, which the engine runs). */
 int hs_pq_to_deploy(const hs_pq_plan *p, const hs_model *m, const hs_cluster *c,
                     int kv_bits, hs_deploy *d, hs_err *err);
 /* JSON of the deployment with the LLM-PQ extras (layer_bits per stage,

@@ -1,12 +1,12 @@
 /* llmpq_deploy.c - LLM-PQ plans as deployments, and the registry entries
  * `llmpq`, `pipeedge` and `uniform-pp`.
  *
- * A plan is one replica with one stage per GPU (tp 1).  The deployment
- * layout has one `bits` per stage, so a mixed-precision stage records its
- * most common bit-width there (what `hetsim run` models) and the exact
- * per-layer bit-widths in an extra "layer_bits" array, which the
- * deployment reader ignores and hs_pq_plan_read uses; the workload (B, s,
- * n) and micro-batch sizes go in a top-level "llmpq" object. */
+ * A plan is one replica with one stage per GPU (tp 1).  Each stage's
+ * `bits` is its most common bit-width (a summary) and the layout's
+ * layer_bits hold every layer's, written per stage as "layer_bits" (the
+ * engine times and sizes each layer at its own width, perf/perf.h); the
+ * workload (B, s, n) and micro-batch sizes go in a top-level "llmpq"
+ * object. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +27,12 @@ int hs_pq_to_deploy(const hs_pq_plan *p, const hs_model *m, const hs_cluster *c,
     snprintf(d->planner, sizeof d->planner, "%s", names[p->kind]);
     snprintf(r.role, sizeof r.role, "colocated");
     r.weight = 1;
+    if (p->first[p->ndev] > HS_MAX_LAYERS)
+        return hs_errf(err, HS_ERANGE, "an LLM-PQ plan of %d layers: a deployment names at most %d",
+                       p->first[p->ndev], HS_MAX_LAYERS);
     r.layout.pp = p->ndev;
     r.layout.kv_bits = kv_bits;
+    for (int l = 0; l < p->first[p->ndev]; l++) r.layout.layer_bits[l] = p->bits[l];
     for (int j = 0; j < p->ndev; j++) {
         hs_stage_layout *st = &r.layout.stage[j];
         int cnt[HS_NBITS] = {0}, bestk = 0;
@@ -48,7 +52,7 @@ char *hs_pq_deploy_json(const hs_pq_plan *p, const hs_model *m, const hs_cluster
 {
     hs_deploy d;
     char *txt, *res = NULL;
-    cJSON *root, *stages, *x;
+    cJSON *root, *x;
     if (hs_pq_to_deploy(p, m, c, cfg->kv_bits, &d, NULL)) return NULL;
     txt = hs_deploy_to_json(&d);
     hs_deploy_free(&d);
@@ -56,13 +60,6 @@ char *hs_pq_deploy_json(const hs_pq_plan *p, const hs_model *m, const hs_cluster
     root = cJSON_Parse(txt);
     free(txt);
     if (!root) return NULL;
-    stages = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "replicas"), 0), "stages");
-    for (int j = 0; j < p->ndev; j++) {
-        cJSON *arr = cJSON_CreateArray();
-        for (int l = p->first[j]; l < p->first[j + 1]; l++)
-            cJSON_AddItemToArray(arr, cJSON_CreateNumber(p->bits[l]));
-        cJSON_AddItemToObject(cJSON_GetArrayItem(stages, j), "layer_bits", arr);
-    }
     x = cJSON_AddObjectToObject(root, "llmpq");
     cJSON_AddNumberToObject(x, "B", cfg->B);
     cJSON_AddNumberToObject(x, "s", cfg->s);

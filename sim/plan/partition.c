@@ -299,22 +299,16 @@ static void move_node(const hs_part_graph *g, int K, int *a, double *pm, int *cn
     }
 }
 
-int hs_part_kl_refine(const hs_part_graph *g, int K, int *assign,
-                      double mem_tol, hs_err *err)
+/* The KL loop of hs_part_kl_refine and hs_part_kl_refine_to: part p's
+ * memory bounds are [lo[p], hi[p]]; mean (> 0 or not) only scales the
+ * verdict's tolerance and names the mean in the message (uniform: 1). */
+static int kl_core(const hs_part_graph *g, int K, int *assign, const double *lo,
+                   const double *hi, int uniform, double mem_tol, hs_err *err)
 {
-    int n, *a = NULL, *cnt = NULL, rc = 0, worst = 0;
-    double *pm = NULL, *conn = NULL, total = 0, wsum = 0, mean, lo, hi;
+    int n = g->n, *a = NULL, *cnt = NULL, rc = 0, worst = 0;
+    double *pm = NULL, *conn = NULL, total = 0, wsum = 0, mean;
     double eps_v, eps_g, worst_v = 0;
     long iter, max_iter;
-    if (!g || !assign) return hs_errf(err, HS_EINVAL, "KL refine: NULL argument");
-    n = g->n;
-    if (K < 1 || K > n)
-        return hs_errf(err, HS_EINVAL, "KL refine: K = %d with %d nodes", K, n);
-    if (!(mem_tol >= 0) || !isfinite(mem_tol))
-        return hs_errf(err, HS_EINVAL, "KL refine: mem_tol %g (need finite >= 0)", mem_tol);
-    if (!hs_part_valid(g, K, assign))
-        return hs_errf(err, HS_EINVAL, "KL refine: assignment is not a valid "
-                       "%d-partition (a label out of range or an empty part)", K);
     a = malloc((size_t)n * sizeof *a);
     cnt = calloc((size_t)K, sizeof *cnt);
     pm = calloc((size_t)K, sizeof *pm);
@@ -334,8 +328,6 @@ int hs_part_kl_refine(const hs_part_graph *g, int K, int *assign,
         }
     }
     mean = total / K;
-    lo = (1 - mem_tol) * mean;
-    hi = (1 + mem_tol) * mean;
     eps_v = 1e-12 * (total > 0 ? total : 1);
     eps_g = 1e-12 * (wsum > 0 ? wsum : 1);
     /* Each step lowers (violation, cut) lexicographically by more than an
@@ -350,8 +342,8 @@ int hs_part_kl_refine(const hs_part_graph *g, int K, int *assign,
             for (int b = 0; b < K; b++) {
                 double dv;
                 if (b == pa) continue;
-                dv = viol(pm[pa] - mi, lo, hi) + viol(pm[b] + mi, lo, hi)
-                     - viol(pm[pa], lo, hi) - viol(pm[b], lo, hi);
+                dv = viol(pm[pa] - mi, lo[pa], hi[pa]) + viol(pm[b] + mi, lo[b], hi[b])
+                     - viol(pm[pa], lo[pa], hi[pa]) - viol(pm[b], lo[b], hi[b]);
                 offer(&best, 0, i, b, dv, conn[(long)i * K + b] - conn[(long)i * K + pa],
                       eps_v, eps_g);
             }
@@ -362,8 +354,8 @@ int hs_part_kl_refine(const hs_part_graph *g, int K, int *assign,
                 double d, dv, gain;
                 if (pa == pb) continue;
                 d = g->mem[j] - g->mem[i];
-                dv = viol(pm[pa] + d, lo, hi) + viol(pm[pb] - d, lo, hi)
-                     - viol(pm[pa], lo, hi) - viol(pm[pb], lo, hi);
+                dv = viol(pm[pa] + d, lo[pa], hi[pa]) + viol(pm[pb] - d, lo[pb], hi[pb])
+                     - viol(pm[pa], lo[pa], hi[pa]) - viol(pm[pb], lo[pb], hi[pb]);
                 gain = conn[(long)i * K + pb] - conn[(long)i * K + pa]
                        + conn[(long)j * K + pa] - conn[(long)j * K + pb]
                        - 2 * hs_part_w(g, i, j);
@@ -382,14 +374,19 @@ int hs_part_kl_refine(const hs_part_graph *g, int K, int *assign,
     /* Recompute the memories from scratch for the verdict. */
     hs_part_mems(g, K, a, pm);
     for (int p = 0; p < K; p++) {
-        double v = viol(pm[p], lo, hi);
+        double v = viol(pm[p], lo[p], hi[p]);
         if (v > worst_v) { worst_v = v; worst = p; }
     }
     if (worst_v > 1e-9 * (mean > 0 ? mean : 1)) {
-        rc = hs_errf(err, HS_ENOFIT, "KL refine: cannot balance memory within "
-                     "+-%.3g of the mean %.4g GB over %d parts: part %d has "
-                     "%.4g GB (bounds %.4g..%.4g GB)", mem_tol, mean / 1e9, K,
-                     worst, pm[worst] / 1e9, lo / 1e9, hi / 1e9);
+        if (uniform)
+            rc = hs_errf(err, HS_ENOFIT, "KL refine: cannot balance memory within "
+                         "+-%.3g of the mean %.4g GB over %d parts: part %d has "
+                         "%.4g GB (bounds %.4g..%.4g GB)", mem_tol, mean / 1e9, K,
+                         worst, pm[worst] / 1e9, lo[worst] / 1e9, hi[worst] / 1e9);
+        else
+            rc = hs_errf(err, HS_ENOFIT, "KL refine: cannot keep part %d within "
+                         "+-%.3g of its target: it has %.4g GB (bounds %.4g..%.4g GB)",
+                         worst, mem_tol, pm[worst] / 1e9, lo[worst] / 1e9, hi[worst] / 1e9);
         goto done;
     }
     assert(hs_part_valid(g, K, a)); /* PART-1, PART-2 */
@@ -399,6 +396,61 @@ done:
     free(pm);
     free(cnt);
     free(a);
+    return rc;
+}
+
+/* Checks the arguments common to both KL entry points. */
+static int kl_args(const hs_part_graph *g, int K, const int *assign, double mem_tol, hs_err *err)
+{
+    if (!g || !assign) return hs_errf(err, HS_EINVAL, "KL refine: NULL argument");
+    if (K < 1 || K > g->n)
+        return hs_errf(err, HS_EINVAL, "KL refine: K = %d with %d nodes", K, g->n);
+    if (!(mem_tol >= 0) || !isfinite(mem_tol))
+        return hs_errf(err, HS_EINVAL, "KL refine: mem_tol %g (need finite >= 0)", mem_tol);
+    if (!hs_part_valid(g, K, assign))
+        return hs_errf(err, HS_EINVAL, "KL refine: assignment is not a valid "
+                       "%d-partition (a label out of range or an empty part)", K);
+    return 0;
+}
+
+int hs_part_kl_refine(const hs_part_graph *g, int K, int *assign,
+                      double mem_tol, hs_err *err)
+{
+    double *lo, *hi, total = 0;
+    int rc;
+    if ((rc = kl_args(g, K, assign, mem_tol, err))) return rc;
+    lo = malloc((size_t)K * 2 * sizeof *lo);
+    if (!lo) return hs_errf(err, HS_ENOMEM, "KL refine: out of memory");
+    hi = lo + K;
+    for (int i = 0; i < g->n; i++) total += g->mem[i];
+    for (int p = 0; p < K; p++) {
+        lo[p] = (1 - mem_tol) * (total / K);
+        hi[p] = (1 + mem_tol) * (total / K);
+    }
+    rc = kl_core(g, K, assign, lo, hi, 1, mem_tol, err);
+    free(lo);
+    return rc;
+}
+
+int hs_part_kl_refine_to(const hs_part_graph *g, int K, int *assign,
+                         const double *target, double mem_tol, hs_err *err)
+{
+    double *lo, *hi;
+    int rc;
+    if ((rc = kl_args(g, K, assign, mem_tol, err))) return rc;
+    if (!target) return hs_errf(err, HS_EINVAL, "KL refine: NULL targets");
+    for (int p = 0; p < K; p++)
+        if (!(target[p] >= 0) || !isfinite(target[p]))
+            return hs_errf(err, HS_EINVAL, "KL refine: part %d's target %g (need finite >= 0)", p, target[p]);
+    lo = malloc((size_t)K * 2 * sizeof *lo);
+    if (!lo) return hs_errf(err, HS_ENOMEM, "KL refine: out of memory");
+    hi = lo + K;
+    for (int p = 0; p < K; p++) {
+        lo[p] = (1 - mem_tol) * target[p];
+        hi[p] = (1 + mem_tol) * target[p];
+    }
+    rc = kl_core(g, K, assign, lo, hi, 0, mem_tol, err);
+    free(lo);
     return rc;
 }
 

@@ -103,6 +103,18 @@ int hs_part_spectral(const hs_part_graph *g, int K, int *assign, hs_err *err);
 int hs_part_kl_refine(const hs_part_graph *g, int K, int *assign,
                       double mem_tol, hs_err *err);
 
+/* The same refinement with a memory target per part instead of the mean:
+ * part p's bounds are [(1 - tol) target[p], (1 + tol) target[p]]
+ * (target: [K] bytes, finite, >= 0).  HexGen-2's re-partition after
+ * max-flow-guided swaps (Section 3.4) uses it with each group's current
+ * memory as its target: the swaps deliberately unbalanced memory toward
+ * the bottleneck groups, and re-balancing to the mean would undo them, so
+ * only the cut is lowered (GPUs of equal memory exchanged between groups
+ * to raise the bandwidth inside each).  PART-3/4 hold with these bounds;
+ * errors as hs_part_kl_refine (HS_EINVAL also for a bad target). */
+int hs_part_kl_refine_to(const hs_part_graph *g, int K, int *assign,
+                         const double *target, double mem_tol, hs_err *err);
+
 /* Sum of w(i, j) over pairs i < j in different parts (bytes/s). */
 double hs_part_cut(const hs_part_graph *g, const int *assign);
 /* part_mem[p] = memory of part p (bytes), p < K. */

@@ -11,6 +11,7 @@ extern const hs_policy_ops hs_policy_waa;
 extern const hs_policy_ops hs_policy_pq;
 extern const hs_policy_ops hs_policy_hetis;
 extern const hs_policy_ops hs_policy_nobatch;
+extern const hs_policy_ops hs_policy_dsi;
 
 const hs_policy_ops *const hs_policies[] = {
     &hs_policy_vllm,
@@ -21,6 +22,7 @@ const hs_policy_ops *const hs_policies[] = {
     &hs_policy_pq,
     &hs_policy_hetis,
     &hs_policy_nobatch,
+    &hs_policy_dsi,
     NULL,
 };
 

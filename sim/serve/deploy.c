@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/conf.h"
+#include "llm/quant.h"
 
 void hs_deploy_free(hs_deploy *d)
 {
@@ -101,6 +102,11 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
                 rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d].stages[%d].enc_layers: %s has no encoder",
                              where, i, s, m->name);
         if (rc) break;
+        for (int k = 0; k < HS_MAX_LAYERS && !rc; k++)
+            if (l->layer_bits[k] && hs_bits_index(l->layer_bits[k]) < 0)
+                rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d]: layer %d: %d bits is not 16, 8, 4 or 3",
+                             where, i, k, l->layer_bits[k]);
+        if (rc) break;
         hs_layout_place_enc(&placed, m, role);
         for (int s = 0; s < l->pp && !rc; s++) {
             const hs_stage_layout *st = &l->stage[s];
@@ -170,6 +176,7 @@ char *hs_deploy_to_json(const hs_deploy *d)
     for (int32_t i = 0; i < d->n; i++) {
         const hs_layout *l = &d->r[i].layout;
         cJSON *r = cJSON_CreateObject(), *stages;
+        int first = 0;   /* the stage's first decoder layer */
         cJSON_AddStringToObject(r, "role", d->r[i].role);
         cJSON_AddNumberToObject(r, "weight", d->r[i].weight);
         cJSON_AddNumberToObject(r, "kv_bits", l->kv_bits);
@@ -183,6 +190,16 @@ char *hs_deploy_to_json(const hs_deploy *d)
             if (l->enc_set) cJSON_AddNumberToObject(st, "enc_layers", l->stage[s].enc_layers);
             cJSON_AddNumberToObject(st, "bits", l->stage[s].bits);
             cJSON_AddItemToObject(st, "gpus", cJSON_CreateIntArray(l->stage[s].gpus, l->stage[s].tp));
+            if (l->stage[s].layers > 0 && first + l->stage[s].layers <= HS_MAX_LAYERS) {
+                /* per-layer widths, only where the layout names some */
+                int any = 0, lb[HS_MAX_LAYERS];
+                for (int k = 0; k < l->stage[s].layers; k++) {
+                    any |= l->layer_bits[first + k] != 0;
+                    lb[k] = l->layer_bits[first + k] ? l->layer_bits[first + k] : l->stage[s].bits;
+                }
+                if (any) cJSON_AddItemToObject(st, "layer_bits", cJSON_CreateIntArray(lb, l->stage[s].layers));
+            }
+            first += l->stage[s].layers;
             cJSON_AddItemToArray(stages, st);
         }
         cJSON_AddItemToArray(reps, r);
@@ -223,6 +240,30 @@ int hs_deploy_write(const hs_deploy *d, const char *path, hs_err *err)
     ok = (fclose(fp) == 0) && ok;
     free(txt);
     return ok ? 0 : hs_errf(err, HS_EIO, "%s: write failed", path);
+}
+
+/* A stage's optional "layer_bits": one width per decoder layer, into the
+ * layout's layer_bits at the stage's first layer (stages before s are
+ * read). */
+static int read_layer_bits(const cJSON *st, hs_layout *l, int s, const char *where, hs_err *err)
+{
+    const cJSON *lb = cJSON_GetObjectItemCaseSensitive(st, "layer_bits"), *b;
+    int first = 0, k = 0;
+    if (!lb) return 0;
+    for (int r = 0; r < s; r++) first += l->stage[r].layers;
+    if (!cJSON_IsArray(lb) || cJSON_GetArraySize(lb) != l->stage[s].layers)
+        return hs_errf(err, HS_EPARSE, "%s: layer_bits: expected %d bit-widths (one per layer)",
+                       where, l->stage[s].layers);
+    if (first + l->stage[s].layers > HS_MAX_LAYERS)
+        return hs_errf(err, HS_ERANGE, "%s: layer_bits: more than %d layers in the replica",
+                       where, HS_MAX_LAYERS);
+    cJSON_ArrayForEach(b, lb) {
+        int v = cJSON_IsNumber(b) && b->valuedouble == floor(b->valuedouble) ? (int)b->valuedouble : -1;
+        if (hs_bits_index(v) < 0)
+            return hs_errf(err, HS_EPARSE, "%s: layer_bits[%d]: not 16, 8, 4 or 3", where, k);
+        l->layer_bits[first + k++] = (unsigned char)v;
+    }
+    return 0;
 }
 
 int hs_deploy_read(hs_deploy *d, const char *path, hs_err *err)
@@ -303,6 +344,7 @@ int hs_deploy_read(hs_deploy *d, const char *path, hs_err *err)
             sl->layers = (int)layers;
             sl->enc_layers = (int)enc;
             sl->bits = (int)bits;
+            if ((rc = read_layer_bits(st, &dr.layout, s, where, err))) goto out;
             s++;
         }
         dr.layout.pp = s;
@@ -417,8 +459,18 @@ int64_t hs_layout_kv_blocks(const hs_model *m, const hs_cluster *c,
         const hs_stage_layout *st = &l->stage[s];
         hs_stage_mem mem;
         /* an encoder replica with no decoder layer holds no LM head */
+        int n[HS_NBITS];
         hs_model_stage_mem_enc(m, st->layers, st->enc_layers, s == 0, s == l->pp - 1 && dec > 0,
                                st->tp, st->bits, l->kv_bits, max_tokens, ec->max_num_seqs, &mem);
+        if (hs_layout_stage_bits(l, s, n)) {
+            /* per-layer widths: the stage's weights without its decoder
+             * layers (embeddings, head, encoder layers), plus each layer at
+             * its own width */
+            hs_stage_mem bare;
+            hs_model_stage_mem_enc(m, 0, st->enc_layers, s == 0, s == l->pp - 1 && dec > 0,
+                                   st->tp, st->bits, l->kv_bits, max_tokens, ec->max_num_seqs, &bare);
+            mem.weights = bare.weights + hs_qmem_layers_engine(m, n, st->tp);
+        }
         for (int k = 0; k < st->tp; k++) {
             const hs_gpu *g = hs_cluster_gpu(c, st->gpus[k]);
             double avail = g->mem_bytes * ec->gpu_mem_util - mem.weights - mem.activation;

@@ -11,6 +11,11 @@
  *    "replicas": [{"role": "colocated", "weight": 1, "kv_bits": 16,
  *       "stages": [{"tp": 4, "layers": 80, "bits": 16, "gpus": [0,1,2,3]}]}],
  *    "policy": "<name>", "engine": {"<key>": 52}}      (last two optional)
+ * A stage may carry "layer_bits": [16, 4, ...], one width per decoder layer
+ * (mixed precision per layer; hs_layout.layer_bits): the engine then times
+ * the stage as the sum of its layers at their own widths and sizes its
+ * weights the same way ("bits" stays the stage's summary and the width of
+ * its encoder layers).
  * A prefill replica may carry "kv_route": [w0, w1, ...], one weight >= 0 per
  * replica of the deployment, positive only toward decode replicas.
  *

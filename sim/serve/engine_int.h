@@ -43,8 +43,9 @@ void hs__ff_complete(hs_engine *e, hs_lane *l);
 /* Hands every request on l->leaving (prompts done on prefill lane l, in
  * completion order) over to a decode replica at the iteration's end. */
 void hs__handoff_leaving(hs_engine *e, hs_lane *l);
-/* Starts the KV transfers of dl's incoming requests in queue order while
- * their blocks are free. */
+/* Admits dl's incoming requests (each at its expected final length, one
+ * transfer in flight per source replica and lane, handover.c says why)
+ * and starts their KV transfers. */
 void hs__admit_incoming(hs_engine *e, hs_lane *dl);
 /* At an iteration boundary of l: landed requests join its decode set. */
 void hs__join_landed(hs_engine *e, hs_lane *l);

@@ -222,7 +222,8 @@ typedef struct hs_lane {
     int64_t blocks_total, blocks_free, watermark;
     int64_t xfer_out;     /* blocks held for KV being sent to a decode replica */
     int64_t xfer_in;      /* blocks reserved for KV being received */
-    hs_list incoming;     /* prefilled elsewhere, waiting for blocks here */
+    hs_list incoming;     /* prefilled elsewhere: waiting for admission here or,
+                             admitted, their KV in transfer (handover.c) */
     hs_list landed;       /* KV arrived, joining the decode set at the next step */
     hs_list leaving;      /* prefill replica: prompts done this iteration, handed
                              over by the engine once the iteration is applied */

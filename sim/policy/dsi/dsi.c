@@ -1,0 +1,264 @@
+/* dsi.c - DeepSpeed-Inference's hybrid micro-batching (papers/exegpt.txt
+ * Sec. 2 and 7, the baseline ExeGPT compares with): one global static
+ * batch per pipeline replica, its prompts padded to the longest and run in
+ * engine.dsi_prompt_mb micro-batches, then decoded in engine.dsi_gen_mb
+ * micro-batches (fewer, larger ones reuse the weights better) until its
+ * longest output is done; no early termination (a finished query keeps
+ * its slot), nothing admitted meanwhile.
+ *
+ * A lane with several micro-batches in flight.  The replica's first lane
+ * runs the batch; the others pass their arrivals to it and stay idle.  An
+ * iteration is one phase step of every micro-batch together: its shape is
+ * one micro-batch (so the host work, the sends and the stage times are a
+ * micro-batch's) and stage_ns stretches it to the pipeline's timing of m
+ * micro-batches:
+ *   prompt:   fill and drain, one pass plus (m - 1) times the slowest
+ *             stage (host work on stage 0) or send;
+ *   decoding: the ring period, max(m x slowest, one pass and the sampled
+ *             token's way back to stage 0), as successive steps of one
+ *             micro-batch cannot overlap but different micro-batches do.
+ * The extra time goes on the bottleneck stage (prompt) or the last stage
+ * (decoding), so the stage reservations stay in order.  This is the
+ * timing of plan/exegpt.h's analytic hs_exegpt_dsi, which the tests use as
+ * the cross-check (test_dsi.c).
+ *
+ * KV: every slot reserves a whole context window (max_model_len), as a
+ * static batch allocates its cache, drawn from all the replica's lanes;
+ * a batch is as large as engine.dsi_batch, max_num_seqs and the replica's
+ * free KV allow.  Tokens stream: a query finishes at its own last token
+ * (hs_req_done), its slot held until the batch ends.
+ *
+ * The whole plug-in is this folder and one line of hs_policies[]. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/plugin.h"
+
+typedef struct dsi_opts {
+    int dsi_batch;             /* queries per global batch */
+    int dsi_prompt_mb;         /* micro-batches of the prompt phase */
+    int dsi_gen_mb;            /* micro-batches of the generation phase */
+} dsi_opts;
+
+static const hs_field opts[] = {
+    HS_FIELD_NUM(dsi_opts, dsi_batch, HS_F_INT, 0, 8, 1, 65536, "dsi: queries per global batch"),
+    HS_FIELD_NUM(dsi_opts, dsi_prompt_mb, HS_F_INT, 0, 1, 1, 4096, "dsi: micro-batches of the prompt phase"),
+    HS_FIELD_NUM(dsi_opts, dsi_gen_mb, HS_F_INT, 0, 1, 1, 4096, "dsi: micro-batches of the generation phase"),
+    {0},
+};
+
+/* The batch (first lane's pstate). */
+typedef struct dsi_batch {
+    int active, prefill;
+    int32_t n, alive, max_prompt, m;   /* m: micro-batches of the current phase */
+    int64_t step;
+    int32_t *reqs, cap;
+    hs_ns last_end;
+} dsi_batch;
+
+static inline const dsi_opts *opt(const hs_engine *e) { return hs_engine_popts(e); }
+
+static int32_t slot_blocks(hs_engine *e) { return hs_blocks_for(e, e->max_model_len); }
+
+/* Passes a sibling lane's queue to the replica's first lane. */
+static void pass_queue(hs_engine *e, hs_lane *from, hs_lane *to)
+{
+    while (from->waiting.head >= 0) {
+        int32_t r = from->waiting.head;
+        hs_list_remove(e, &from->waiting, r);
+        hs_req_at(e, r)->lane = to->id;
+        hs_list_push_back(e, &to->waiting, r);
+    }
+}
+
+/* Reserves (sign 1) or returns (-1) `blocks` KV blocks over the replica's
+ * lanes, each as far as its free (reserved) blocks go. */
+static void reserve(hs_replica *rp, int64_t blocks, int sign)
+{
+    for (int32_t k = 0; k < rp->n_lanes && blocks > 0; k++) {
+        hs_lane *l = &rp->lanes[k];
+        int64_t take = sign > 0 ? (l->blocks_free < blocks ? l->blocks_free : blocks)
+                                : (l->reserved < blocks ? l->reserved : blocks);
+        if (take < 0) take = 0;
+        l->blocks_free -= sign * take;
+        l->reserved += sign * take;
+        blocks -= take;
+    }
+}
+
+static int64_t replica_free(const hs_replica *rp)
+{
+    int64_t f = 0;
+    for (int32_t k = 0; k < rp->n_lanes; k++) f += rp->lanes[k].blocks_free;
+    return f;
+}
+
+/* One micro-batch's shape of the current phase. */
+static void mb_shape(hs_engine *e, hs_lane *l, const dsi_batch *b, hs_batch_shape *s)
+{
+    int32_t mb = (b->n + b->m - 1) / b->m;
+    memset(s, 0, sizeof *s);
+    if (b->prefill) {
+        if (e->replicas[l->replica].encdec) {
+            s->enc_tokens = (int64_t)mb * b->max_prompt;
+            s->enc_pairs = (double)mb * b->max_prompt * b->max_prompt;
+            return;
+        }
+        s->tokens = (int64_t)mb * b->max_prompt;
+        s->samples = mb;
+        s->pre_chunks = mb;
+        s->pre_self = (double)mb * b->max_prompt * (b->max_prompt + 1) / 2.0;
+        s->pre_tokens = (int64_t)mb * b->max_prompt;
+        return;
+    }
+    l->it.decode = 1;
+    s->tokens = s->samples = s->dec_seqs = mb;
+    s->dec_ctx = (int64_t)mb * (b->max_prompt + b->step + 1);
+}
+
+static int schedule(hs_engine *e, hs_lane *l)
+{
+    hs_replica *rp = &e->replicas[l->replica];
+    hs_lane *first = &rp->lanes[0];
+    dsi_batch *b = first->pstate;
+    if (l != first) {
+        if (l->waiting.head >= 0) {
+            pass_queue(e, l, first);
+            hs_engine_kick(e, first);
+        }
+        return 0;
+    }
+    if (!b->active) {
+        int64_t sb = slot_blocks(e), slots = sb > 0 ? replica_free(rp) / sb : 0;
+        int32_t want = opt(e)->dsi_batch < e->cfg.max_num_seqs ? opt(e)->dsi_batch : e->cfg.max_num_seqs;
+        for (int32_t k = 1; k < rp->n_lanes; k++) pass_queue(e, &rp->lanes[k], first);
+        if (l->waiting.head < 0) return 0;
+        if (want > slots) want = (int32_t)slots;
+        if (want == 0) {
+            while (l->waiting.head >= 0)
+                hs_lane_drop(e, l, l->waiting.head, "KV memory holds no DSI slot of the context length");
+            return 0;
+        }
+        if (b->cap < want) {
+            int32_t *nr = realloc(b->reqs, (size_t)want * sizeof *nr);
+            if (!nr) {
+                hs__engine_fail(e, HS_ENOMEM, "out of memory forming a DSI batch");
+                return 0;
+            }
+            b->reqs = nr;
+            b->cap = want;
+        }
+        b->n = b->max_prompt = 0;
+        while (l->waiting.head >= 0 && b->n < want) {
+            int32_t r = l->waiting.head;
+            hs_req *q = hs_req_at(e, r);
+            hs_list_remove(e, &l->waiting, r);
+            q->state = HS_REQ_STATIC;
+            q->first_sched = e->q.now;
+            hs_list_push_back(e, &l->running, r);
+            b->reqs[b->n++] = r;
+            if (q->prompt > b->max_prompt) b->max_prompt = q->prompt;
+        }
+        reserve(rp, (int64_t)b->n * sb, 1);
+        b->active = b->prefill = 1;
+        b->alive = b->n;
+        b->step = 0;
+        b->m = opt(e)->dsi_prompt_mb < b->n ? opt(e)->dsi_prompt_mb : b->n;
+    }
+    mb_shape(e, l, b, &l->it.shape);
+    return 1;
+}
+
+/* Pipeline timing of m micro-batches (see the file's comment): stage s's
+ * time with the phase's extra on the bottleneck (prompt) or last stage
+ * (decoding). */
+static double stage_ns(hs_engine *e, hs_lane *l, int s)
+{
+    const hs_replica *rp = &e->replicas[l->replica];
+    const dsi_batch *b = rp->lanes[0].pstate;
+    const hs_batch_shape *sh = &l->it.shape;
+    int p = rp->perf.pp, tok = (int)(sh->tokens + (rp->enc_layers ? sh->enc_tokens : 0));
+    double t = hs_perf_stage_ns(&rp->perf, s, sh), mx = 0, pass = 0;
+    int arg = 0;
+    if (b->m <= 1) return t;
+    for (int i = 0; i < p; i++) {
+        double ti = hs_perf_stage_ns(&rp->perf, i, sh) + (i == 0 ? hs_perf_step_ns(&rp->perf, sh) : 0);
+        double si = i + 1 < p ? hs_perf_send_ns(&rp->perf, i, tok) : 0;
+        pass += ti + si;
+        if (ti > mx) mx = ti, arg = i;
+        if (si > mx) mx = si, arg = i;
+    }
+    if (b->prefill) return s == arg ? t + (b->m - 1) * mx : t;
+    if (p > 1) pass += hs_perf_send_ns(&rp->perf, 0, 0); /* the sampled token goes back */
+    return s == p - 1 ? t + fmax(0, b->m * mx - pass) : t;
+}
+
+static void complete(hs_engine *e, hs_lane *l)
+{
+    hs_replica *rp = &e->replicas[l->replica];
+    dsi_batch *b = l->pstate;
+    hs_ns t = l->it.end;
+    int32_t kept = 0, gen;
+    /* the prompt pass samples the first token of a decoder-only model;
+     * encoding samples none */
+    int64_t shift = rp->encdec ? 0 : 1;
+    if (b->prefill) {
+        b->prefill = 0;
+        b->m = opt(e)->dsi_gen_mb < b->n ? opt(e)->dsi_gen_mb : b->n;
+    } else {
+        b->step++;
+        if (e->sink.itl && b->alive > 0 && b->step + shift > 1)
+            e->sink.itl(e->sink.ctx, t - b->last_end, b->alive);
+    }
+    gen = (int32_t)(b->step + shift);
+    for (int32_t k = 0; k < b->alive && gen > 0; k++) {
+        hs_req *q = hs_req_at(e, b->reqs[k]);
+        q->gen = gen;
+        if (q->first_token < 0) q->first_token = t;
+    }
+    for (int32_t k = 0; k < b->alive; k++) {
+        int32_t r = b->reqs[k];
+        if (gen > 0 && hs_req_done(e, r, gen)) {
+            hs_list_remove(e, &l->running, r);
+            hs_lane_finish(e, l, r, t);
+        } else {
+            b->reqs[kept++] = r;
+        }
+    }
+    b->alive = kept;
+    b->last_end = t;
+    if (b->alive == 0) {
+        reserve(rp, (int64_t)b->n * slot_blocks(e), -1);
+        b->active = 0;
+    }
+}
+
+static void lane_free(hs_lane *l)
+{
+    dsi_batch *b = l->pstate;
+    free(b->reqs);
+}
+
+/* A prompt micro-batch of context-long prompts. */
+static int64_t pass_tokens(const hs_engine_cfg *c, const void *o, int32_t max_model_len)
+{
+    const dsi_opts *d = o;
+    int64_t n = d->dsi_batch < c->max_num_seqs ? d->dsi_batch : c->max_num_seqs;
+    return (n + d->dsi_prompt_mb - 1) / d->dsi_prompt_mb * max_model_len;
+}
+
+const hs_policy_ops hs_policy_dsi = {
+    .name = "dsi",
+    .help = "DeepSpeed-Inference hybrid micro-batching: one static batch per pipeline, prompt and generation "
+            "micro-batches in flight (engine.dsi_*)",
+    .schedule = schedule,
+    .complete = complete,
+    .stage_ns = stage_ns,
+    .opts = opts,
+    .opts_size = sizeof(dsi_opts),
+    .lane_bytes = sizeof(dsi_batch),
+    .lane_free = lane_free,
+    .pass_tokens = pass_tokens,
+    .encdec = 1,
+};
