@@ -291,6 +291,27 @@ void hs_lane_finish(hs_engine *e, hs_lane *l, int32_t r, hs_ns t)
     release(e, l, r, &rec);
 }
 
+int32_t hs_lane_batch_tokens(hs_engine *e, hs_lane *l, int32_t *reqs, int32_t alive, int32_t gen, hs_ns t)
+{
+    int32_t kept = 0;
+    if (gen <= 0) return alive;
+    for (int32_t k = 0; k < alive; k++) {
+        hs_req *q = hs_req_at(e, reqs[k]);
+        q->gen = gen;
+        if (q->first_token < 0) q->first_token = t;
+    }
+    for (int32_t k = 0; k < alive; k++) {
+        int32_t r = reqs[k];
+        if (hs_req_done(e, r, gen)) {
+            hs_list_remove(e, &l->running, r);
+            hs_lane_finish(e, l, r, t);
+        } else {
+            reqs[kept++] = r;
+        }
+    }
+    return kept;
+}
+
 int hs_lane_continuous(hs_engine *e, hs_lane *l, int32_t max_new, hs_admit_veto veto, void *ctx)
 {
     for (int pass = 0; pass < 2; pass++) {

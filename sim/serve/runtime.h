@@ -364,6 +364,12 @@ int hs_lane_decode_setup(struct hs_engine *e, hs_lane *l);
  * outgrew the lane).  Returns 1 when an iteration is set up, 0 when idle
  * (or e->fatal set). */
 int hs_lane_continuous(struct hs_engine *e, hs_lane *l, int32_t max_new, hs_admit_veto veto, void *ctx);
+/* A fixed batch's tokens (static batching, outside the decode set): each
+ * of reqs[0..alive) now has `gen` tokens (gen <= 0: none yet, as after an
+ * encoding pass), the first stamped at t; those whose sequence ends at gen
+ * (hs_req_done) leave `running` and finish at t in their order in reqs,
+ * the others keep their order at the front.  Returns how many remain. */
+int32_t hs_lane_batch_tokens(struct hs_engine *e, hs_lane *l, int32_t *reqs, int32_t alive, int32_t gen, hs_ns t);
 /* Default completion: decode step, chunk progress, joins, finishes. */
 void hs_lane_complete(struct hs_engine *e, hs_lane *l);
 /* Finishes a request (record to the sink, frees its slot). */

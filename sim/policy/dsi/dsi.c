@@ -199,7 +199,7 @@ static void complete(hs_engine *e, hs_lane *l)
     hs_replica *rp = &e->replicas[l->replica];
     dsi_batch *b = l->pstate;
     hs_ns t = l->it.end;
-    int32_t kept = 0, gen;
+    int32_t gen;
     /* the prompt pass samples the first token of a decoder-only model;
      * encoding samples none */
     int64_t shift = rp->encdec ? 0 : 1;
@@ -212,21 +212,7 @@ static void complete(hs_engine *e, hs_lane *l)
             e->sink.itl(e->sink.ctx, t - b->last_end, b->alive);
     }
     gen = (int32_t)(b->step + shift);
-    for (int32_t k = 0; k < b->alive && gen > 0; k++) {
-        hs_req *q = hs_req_at(e, b->reqs[k]);
-        q->gen = gen;
-        if (q->first_token < 0) q->first_token = t;
-    }
-    for (int32_t k = 0; k < b->alive; k++) {
-        int32_t r = b->reqs[k];
-        if (gen > 0 && hs_req_done(e, r, gen)) {
-            hs_list_remove(e, &l->running, r);
-            hs_lane_finish(e, l, r, t);
-        } else {
-            b->reqs[kept++] = r;
-        }
-    }
-    b->alive = kept;
+    b->alive = hs_lane_batch_tokens(e, l, b->reqs, b->alive, gen, t);
     b->last_end = t;
     if (b->alive == 0) {
         reserve(rp, (int64_t)b->n * slot_blocks(e), -1);

@@ -127,7 +127,7 @@ static void complete(hs_engine *e, hs_lane *l)
 {
     fixed_batch *b = l->pstate;
     hs_ns t = l->it.end;
-    int32_t kept = 0, gen;
+    int32_t gen;
     /* tokens after `step` decoding steps: the prefill samples the first of
      * a decoder-only model; encoding samples none */
     int64_t shift = e->replicas[l->replica].encdec ? 0 : 1;
@@ -139,23 +139,7 @@ static void complete(hs_engine *e, hs_lane *l)
             e->sink.itl(e->sink.ctx, t - b->last_end, b->alive);
     }
     gen = (int32_t)(b->step + shift);
-    for (int32_t k = 0; k < b->alive && gen > 0; k++) {
-        hs_req *q = hs_req_at(e, b->reqs[k]);
-        q->gen = gen;
-        if (q->first_token < 0) q->first_token = t;
-    }
-    /* Those whose sequence ended leave, in id order; the others keep
-     * their order at the front. */
-    for (int32_t k = 0; k < b->alive; k++) {
-        int32_t r = b->reqs[k];
-        if (gen > 0 && hs_req_done(e, r, gen)) {
-            hs_list_remove(e, &l->running, r);
-            hs_lane_finish(e, l, r, t);
-        } else {
-            b->reqs[kept++] = r;
-        }
-    }
-    b->alive = kept;
+    b->alive = hs_lane_batch_tokens(e, l, b->reqs, b->alive, gen, t);
     b->last_end = t;
     if (b->alive == 0) {
         l->blocks_free += l->reserved;
