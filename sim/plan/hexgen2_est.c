@@ -709,17 +709,14 @@ void hs_hg2_group_layout(const hs_hg2_ctx *x, const hs_hg2_group *g, hs_layout *
 
 /* ---------------------------------------------------------------- KV transfer */
 
-/* Contract beyond hexgen2.h: both groups fit (ok) and share no GPU (the
- * planner pairs a prefill and a decode group of one placement); kvbuf is
- * zero on entry and again on return. */
-double hs_hg2_kv_time(hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b)
+/* Walks the flows of one request's KV hand-over from group a to group b,
+ * as handover.c's start_transfer starts them: each GPU holding layer l
+ * sends to the GPU(s) holding layer l, max(tp) flows per overlapping stage
+ * pair, `bytes` each.  Stops at fn's first nonzero return and returns it. */
+static int each_flow(const hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b,
+                     int (*fn)(void *ctx, int src, int dst, double bytes), void *ctx)
 {
-    /* Per sending GPU and per receiving GPU: serialised bytes / pair
-     * bandwidth (a NIC or link shared by the flows of one request), plus
-     * the largest latency; the flows mirror handover.c's start_transfer. */
-    double *out = x->kvbuf, *in = x->kvbuf + x->c->n_gpus, worst = 0, lat = 0;
-    int ao = 0, la = 0, nt = 0;
-    assert(group_sane(x, a, -1) && group_sane(x, b, -1));
+    int ao = 0, la = 0, rc;
     for (int s = 0; s < a->pp; s++) {
         int bo = 0, lb = 0;
         for (int d = 0; d < b->pp; d++) {
@@ -728,19 +725,8 @@ double hs_hg2_kv_time(hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *
             if (hi > lo) {
                 int nf = a->tp[s] > b->tp[d] ? a->tp[s] : b->tp[d];
                 double bytes = (double)(hi - lo) * x->o.s_in * x->kvbtl / nf;
-                for (int i = 0; i < nf; i++) {
-                    int src = a->gpus[ao + i % a->tp[s]], dst = b->gpus[bo + i % b->tp[d]];
-                    double t = src == dst ? 0 : bytes / hs_cluster_bw(x->c, src, dst);
-                    /* the groups share no GPU: t > 0, so each GPU is touched at
-                     * most once a direction, nt <= |a| + |b| <= n_gpus, and both
-                     * pushes fit touched[2 n_gpus] */
-                    assert(nt + 2 <= 2 * x->c->n_gpus);
-                    if (out[src] == 0) x->touched[nt++] = src;
-                    if (in[dst] == 0) x->touched[nt++] = x->c->n_gpus + dst;
-                    out[src] += t;
-                    in[dst] += t;
-                    if (src != dst && hs_cluster_lat(x->c, src, dst) > lat) lat = hs_cluster_lat(x->c, src, dst);
-                }
+                for (int i = 0; i < nf; i++)
+                    if ((rc = fn(ctx, a->gpus[ao + i % a->tp[s]], b->gpus[bo + i % b->tp[d]], bytes))) return rc;
             }
             bo += b->tp[d];
             lb += b->layers[d];
@@ -748,12 +734,53 @@ double hs_hg2_kv_time(hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *
         ao += a->tp[s];
         la += a->layers[s];
     }
-    for (int i = 0; i < nt; i++) {
+    assert(la == x->m->layers);
+    return 0;
+}
+
+/* Contract beyond hexgen2.h: both groups fit (ok) and share no GPU (the
+ * planner pairs a prefill and a decode group of one placement); kvbuf is
+ * zero on entry and again on return. */
+/* kv_time's accumulation: each flow's serialised time on its sending and
+ * receiving GPU, and the largest link latency. */
+typedef struct kv_acc {
+    hs_hg2_ctx *x;
+    double *out, *in, lat;
+    int nt;
+} kv_acc;
+
+static int kv_flow(void *ctx, int src, int dst, double bytes)
+{
+    kv_acc *k = ctx;
+    hs_hg2_ctx *x = k->x;
+    double t = src == dst ? 0 : bytes / hs_cluster_bw(x->c, src, dst);
+    /* the groups share no GPU: t > 0, so each GPU is touched at most once
+     * a direction, nt <= |a| + |b| <= n_gpus, and both pushes fit
+     * touched[2 n_gpus] */
+    assert(k->nt + 2 <= 2 * x->c->n_gpus);
+    if (k->out[src] == 0) x->touched[k->nt++] = src;
+    if (k->in[dst] == 0) x->touched[k->nt++] = x->c->n_gpus + dst;
+    k->out[src] += t;
+    k->in[dst] += t;
+    if (src != dst && hs_cluster_lat(x->c, src, dst) > k->lat) k->lat = hs_cluster_lat(x->c, src, dst);
+    return 0;
+}
+
+double hs_hg2_kv_time(hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b)
+{
+    /* Per sending GPU and per receiving GPU: serialised bytes / pair
+     * bandwidth (a NIC or link shared by the flows of one request), plus
+     * the largest latency. */
+    kv_acc k = {x, x->kvbuf, x->kvbuf + x->c->n_gpus, 0, 0};
+    double worst = 0;
+    assert(group_sane(x, a, -1) && group_sane(x, b, -1));
+    each_flow(x, a, b, kv_flow, &k);
+    for (int i = 0; i < k.nt; i++) {
         if (x->kvbuf[x->touched[i]] > worst) worst = x->kvbuf[x->touched[i]];
         x->kvbuf[x->touched[i]] = 0;
     }
-    assert(la == x->m->layers && isfinite(lat + worst) && lat + worst >= 0);
-    return lat + worst;
+    assert(isfinite(k.lat + worst) && k.lat + worst >= 0);
+    return k.lat + worst;
 }
 
 double hs__hg2_pair_time(hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b)
@@ -845,48 +872,47 @@ static int cmp_res(const void *a, const void *b)
     return (i > j) - (i < j);
 }
 
+/* pair_res's collection: the resources each flow occupies. */
+typedef struct res_acc {
+    const hs_hg2_ctx *x;
+    double *nic, lat;
+    hs__hg2_res *out;
+    int m, cap;
+} res_acc;
+
+static int res_flow(void *ctx, int src, int dst, double bytes)
+{
+    res_acc *k = ctx;
+    const hs_cluster *c = k->x->c;
+    long n = c->n_gpus;
+    double bw = hs_cluster_bw(c, src, dst), l = hs_cluster_lat(c, src, dst);
+    hs__hg2_res r[3];
+    int nr = 0;
+    assert(src != dst && isfinite(bw) && bw > 0); /* disjoint groups, hw.h links */
+    r[nr++] = (hs__hg2_res){2 * n + src * n + dst, bytes / bw, bytes / bw};
+    if (c->gpu_node[src] != c->gpu_node[dst]) {
+        double eg = nic_bw(k->x, k->nic, src, 0), in = nic_bw(k->x, k->nic, dst, 1);
+        r[nr++] = (hs__hg2_res){src, bytes / eg, bw >= eg ? bytes / eg : 0};
+        r[nr++] = (hs__hg2_res){n + dst, bytes / in, bw >= in ? bytes / in : 0};
+    }
+    if (l > k->lat) k->lat = l;
+    for (int j = 0; j < nr; j++) {
+        if (k->m == k->cap) return -1;
+        k->out[k->m++] = r[j];
+    }
+    return 0;
+}
+
 int hs__hg2_pair_res(const hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b, double *nic,
                      hs__hg2_res *out, int cap, double *lat)
 {
-    const hs_cluster *c = x->c;
-    long n = c->n_gpus;
-    int m = 0, ao = 0, la = 0, k = 0;
+    res_acc acc = {x, nic, 0, out, 0, cap};
+    int m, k = 0;
     *lat = 0;
     assert(group_sane(x, a, -1) && group_sane(x, b, -1));
-    /* the flows of handover.c's start_transfer, as hs_hg2_kv_time walks them */
-    for (int s = 0; s < a->pp; s++) {
-        int bo = 0, lb = 0;
-        for (int d = 0; d < b->pp; d++) {
-            int lo = la > lb ? la : lb;
-            int hi = la + a->layers[s] < lb + b->layers[d] ? la + a->layers[s] : lb + b->layers[d];
-            if (hi > lo) {
-                int nf = a->tp[s] > b->tp[d] ? a->tp[s] : b->tp[d];
-                double bytes = (double)(hi - lo) * x->o.s_in * x->kvbtl / nf;
-                for (int i = 0; i < nf; i++) {
-                    int src = a->gpus[ao + i % a->tp[s]], dst = b->gpus[bo + i % b->tp[d]];
-                    double bw = hs_cluster_bw(c, src, dst), l = hs_cluster_lat(c, src, dst);
-                    hs__hg2_res r[3];
-                    int nr = 0;
-                    assert(src != dst && isfinite(bw) && bw > 0); /* disjoint groups, hw.h links */
-                    r[nr++] = (hs__hg2_res){2 * n + src * n + dst, bytes / bw, bytes / bw};
-                    if (c->gpu_node[src] != c->gpu_node[dst]) {
-                        double eg = nic_bw(x, nic, src, 0), in = nic_bw(x, nic, dst, 1);
-                        r[nr++] = (hs__hg2_res){src, bytes / eg, bw >= eg ? bytes / eg : 0};
-                        r[nr++] = (hs__hg2_res){n + dst, bytes / in, bw >= in ? bytes / in : 0};
-                    }
-                    if (l > *lat) *lat = l;
-                    for (int j = 0; j < nr; j++) {
-                        if (m == cap) return -1;
-                        out[m++] = r[j];
-                    }
-                }
-            }
-            bo += b->tp[d];
-            lb += b->layers[d];
-        }
-        ao += a->tp[s];
-        la += a->layers[s];
-    }
+    if (each_flow(x, a, b, res_flow, &acc)) return -1;
+    m = acc.m;
+    *lat = acc.lat;
     /* one entry per resource: a resource serves its flows' bytes in turn */
     qsort(out, (size_t)m, sizeof *out, cmp_res);
     for (int i = 0; i < m; i++) {

@@ -141,7 +141,10 @@ static void committed(const hs_engine *e, const hs_lane *dl, int64_t *blocks, in
     for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++)
         for (int32_t r = lists[k]->head; r >= 0; r = e->pool[r].next) {
             const hs_req *q = &e->pool[r];
-            if (q->state == HS_REQ_INCOMING) continue;
+            /* transfers in flight head the incoming list (hs__admit_incoming
+             * moves them there); the waiting backlog behind them commits
+             * nothing and is not walked */
+            if (q->state == HS_REQ_INCOMING) break;
             sum += horizon_blocks(e, q->prompt, gen_of(e, g, r), hz);
             cnt++;
         }
@@ -182,9 +185,13 @@ static void committed(const hs_engine *e, const hs_lane *dl, int64_t *blocks, in
 #define HS__PAIRS_SEEN 32
 void hs__admit_incoming(hs_engine *e, hs_lane *dl)
 {
-    int32_t h = 0, n = 0, busy[HS__PAIRS_SEEN], n_busy = 0;
+    int32_t h = 0, n = 0, busy[HS__PAIRS_SEEN], n_busy = 0, n_src = 0;
     int64_t commit = -1;
-    for (int32_t r = dl->incoming.head, next; r >= 0; r = next) {
+    /* Once every prefill replica has a transfer in flight to this lane, the
+     * rest of the queue can only wait: stop instead of walking a backlog
+     * of thousands at every step (it made decode-bound runs 12x slower). */
+    for (int32_t i = 0; i < e->n_replicas; i++) n_src += e->replicas[i].role_kind == HS_ROLE_PREFILL;
+    for (int32_t r = dl->incoming.head, next; r >= 0 && n_busy < n_src; r = next) {
         hs_req *q = &e->pool[r];
         int32_t need = hs_blocks_for(e, q->prefill_len), src = e->lanes[q->src_lane]->replica, seen = 0;
         int64_t at_h;
@@ -209,6 +216,9 @@ void hs__admit_incoming(hs_engine *e, hs_lane *dl)
         dl->xfer_in += need;
         q->blocks = need;
         busy[n_busy++] = src;
+        /* to the head: committed() stops at the first request still waiting */
+        hs_list_remove(e, &dl->incoming, r);
+        hs_list_push_front(e, &dl->incoming, r);
         start_transfer(e, dl, r);
         if (e->fatal) return;
     }

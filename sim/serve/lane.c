@@ -291,6 +291,28 @@ void hs_lane_finish(hs_engine *e, hs_lane *l, int32_t r, hs_ns t)
     release(e, l, r, &rec);
 }
 
+int32_t hs_lane_batch_take(hs_engine *e, hs_lane *l, int32_t want, int32_t **reqs, int32_t *cap,
+                           int32_t *max_prompt)
+{
+    int32_t n = 0;
+    if (hs_vec_reserve_i32((void **)reqs, cap, want, sizeof **reqs, want)) {
+        hs__engine_fail(e, HS_ENOMEM, "out of memory forming a batch");
+        return -1;
+    }
+    *max_prompt = 0;
+    while (l->waiting.head >= 0 && n < want) {
+        int32_t r = l->waiting.head;
+        hs_req *q = hs_req_at(e, r);
+        hs_list_remove(e, &l->waiting, r);
+        q->state = HS_REQ_STATIC;
+        q->first_sched = e->q.now;
+        hs_list_push_back(e, &l->running, r);
+        (*reqs)[n++] = r;
+        if (q->prompt > *max_prompt) *max_prompt = q->prompt;
+    }
+    return n;
+}
+
 int32_t hs_lane_batch_tokens(hs_engine *e, hs_lane *l, int32_t *reqs, int32_t alive, int32_t gen, hs_ns t)
 {
     int32_t kept = 0;

@@ -364,6 +364,13 @@ int hs_lane_decode_setup(struct hs_engine *e, hs_lane *l);
  * outgrew the lane).  Returns 1 when an iteration is set up, 0 when idle
  * (or e->fatal set). */
 int hs_lane_continuous(struct hs_engine *e, hs_lane *l, int32_t max_new, hs_admit_veto veto, void *ctx);
+/* Forms a fixed batch (static batching, outside the decode set): moves up
+ * to `want` requests from the head of the waiting queue to `running`
+ * (state HS_REQ_STATIC, first scheduled now), their pool indices into
+ * *reqs (grown to *cap; the policy owns it), and sets *max_prompt.
+ * Returns how many were taken, or -1 with e->fatal set (out of memory). */
+int32_t hs_lane_batch_take(struct hs_engine *e, hs_lane *l, int32_t want, int32_t **reqs, int32_t *cap,
+                           int32_t *max_prompt);
 /* A fixed batch's tokens (static batching, outside the decode set): each
  * of reqs[0..alive) now has `gen` tokens (gen <= 0: none yet, as after an
  * encoding pass), the first stamped at t; those whose sequence ends at gen

@@ -140,26 +140,7 @@ static int schedule(hs_engine *e, hs_lane *l)
                 hs_lane_drop(e, l, l->waiting.head, "KV memory holds no DSI slot of the context length");
             return 0;
         }
-        if (b->cap < want) {
-            int32_t *nr = realloc(b->reqs, (size_t)want * sizeof *nr);
-            if (!nr) {
-                hs__engine_fail(e, HS_ENOMEM, "out of memory forming a DSI batch");
-                return 0;
-            }
-            b->reqs = nr;
-            b->cap = want;
-        }
-        b->n = b->max_prompt = 0;
-        while (l->waiting.head >= 0 && b->n < want) {
-            int32_t r = l->waiting.head;
-            hs_req *q = hs_req_at(e, r);
-            hs_list_remove(e, &l->waiting, r);
-            q->state = HS_REQ_STATIC;
-            q->first_sched = e->q.now;
-            hs_list_push_back(e, &l->running, r);
-            b->reqs[b->n++] = r;
-            if (q->prompt > b->max_prompt) b->max_prompt = q->prompt;
-        }
+        if ((b->n = hs_lane_batch_take(e, l, want, &b->reqs, &b->cap, &b->max_prompt)) < 0) return 0;
         reserve(rp, (int64_t)b->n * sb, 1);
         b->active = b->prefill = 1;
         b->alive = b->n;

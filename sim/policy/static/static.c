@@ -77,24 +77,7 @@ static int schedule(hs_engine *e, hs_lane *l)
                              "KV memory holds no static slot of the context length");
             return 0;
         }
-        if (b->cap < want) {
-            int32_t *nr = realloc(b->reqs, (size_t)want * sizeof *nr);
-            if (!nr) goto nomem;
-            b->reqs = nr;
-            b->cap = want;
-        }
-        b->n = 0;
-        b->max_prompt = 0;
-        while (l->waiting.head >= 0 && b->n < want) {
-            int32_t r = l->waiting.head;
-            hs_req *q = hs_req_at(e, r);
-            hs_list_remove(e, &l->waiting, r);
-            q->state = HS_REQ_STATIC;
-            q->first_sched = e->q.now;
-            hs_list_push_back(e, &l->running, r);
-            b->reqs[b->n++] = r;
-            if (q->prompt > b->max_prompt) b->max_prompt = q->prompt;
-        }
+        if ((b->n = hs_lane_batch_take(e, l, want, &b->reqs, &b->cap, &b->max_prompt)) < 0) return 0;
         l->reserved = (int64_t)b->n * slot_blocks(e);
         l->blocks_free -= l->reserved;
         sort_by_id(e, b->reqs, b->n);
@@ -118,9 +101,6 @@ static int schedule(hs_engine *e, hs_lane *l)
     s->tokens = s->samples = s->dec_seqs = b->n;
     s->dec_ctx = (int64_t)b->n * (b->max_prompt + b->step + 1);
     return 1;
-nomem:
-    hs__engine_fail(e, HS_ENOMEM, "out of memory forming a static batch");
-    return 0;
 }
 
 static void complete(hs_engine *e, hs_lane *l)
