@@ -48,7 +48,33 @@ if hs_run 0 "run stored in a database" iserve run --models llama-2-7b,gpt-j-6b -
         check_eq "one runs row" "$(sqlite3 "$T/i.db" 'select count(*) from runs')" 1
         check_eq "one replicas row per instance" "$(sqlite3 "$T/i.db" 'select count(*) from replicas')" 2
         check_num "summary has the p50" "$(sqlite3 "$T/i.db" "select value from summary where metric='e2el_p50_ms'")" 'x > 0'
+        kept=$(sed -n 's/.* kept=\([0-9]*\).*/\1/p' "$T/out")
+        check_eq "one requests row per kept arrival" "$(sqlite3 "$T/i.db" 'select count(*) from requests')" "$kept"
+        check_eq "rows name their instance" "$(sqlite3 "$T/i.db" 'select count(*) from requests where replica not in (select id from replicas)')" 0
+        check_eq "rows' SLO agrees with the summary" \
+            "$(sqlite3 "$T/i.db" "select printf('%.4f', avg(slo_met)) from requests")" \
+            "$(sed -n 's/.* slo_attainment=\([0-9.]*\).*/\1/p' "$T/out")"
+        check_eq "rows' median e2e is the summary's" \
+            "$(sqlite3 "$T/i.db" "select printf('%.3f', avg(e2e)) from (select e2e from requests order by e2e
+                              limit 2 - (select count(*) % 2 from requests) offset (select (count(*) - 1) / 2 from requests))")" \
+            "$(sed -n 's/.* p50_s=\([0-9.]*\).*/\1/p' "$T/out")"
     fi
+    hs_run 0 "report reads the iserve rows" report --db "$T/i.db" --out "$T/rep"
+fi
+if hs_run 0 "capacity search" iserve run --models llama-2-7b,gpt-j-6b --preset azure-code --duration 600 --capacity 0.9; then
+    cap=$(sed -n 's/^capacity .* rate=\([0-9.]*\).*/\1/p' "$T/out")
+    check_num "capacity found" "$cap" 'x > 0 && x <= 1'
+    check_grep "run at the capacity" "$T/out" "^result .* rate=$cap "
+    att=$(sed -n 's/.* slo_attainment=\([0-9.]*\).*/\1/p' "$T/out")
+    check_num "attainment met at the capacity" "$att" 'x >= 0.9'
+    if [ "$cap" != "1.00000" ] && hs_run 0 "just above the capacity" iserve run --models llama-2-7b,gpt-j-6b \
+        --preset azure-code --duration 600 --rate "$(awk -v c="$cap" 'BEGIN { print c + 1 / 1024 }')"; then
+        check_num "attainment missed above it" "$(sed -n 's/.* slo_attainment=\([0-9.]*\).*/\1/p' "$T/out")" 'x < 0.9'
+    fi
+fi
+hs_run 2 "capacity out of range" iserve run --models llama-2-7b --capacity 1.5
+if hs_run 0 "estimate against measured tables" iserve estimate --model llama-2-7b --cluster dgx-a100 --reference auto; then
+    check_grep "reference named" "$T/out" " reference=auto "
 fi
 hs_run 1 "unwritable database" iserve run --models llama-2-7b --preset azure-code --duration 60 --db /nonexistent/dir/x.db
 

@@ -310,6 +310,40 @@ static void test_loadmon(void)
     hs_loadmon_free(&mo);
 }
 
+/* The request rows of a finished run agree with its summary: one per kept
+ * arrival, the served ones first in arrival order, the dropped ones counted
+ * as unserved, the same mean latency and SLO attainment, and each row's
+ * times ordered arrival <= first schedule <= first token <= finish. */
+static void check_records(const hs_multi *mm, const hs_multi_result *r)
+{
+    hs_req_record rec;
+    int64_t n = 0, served = 0, met_n = 0, prev_id = -1, order_ok = 1, times_ok = 1;
+    double sum = 0;
+    int model, met;
+    while (hs_multi_request(mm, n, &rec, &model, &met)) {
+        n++;
+        met_n += met;
+        if (rec.dropped) {
+            times_ok &= !met && rec.why != NULL;
+            continue;
+        }
+        served++;
+        order_ok &= rec.id > prev_id && rec.replica >= 0;
+        prev_id = rec.id;
+        times_ok &= rec.arrival <= rec.first_sched && rec.first_sched <= rec.first_token &&
+                    rec.first_token <= rec.finish && model >= 0;
+        sum += hs_ns_to_s(rec.finish - rec.arrival);
+    }
+    CHECK_INT(n, r->kept);
+    CHECK_INT(served, r->served);
+    CHECK_INT(n - served, r->unserved);
+    CHECK(order_ok);
+    CHECK(times_ok);
+    if (served) CHECK_REL(sum / (double)served, r->mean_s, 1e-9);
+    if (n) CHECK_NEAR((double)met_n / (double)n, r->slo_attainment, 1e-12);
+    CHECK(!hs_multi_request(mm, -1, &rec, NULL, NULL));
+}
+
 /* Runs two Llama-2-7B models; returns the result. */
 static void run_multi2(const hs_cluster *c, int system, double alpha, int intent,
                        const char *batched, hs_multi_result *r)
@@ -348,6 +382,7 @@ static void run_multi2(const hs_cluster *c, int system, double alpha, int intent
     w.seed = 3;
     CHECK_OK(hs_source_open(&src, &w, &err), &err);
     CHECK_OK(hs_multi_run(mm, src, hs_isv_deploy, &k, r, &err), &err);
+    check_records(mm, r);
     if (batched) {
         hs_engine_cfg ec;
         int64_t fcfs_served = r->served;
@@ -355,6 +390,7 @@ static void run_multi2(const hs_cluster *c, int system, double alpha, int intent
         ec.audit = 1;
         CHECK_OK(hs_multi_run_batched(mm, hs_policy_find(batched), &ec, 2, r, &err), &err);
         CHECK_INT(r->served, fcfs_served);           /* nothing dropped by the engines */
+        check_records(mm, r);
     }
     CHECK_INT(r->kept, r->served + r->unserved);   /* MULTI-CONS */
     CHECK(hs_multi_mem_sane(mm));                   /* MULTI-MEM */
@@ -413,7 +449,9 @@ static void test_fcfs_exact(const hs_cluster *c)
     hs_isv_cfg cf = {2, 1, 0};
     hs_solo s;
     int gpus[2] = {0, 1};
-    double tb[2], svc;
+    double tb[2], svc, ttft;
+    hs_req_record rec;
+    int met, exact = 1;
     CHECK_OK(hs_model_find(&m, "llama-2-7b", &err), &err);
     hs_multi_cfg_defaults(&mc);
     CHECK_OK(hs_multi_create(&mm, &mc, c, &m, 1, &err), &err);
@@ -424,7 +462,7 @@ static void test_fcfs_exact(const hs_cluster *c)
     tb[0] = tb[1] = 40e9; /* a second copy on the same GPUs no longer fits */
     CHECK(hs_multi_add(mm, 0, &l, 1.0, 0, NULL, tb, "t", &err) == HS_ENOFIT);
     CHECK_OK(hs_solo_build(&s, &mc.perf, &m, c, &l, 1024, 1.0, 0, &err), &err);
-    svc = hs_solo_req_ns(&s, 200, 50, NULL) / 1e9;
+    svc = hs_solo_req_ns(&s, 200, 50, &ttft) / 1e9;
     hs_solo_free(&s);
     hs_workload_defaults(&w);
     CHECK_OK(hs_workload_set(&w, "preset", "", &err), &err);
@@ -442,6 +480,58 @@ static void test_fcfs_exact(const hs_cluster *c)
     CHECK_NEAR(r.p50_s, svc, 2e-9);
     CHECK_NEAR(r.p99_s, svc, 2e-9);
     CHECK_NEAR(r.slo_attainment, 1.0, 0);   /* SLO is 5x the solo latency */
+    /* Rows: no queueing, no interference, so each is the solo request. */
+    for (int64_t i = 0; i < 20; i++) {
+        CHECK(hs_multi_request(mm, i, &rec, NULL, &met));
+        exact &= met && !rec.dropped && rec.replica == 0 && rec.first_sched == rec.arrival &&
+                 fabs(hs_ns_to_s(rec.finish - rec.arrival) - svc) <= 2e-9 &&
+                 fabs((double)(rec.first_token - rec.first_sched) - ttft) <= 2;
+    }
+    CHECK(exact);
+    CHECK(!hs_multi_request(mm, 20, &rec, NULL, NULL));
+    check_records(mm, &r);
+    hs_source_close(src);
+    hs_multi_destroy(mm);
+}
+
+static int nofit_deploy(void *ctx, hs_multi *mm, int model, hs_err *err)
+{
+    (void)ctx, (void)mm, (void)model;
+    return hs_errf(err, HS_ENOFIT, "does not fit");
+}
+
+/* A model that cannot be deployed: its arrivals are unserved, and each
+ * still gets a request row, dropped, with no instance and the SLO missed. */
+static void test_unserved_rows(const hs_cluster *c)
+{
+    hs_model m;
+    hs_multi_cfg mc;
+    hs_multi *mm = NULL;
+    hs_workload_cfg w;
+    hs_source *src = NULL;
+    hs_multi_result r;
+    hs_err err = {0, ""};
+    hs_layout l;
+    hs_isv_cfg cf = {1, 1, 0};
+    hs_req_record rec;
+    int gpus[1] = {0}, met = 1;
+    CHECK_OK(hs_model_find(&m, "llama-2-7b", &err), &err);
+    hs_multi_cfg_defaults(&mc);
+    CHECK_OK(hs_multi_create(&mm, &mc, c, &m, 1, &err), &err);
+    hs_isv_layout_even(&l, &m, &cf, gpus);
+    CHECK_OK(hs_multi_set_base(mm, 0, &l, &err), &err);
+    CHECK_OK(hs_multi_schedule(mm, 0, 0.0, &err), &err);
+    hs_workload_defaults(&w);
+    CHECK_OK(hs_workload_set(&w, "preset", "azure-code", &err), &err);
+    w.duration = 60;
+    CHECK_OK(hs_source_open(&src, &w, &err), &err);
+    CHECK_OK(hs_multi_run(mm, src, nofit_deploy, NULL, &r, &err), &err);
+    CHECK(r.kept > 0);
+    CHECK_INT(r.unserved, r.kept);
+    CHECK_INT(r.deployed, 0);
+    check_records(mm, &r);
+    CHECK(hs_multi_request(mm, 0, &rec, NULL, &met));
+    CHECK(rec.dropped && rec.replica == -1 && !met);
     hs_source_close(src);
     hs_multi_destroy(mm);
 }
@@ -609,6 +699,7 @@ int main(void)
     test_uneven(c);
     test_loadmon();
     test_fcfs_exact(c);
+    test_unserved_rows(c);
     test_event_order(c);
     test_multi(c);
     test_planner_intents(c);

@@ -27,16 +27,17 @@ typedef struct isv_args {
     const char *mode;
     char models[1024];
     const char *cluster, *fp_dir, *emit_fp, *trace, *preset;
-    const char *perf_model, *serving, *db;
+    const char *perf_model, *ref_model, *serving, *db;
     int intent, system, place, top, output, verbose, deploy_batch, seed, passes;
     double target, rate, tau, deploy_every, deploy_start, slo_factor, alpha, duration, usable;
+    double capacity;   /* > 0: search the highest rate whose SLO attainment reaches it */
 } isv_args;
 
 static void usage(FILE *fp)
 {
     fprintf(fp,
             "usage: hetsim iserve estimate --model M [--cluster C] [--fingerprints DIR]\n"
-            "                              [--emit-fingerprints FILE] [--verbose]\n"
+            "                              [--emit-fingerprints FILE] [--reference M] [--verbose]\n"
             "       hetsim iserve rank --model M --intent I [--target X] [--top N]\n"
             "       hetsim iserve run --models a,b*2,... [options]\n"
             "\n"
@@ -61,9 +62,15 @@ static void usage(FILE *fp)
             "  --deploy-every S     seconds between deployments (300)\n"
             "  --deploy-batch K     models deployed at a time (1)\n"
             "  --slo-factor K       request SLO = K x its latency on the base layout (5)\n"
-            "  --alpha A            interference: k busy models on a GPU each run at 1/(1+A(k-1)) (1)\n"
+            "  --alpha A            interference: k busy models on a GPU each run at 1/(1+A(k-1));\n"
+            "                       1 (default): time slicing without MPS, as iServe runs; 0.2: the\n"
+            "                       measured MPS slowdown; 0: none (docs/iserve.md gives the sources)\n"
+            "  --capacity P         search the highest --rate (bisection, 1/1024) whose SLO attainment\n"
+            "                       is at least P, report it as capacity_* and run at it\n"
             "  --usable F           fraction of GPU memory models may use (0.95)\n"
             "  --perf-model M       latency model behind the measurements (roofline)\n"
+            "  --reference M        estimate: the full model's latency through model M (e.g. auto:\n"
+            "                       measured tables where they ship), not the fingerprints' own\n"
             "  --seed N             thinning and model assignment (1)\n"
             "  --serving S          fcfs (batch 1, the paper's; default) or a batching policy\n"
             "                       (vllm, sarathi, static): each instance re-served by an engine\n"
@@ -112,6 +119,7 @@ static int parse(isv_args *a, int argc, char **argv, hs_err *err)
         else if (!strcmp(o, "--trace")) a->trace = v;
         else if (!strcmp(o, "--preset")) a->preset = v;
         else if (!strcmp(o, "--perf-model")) a->perf_model = v;
+        else if (!strcmp(o, "--reference")) a->ref_model = v;
         else if (!strcmp(o, "--db")) a->db = v;
         else if (!strcmp(o, "--serving")) {
             if (strcmp(v, "fcfs") && !hs_policy_find(v))
@@ -142,6 +150,11 @@ static int parse(isv_args *a, int argc, char **argv, hs_err *err)
             else if (!strcmp(o, "--deploy-batch")) a->deploy_batch = (int)x;
             else if (!strcmp(o, "--slo-factor")) a->slo_factor = x;
             else if (!strcmp(o, "--alpha")) a->alpha = x;
+            else if (!strcmp(o, "--capacity")) {
+                if (!(x > 0 && x <= 1))
+                    return hs_errf(err, HS_ERANGE, "iserve: --capacity %g must be in (0, 1]", x);
+                a->capacity = x;
+            }
             else if (!strcmp(o, "--usable")) a->usable = x;
             else if (!strcmp(o, "--seed")) a->seed = (int)x;
             else if (!strcmp(o, "--passes")) a->passes = (int)x;
@@ -196,7 +209,12 @@ static int do_estimate(const isv_args *a, const hs_model *m, const hs_cluster *c
     hs_isv_cfg *sp = NULL;
     int n = 0, rc, cnt = 0;
     double mem_abs = 0, mem_max = 0, lat_rel = 0, lat_max = 0, full_s = 0;
+    hs_perf_cfg ref;
     opts_of(a, &o);
+    /* The "measured" side: the fingerprints' own model (a self-consistency
+     * check of the extrapolation) or an independent one (--reference). */
+    ref = o.perf;
+    if (a->ref_model) snprintf(ref.model, sizeof ref.model, "%s", a->ref_model);
     if (a->fp_dir) {
         char path[1200];
         snprintf(path, sizeof path, "%s/%s.csv", a->fp_dir, m->name);
@@ -228,7 +246,7 @@ static int do_estimate(const isv_args *a, const hs_model *m, const hs_cluster *c
         if (!hs_isv_est_has(&e, &sp[i])) continue;
         for (int g = 0; g < 64; g++) gpus[g] = g % c->n_gpus;
         hs_isv_layout_even(&l, m, &sp[i], gpus);
-        if ((rc = hs_solo_build(&s, &o.perf, m, c, &l, o.prompt, hs_isv_var(sp[i].var)->lat_factor, 0, err)))
+        if ((rc = hs_solo_build(&s, &ref, m, c, &l, o.prompt, hs_isv_var(sp[i].var)->lat_factor, 0, err)))
             break;
         tl = hs_solo_req_ns(&s, o.prompt, o.out2, NULL) / 1e9;
         hs_solo_free(&s);
@@ -255,10 +273,10 @@ static int do_estimate(const isv_args *a, const hs_model *m, const hs_cluster *c
             if (fp.m[i].layers == 2 && fp.m[i].tp == 1 && fp.m[i].pp == 1 && fp.m[i].var == 0)
                 fp_b = fp.m[i].mem_gib;
         full_b = hs_isv_stage_bytes(m, 0, m->layers, 1, 1, 1, &o) / 1073741824.0;
-        printf("estimate model=%s configs=%d mem_err_mean_gib=%.3f mem_err_max_gib=%.3f "
+        printf("estimate model=%s reference=%s configs=%d mem_err_mean_gib=%.3f mem_err_max_gib=%.3f "
                "lat_err_mean_pct=%.2f lat_err_max_pct=%.2f fingerprint_rows=%d "
                "profile_gpu_s=%.1f full_profile_gpu_s=%.1f fingerprint_mem_pct=%.2f\n",
-               m->name, cnt, cnt ? mem_abs / cnt : 0, mem_max, cnt ? 100 * lat_rel / cnt : 0,
+               m->name, ref.model, cnt, cnt ? mem_abs / cnt : 0, mem_max, cnt ? 100 * lat_rel / cnt : 0,
                100 * lat_max, fp.n, fp.profile_s, full_s, full_b > 0 ? 100 * fp_b / full_b : 0);
     }
     free(sp);
@@ -325,10 +343,21 @@ static double wall_now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The capacity search's outcome (a->capacity > 0). */
+typedef struct isv_cap {
+    double rate;       /* highest --rate meeting the attainment (0: none down to 1/1024) */
+    double req_s;      /* its offered load: thinned-in arrivals / trace window, req/s */
+    double req_s_gpu;  /* req_s / GPUs used at that rate */
+    int runs;          /* simulations the search took */
+} isv_cap;
+
 /* Stores one run whole or not at all: runs row (the options as config),
- * one replicas row per instance, the summary (iserve_* names). */
-static int store_run(const isv_args *a, hs_multi *mm, const hs_model *ms, const hs_cluster *c,
-                     const hs_multi_result *r, double profile_s, double wall_s, hs_err *err)
+ * one replicas row per instance, one requests row per kept arrival
+ * (replica = instance; those of undeployed models dropped), the summary
+ * (iserve_* names). */
+static int store_run(const isv_args *a, double rate, hs_multi *mm, const hs_model *ms, const hs_cluster *c,
+                     const hs_multi_result *r, const isv_cap *cap, double profile_s, double wall_s,
+                     hs_err *err)
 {
     hs_db *db = NULL;
     int64_t run = 0;
@@ -345,17 +374,20 @@ static int store_run(const isv_args *a, hs_multi *mm, const hs_model *ms, const 
         {"iserve_gpu_throughput", r->gpu_throughput}, {"duration_s", r->duration_s},
         {"iserve_deployed", r->deployed}, {"iserve_instances", r->instances},
         {"iserve_profile_gpu_s", profile_s},
+        {"iserve_capacity_rate", cap ? cap->rate : 0}, {"iserve_capacity_req_s", cap ? cap->req_s : 0},
+        {"iserve_capacity_req_s_gpu", cap ? cap->req_s_gpu : 0},
     };
+    int nv = (int)(sizeof v / sizeof v[0]) - (cap ? 0 : 3);
     snprintf(cfg, sizeof cfg,
              "{\"command\":\"iserve run\",\"models\":\"%s\",\"cluster\":\"%s\",\"trace\":\"%s\","
              "\"preset\":\"%s\",\"rate\":%g,\"duration\":%g,\"system\":\"%s\",\"intent\":\"%s\","
              "\"target\":%g,\"place\":\"%s\",\"tau\":%g,\"deploy_every\":%g,\"deploy_batch\":%d,"
              "\"slo_factor\":%g,\"alpha\":%g,\"usable\":%g,\"serving\":\"%s\",\"passes\":%d,"
-             "\"perf_model\":\"%s\",\"seed\":%d}",
+             "\"perf_model\":\"%s\",\"capacity\":%g,\"seed\":%d}",
              a->models, c->name, a->trace ? a->trace : "", a->trace ? "" : (a->preset ? a->preset : "azure-code"),
-             a->rate, a->duration, hs_isv_sys_names[a->system], hs_isv_intent_names[a->intent], a->target,
+             rate, a->duration, hs_isv_sys_names[a->system], hs_isv_intent_names[a->intent], a->target,
              hs_isv_place_names[a->place], a->tau, a->deploy_every, a->deploy_batch, a->slo_factor,
-             a->alpha, a->usable, a->serving, a->passes, a->perf_model, a->seed);
+             a->alpha, a->usable, a->serving, a->passes, a->perf_model, a->capacity, a->seed);
     if ((rc = hs_db_open(&db, a->db, err))) return rc;
     {
         hs_run_info ri = {cfg, HS_GIT_REV, "iserve", (uint64_t)a->seed};
@@ -373,23 +405,31 @@ static int store_run(const isv_args *a, hs_multi *mm, const hs_model *ms, const 
         row = (hs_replica_row){i, role, gpus, l->stage[0].tp, l->pp, l->stage[0].bits, 0, a->perf_model, "", -1, ""};
         rc = hs_db_replica(db, run, &row, err);
     }
-    if (!rc) rc = hs_db_summary(db, run, v, (int)(sizeof v / sizeof v[0]), err);
+    for (int64_t i = 0; !rc; i++) {
+        hs_req_record rec;
+        int met;
+        if (!hs_multi_request(mm, i, &rec, NULL, &met)) break;
+        rc = hs_db_request(db, run, &rec, met, err);
+    }
+    if (!rc) rc = hs_db_summary(db, run, v, nv, err);
     if (!rc) rc = hs_db_run_commit(db, run, wall_s, r->kept, err);
     if (rc) hs_db_run_abort(db);
     hs_db_close(db);
     return rc;
 }
 
-static int do_run(const isv_args *a, hs_model *ms, int nm, const hs_cluster *c, hs_err *err)
+/* One simulation at `rate`: on success *mm_out holds the runner (the
+ * caller destroys it) and *r its figures. */
+static int simulate(const isv_args *a, const hs_model *ms, int nm, const hs_cluster *c, double rate,
+                    hs_multi **mm_out, hs_multi_result *r, double *profile_s, hs_err *err)
 {
     hs_isv_opts o;
     hs_isv_ctl k;
     hs_multi_cfg mc;
     hs_multi *mm = NULL;
     hs_source *src = NULL;
-    hs_multi_result r;
-    double t_start = wall_now();
     int rc;
+    *mm_out = NULL;
     opts_of(a, &o);
     memset(&k, 0, sizeof k);
     if ((rc = hs_isv_ctl_init(&k, c, ms, nm, &o, a->fp_dir, a->usable, err))) return rc;
@@ -401,7 +441,7 @@ static int do_run(const isv_args *a, hs_model *ms, int nm, const hs_cluster *c, 
     mc.alpha = a->alpha;
     mc.usable = a->usable;
     mc.slo_factor = a->slo_factor;
-    mc.rate = a->rate;
+    mc.rate = rate;
     mc.seed = (uint64_t)a->seed;
     mc.perf = o.perf;
     if ((rc = hs_multi_create(&mm, &mc, c, ms, nm, err))) goto out;
@@ -425,30 +465,83 @@ static int do_run(const isv_args *a, hs_model *ms, int nm, const hs_cluster *c, 
         hs_source_close(src);
         src = NULL;
         if (rc < 0) goto out;
-        for (int i = 0; i < nm; i++) lam[i] = n * a->rate / (t_end > 0 ? t_end : 1) / nm;
+        for (int i = 0; i < nm; i++) lam[i] = n * rate / (t_end > 0 ? t_end : 1) / nm;
         if ((rc = hs_isv_alpa_plan(&k, lam, n ? (int)(out_sum / n) : 1,
                                    a->system == HS_ISV_SYS_ALPA_STAR, err)))
             goto out;
     }
     if ((rc = open_source(a, &src, err))) goto out;
-    if ((rc = hs_multi_run(mm, src, hs_isv_deploy, &k, &r, err))) goto out;
+    if ((rc = hs_multi_run(mm, src, hs_isv_deploy, &k, r, err))) goto out;
     if (strcmp(a->serving, "fcfs")) {
         hs_engine_cfg ec;
         hs_engine_cfg_defaults(&ec);
-        if ((rc = hs_multi_run_batched(mm, hs_policy_find(a->serving), &ec, a->passes, &r, err)))
+        if ((rc = hs_multi_run_batched(mm, hs_policy_find(a->serving), &ec, a->passes, r, err)))
             goto out;
     }
-    printf("result serving=%s system=%s intent=%s place=%s rate=%.2f models=%d deployed=%d instances=%d "
+    *profile_s = k.profile_s;
+out:
+    hs_source_close(src);
+    hs_isv_ctl_free(&k);
+    if (rc) hs_multi_destroy(mm);
+    else *mm_out = mm;
+    return rc;
+}
+
+/* Highest rate in (0, 1] whose SLO attainment is at least a->capacity, by
+ * bisection to 1/1024.  Assumes attainment falls as the rate grows; the
+ * load-aware placement can break that locally, so the answer is the edge
+ * the bisection finds, not a proof that every lower rate meets the SLO. */
+static int capacity_search(const isv_args *a, const hs_model *ms, int nm, const hs_cluster *c,
+                           isv_cap *cap, hs_err *err)
+{
+    double lo = 0, hi = 1, ps;
+    int rc;
+    memset(cap, 0, sizeof *cap);
+    for (int step = 0; step <= 10; step++) {
+        double x = step ? (lo + hi) / 2 : 1.0;
+        hs_multi *mm = NULL;
+        hs_multi_result r;
+        if ((rc = simulate(a, ms, nm, c, x, &mm, &r, &ps, err))) return rc;
+        hs_multi_destroy(mm);
+        cap->runs++;
+        if (r.slo_attainment >= a->capacity) {
+            lo = x;
+            cap->req_s = (double)(r.kept + r.early) / a->duration;
+            cap->req_s_gpu = r.gpus_used ? cap->req_s / r.gpus_used : 0;
+            if (!step) break;   /* the whole trace meets it */
+        } else {
+            hi = x;
+        }
+    }
+    cap->rate = lo;
+    return 0;
+}
+
+static int do_run(const isv_args *a, hs_model *ms, int nm, const hs_cluster *c, hs_err *err)
+{
+    hs_multi *mm = NULL;
+    hs_multi_result r;
+    isv_cap cap;
+    double t_start = wall_now(), rate = a->rate, profile_s = 0;
+    int rc;
+    if (a->capacity > 0) {
+        if ((rc = capacity_search(a, ms, nm, c, &cap, err))) return rc;
+        printf("capacity slo_target=%.3f rate=%.5f req_s=%.5f req_s_gpu=%.5f runs=%d\n", a->capacity,
+               cap.rate, cap.req_s, cap.req_s_gpu, cap.runs);
+        rate = cap.rate > 0 ? cap.rate : 1.0 / 1024;
+    }
+    if ((rc = simulate(a, ms, nm, c, rate, &mm, &r, &profile_s, err))) return rc;
+    printf("result serving=%s system=%s intent=%s place=%s rate=%.5f alpha=%.3f models=%d deployed=%d instances=%d "
            "gpus_used=%d early=%lld kept=%lld served=%lld unserved=%lld p50_s=%.3f p95_s=%.3f p99_s=%.3f "
            "mean_s=%.3f ttft_p50_s=%.3f slo_attainment=%.4f mem_gib=%.1f cost=%.2f gpu_hours=%.3f "
            "gpu_throughput=%.5f duration_s=%.0f profile_gpu_s=%.1f\n",
            a->serving, hs_isv_sys_names[a->system], a->system == HS_ISV_SYS_ISERVE ? hs_isv_intent_names[a->intent] : "-",
-           a->system == HS_ISV_SYS_ISERVE ? hs_isv_place_names[a->place] : "first", a->rate, nm,
+           a->system == HS_ISV_SYS_ISERVE ? hs_isv_place_names[a->place] : "first", rate, a->alpha, nm,
            r.deployed, r.instances, r.gpus_used, (long long)r.early, (long long)r.kept, (long long)r.served,
            (long long)r.unserved, r.p50_s, r.p95_s, r.p99_s, r.mean_s, r.ttft_p50_s,
            r.slo_attainment, r.mem_gib, r.cost, r.gpu_hours, r.gpu_throughput, r.duration_s,
-           k.profile_s);
-    if (a->db && (rc = store_run(a, mm, ms, c, &r, k.profile_s,
+           profile_s);
+    if (a->db && (rc = store_run(a, rate, mm, ms, c, &r, a->capacity > 0 ? &cap : NULL, profile_s,
                                  wall_now() - t_start, err)))
         goto out;
     if (a->verbose)
@@ -462,9 +555,7 @@ static int do_run(const isv_args *a, hs_model *ms, int nm, const hs_cluster *c, 
                    ms[model].name, ng, gib, (long long)served, lab);
         }
 out:
-    hs_source_close(src);
     hs_multi_destroy(mm);
-    hs_isv_ctl_free(&k);
     return rc;
 }
 

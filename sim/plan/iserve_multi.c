@@ -175,6 +175,7 @@ void hs_multi_destroy(hs_multi *mm)
     hs_evq_free(&mm->q);
     free(mm->in);
     free(mm->rq);
+    free(mm->un);
     free(mm->cap_b);
     free(mm->charge_b);
     free(mm->free_b);
@@ -489,6 +490,18 @@ static int on_arrival(hs_multi *mm, mrun *u, hs_err *err)
         if (best < 0 || o < ob) best = i;
     }
     if (best < 0) {
+        /* Its model could not be deployed: a miss, kept for the request rows. */
+        if (hs_vec_reserve((void **)&mm->un, &mm->cap_un, (size_t)mm->n_un + 1, sizeof *mm->un, 256))
+            return hs_errf(err, HS_ENOMEM, "out of memory");
+        r = &mm->un[mm->n_un++];
+        memset(r, 0, sizeof *r);
+        r->id = u->a.id;
+        r->arrival = t;
+        r->prompt = u->a.prompt;
+        r->output = u->a.output;
+        r->model = model;
+        r->inst = -1;
+        r->dropped = 1;
         u->res->unserved++;
         return 0;
     }
@@ -496,6 +509,7 @@ static int on_arrival(hs_multi *mm, mrun *u, hs_err *err)
         return hs_errf(err, HS_ENOMEM, "out of memory");
     r = &mm->rq[mm->n_rq];
     memset(r, 0, sizeof *r);
+    r->id = u->a.id;
     r->arrival = t;
     r->prompt = u->a.prompt < mm->cfg.max_prompt ? u->a.prompt : mm->cfg.max_prompt;
     r->output = u->a.output;
@@ -635,4 +649,37 @@ const char *hs_multi_inst_label(const hs_multi *mm, int i, int *model, int *n_gp
 const hs_layout *hs_multi_inst_layout(const hs_multi *mm, int i)
 {
     return i >= 0 && i < mm->n_in ? &mm->in[i].layout : NULL;
+}
+
+int hs_multi_request(const hs_multi *mm, int64_t i, hs_req_record *rec, int *model, int *slo_met)
+{
+    const hs__mreq *r;
+    if (!mm->ran || i < 0 || i >= mm->n_rq + mm->n_un) return 0;
+    r = i < mm->n_rq ? &mm->rq[i] : &mm->un[i - mm->n_rq];
+    memset(rec, 0, sizeof *rec);
+    rec->id = r->id;
+    rec->replica = r->inst;
+    rec->prompt = r->prompt;
+    rec->output = r->output;
+    rec->arrival = r->arrival;
+    rec->dropped = r->dropped;
+    if (r->dropped) {
+        rec->why = r->inst < 0 ? "model not deployed" : "dropped by the engine";
+    } else if (mm->batched) {
+        rec->first_sched = r->start;
+        rec->first_token = r->arrival + (hs_ns)r->ttft_ns;
+        rec->finish = r->finish;
+    } else {
+        double span = (double)(r->finish - r->start);
+        rec->first_sched = r->start;
+        /* The solo first-token share of the service, stretched like the
+         * whole service by the interference it met (rates are piecewise
+         * constant, so the ratio is the mean slowdown). */
+        rec->first_token = r->start + (hs_ns)(r->solo_ns > 0 ? r->ttft_ns * span / r->solo_ns : 0);
+        if (rec->first_token > r->finish) rec->first_token = r->finish;
+        rec->finish = r->finish;
+    }
+    if (model) *model = r->model;
+    if (slo_met) *slo_met = !r->dropped && (double)(r->finish - r->arrival) <= r->slo_ns;
+    return 1;
 }

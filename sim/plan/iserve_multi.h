@@ -9,13 +9,17 @@
  * growing; closed form because decode time is linear in the context).
  *
  * Interference model (co-located models; the paper gives none): GPUs are
- * time-sliced between the busy instances placed on them (CUDA time slicing,
- * no MPS).  With k busy instances on a GPU, each progresses at
+ * time-sliced between the busy instances placed on them.  With k busy
+ * instances on a GPU, each progresses at
  *     rate = 1 / (1 + alpha (k - 1))
  * of its solo speed; an instance spanning several GPUs advances at the rate
- * of its most contended GPU.  alpha = 1 is pure time slicing (two busy
- * models each run at half speed); alpha < 1 credits overlap of kernels that
- * leave the GPU idle (batch-1 decode is memory bound and launch bound).
+ * of its most contended GPU.  The default alpha = 1 is the documented
+ * mechanism of iServe's setup (one TensorRT-LLM process per LLM, no MPS):
+ * without MPS a GPU runs one process's context at a time (NVIDIA's MPS
+ * documentation), so k busy processes each get 1/k of it, context switches
+ * not counted.  alpha ~ 0.2 is the one published LLM co-location figure we
+ * found, under MPS (two vLLM processes on an A100: TPOT +19.5%); alpha 0
+ * is no interference.  docs/iserve.md gives the sources.
  * Rates change only at starts and completions, so the run is an exact fluid
  * processor-sharing simulation driven by those events.
  *
@@ -165,6 +169,16 @@ const char *hs_multi_inst_label(const hs_multi *mm, int i, int *model, int *n_gp
 
 /* Instance i's layout (NULL past the end). */
 const hs_layout *hs_multi_inst_layout(const hs_multi *mm, int i);
+
+/* After a run: request i (0.. kept - 1: the served ones in arrival order,
+ * then those of undeployed models) as a record for the requests table:
+ * replica = instance index (-1: never routed), first_sched = start of
+ * service, first_token = start + the solo TTFT scaled by the request's mean
+ * slowdown.  *model (may be NULL) gets its model, *slo_met (may be NULL)
+ * whether it finished within its SLO.  Returns 0 past the end.  In the
+ * batched option, first_token is the engine's; the record is valid until
+ * the runner is destroyed (why points to static text). */
+int hs_multi_request(const hs_multi *mm, int64_t i, hs_req_record *rec, int *model, int *slo_met);
 
 /* 1 when every GPU's true bytes are within usable x capacity (MULTI-MEM). */
 int hs_multi_mem_sane(const hs_multi *mm);

@@ -27,7 +27,7 @@
 #include "plan/iserve_multi_int.h"
 
 typedef struct cb_sink {
-    hs_ns *first, *finish;   /* per request of the instance */
+    hs_ns *sched, *first, *finish;   /* per request of the instance */
     int *dropped;
     int64_t n;
     double busy_ns;
@@ -37,6 +37,7 @@ static int cb_request(void *ctx, const hs_req_record *r)
 {
     cb_sink *s = ctx;
     if (r->id < 0 || r->id >= s->n) return HS_ESTATE;
+    s->sched[r->id] = r->first_sched;
     s->first[r->id] = r->first_token;
     s->finish[r->id] = r->finish;
     s->dropped[r->id] = r->dropped;
@@ -107,6 +108,7 @@ int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_eng
     int n = mm->n_in, rc = 0;
     double *u = calloc((size_t)(n ? n : 1), sizeof *u), *slow = calloc((size_t)(n ? n : 1), sizeof *slow);
     double *busy = calloc((size_t)(n ? n : 1), sizeof *busy);
+    hs_ns *sched = malloc(sizeof *sched * (size_t)(mm->n_rq ? mm->n_rq : 1));
     hs_ns *first = malloc(sizeof *first * (size_t)(mm->n_rq ? mm->n_rq : 1));
     hs_ns *finish = malloc(sizeof *finish * (size_t)(mm->n_rq ? mm->n_rq : 1));
     int *drop = calloc((size_t)(mm->n_rq ? mm->n_rq : 1), sizeof *drop);
@@ -114,7 +116,7 @@ int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_eng
     int64_t *idx = malloc(sizeof *idx * (size_t)(mm->n_rq ? mm->n_rq : 1));
     hs_ns t0 = -1, t1 = 0;
     double span;
-    if (!u || !slow || !busy || !first || !finish || !drop || !arr || !idx) {
+    if (!u || !slow || !busy || !sched || !first || !finish || !drop || !arr || !idx) {
         rc = hs_errf(err, HS_ENOMEM, "out of memory");
         goto out;
     }
@@ -183,6 +185,7 @@ int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_eng
             }
             scale_perf(&rep->perf, in->lat_factor * slow[i], in->pass_extra_ns);
             memset(&cs, 0, sizeof cs);
+            cs.sched = sched;
             cs.first = first;
             cs.finish = finish;
             cs.dropped = drop;
@@ -204,7 +207,7 @@ int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_eng
             /* Results of this pass, by original request (kept per request). */
             for (int64_t q = 0; q < k; q++) {
                 hs__mreq *r = &mm->rq[idx[q]];
-                r->start = drop[q] ? -1 : first[q];
+                r->start = drop[q] ? -1 : sched[q];
                 r->dropped = drop[q];
                 r->ttft_ns = (double)(first[q] - r->arrival);
                 r->finish = finish[q];
@@ -212,6 +215,7 @@ int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_eng
         }
     }
     if (rc) goto out;
+    mm->batched = 1;
     {
         double *lat = malloc(sizeof *lat * (size_t)(mm->n_rq ? mm->n_rq : 1));
         double *tt = malloc(sizeof *tt * (size_t)(mm->n_rq ? mm->n_rq : 1));
@@ -263,6 +267,7 @@ out:
     free(u);
     free(slow);
     free(busy);
+    free(sched);
     free(first);
     free(finish);
     free(drop);

@@ -7,6 +7,7 @@
 #include "plan/iserve_multi.h"
 
 typedef struct hs__mreq {
+    int64_t id;                   /* the trace's request id */
     hs_ns arrival, start, finish;
     int32_t prompt, output, model, inst, next;
     int32_t dropped;              /* batched option: the engine dropped it */
@@ -41,6 +42,9 @@ struct hs_multi {
     hs__mreq *rq;
     int64_t n_rq;
     size_t cap_rq;
+    hs__mreq *un;                /* kept arrivals of undeployed models (inst -1), for the request rows */
+    int64_t n_un;
+    size_t cap_un;
     double *cap_b, *charge_b, *free_b, *true_b, *loadv, *busy_ns;
     int *busy_k;
     hs_loadmon mon;
@@ -54,6 +58,8 @@ struct hs_multi {
     hs_ns fin_t;
     int fin_i;
     int ran;                     /* hs_multi_run was called */
+    int batched;                 /* hs_multi_run_batched re-served the requests: start is the
+                                  * engine's first schedule, ttft_ns its first token - arrival */
 };
 
 /* Sorts ascending; percentile q of a sorted array (linear interpolation). */
