@@ -277,7 +277,9 @@ def by_rate(runs, metric):
     return out
 
 
-def plot_vs_rate(ax, groups, metric, style="-", label_suffix="", colors=None, label=None):
+def plot_vs_rate(ax, groups, metric, style="-", label_suffix="", colors=None, label=None, legend=True):
+    """One line per series; legend=False keeps it out of the legend (a
+    second statistic of series already listed)."""
     drawn = 0
     for i, key in enumerate(sorted(groups)):
         pts = by_rate(groups[key], metric)
@@ -289,7 +291,8 @@ def plot_vs_rate(ax, groups, metric, style="-", label_suffix="", colors=None, la
         color = colors[key] if colors else None
         text = (label(key) if label else "") + label_suffix
         ax.errorbar(xs, ys, yerr=err if any(e > 0 for e in err[0] + err[1]) else None, fmt=style,
-                    marker="o", ms=3, color=color, capsize=2, label=text)
+                    marker="o", ms=3, color=color, capsize=2,
+                    label=(label(key) if label else text) if legend else "_" + text)
         DATA.setdefault("vs_rate", {}).setdefault(metric, {})[text.replace("\n", " ")] = \
             [[x, y] for x, y in zip(xs, ys)]
         drawn += 1
@@ -347,7 +350,9 @@ def fig_rate_latency(runs, groups, colors, label, slo, out, fmt, figs, notes):
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
     for ax, (name, unit) in zip(axes, (("ttft", "TTFT"), ("tpot", "TPOT"))):
         plot_vs_rate(ax, groups, name + "_p50_ms", "-", " p50", colors, label)
-        plot_vs_rate(ax, groups, name + "_p99_ms", "--", " p99", colors, label)
+        plot_vs_rate(ax, groups, name + "_p99_ms", "--", " p99", colors, label, legend=False)
+        ax.plot([], [], color="black", ls="-", label="p50 (solid)")
+        ax.plot([], [], color="black", ls="--", label="p99 (dashed)")
         slo_line(ax, unit, slo[name])
         ax.set_xlabel(rate_axis_label(runs))
         ax.set_ylabel(unit + " (ms), solid p50, dashed p99")
