@@ -5,17 +5,23 @@ Run by `hetsim report` (sim/cli/report.c) with Debian's /usr/bin/python3 and
 python3-matplotlib; reads the database read-only.
 
   report.py --db FILE --out DIR [--sweep NAME] [--format png|svg]
+            [--slo-ttft MS] [--slo-tpot MS]
 
 Figures (each skipped, with a note on the page, when the data is absent):
-  latency_cdf      TTFT and E2E latency CDFs of representative runs (table requests)
-  rate_latency     TTFT and TPOT p50/p99 versus request rate, one line per series
-  rate_goodput     goodput and SLO attainment versus request rate
-  pareto           cost ($/h) versus p99 E2E latency, non-dominated front per rate
+  latency_cdf      TTFT, TPOT and E2E latency CDFs of representative runs (table requests)
+  rate_latency     TTFT and TPOT p50/p99 versus offered rate, one line per series
+  rate_goodput     goodput and SLO attainment versus offered rate
+  pareto           cost ($/h) versus p99 E2E latency, one panel per workload and rate
   timeseries       per-replica utilisation and KV use over time (table samples)
   validation       predicted versus measured iteration times (table validations)
 
-A series is a set of runs that differ only in request rate (and seed, which
-is averaged: points are means, bars span min..max over seeds)."""
+A series is a set of runs that differ only in offered rate (and seed, which
+is averaged: points are means, bars span min..max over seeds).  The offered
+rate is workload.rate x workload.time_scale, or for a timed trace (azure)
+the rate measured on its stored arrivals, which includes the time_scale.
+A series is labelled by its runs' --label, else by the keys that differ
+between series.  SLO lines come from --slo-ttft/--slo-tpot, else from the
+runs' slo section when they share one."""
 
 import argparse
 import html
@@ -24,6 +30,7 @@ import math
 import os
 import sqlite3
 import sys
+import textwrap
 import urllib.parse
 
 import matplotlib
@@ -32,7 +39,28 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 RATE_KEY = "workload.rate"
-AVERAGED = {RATE_KEY, "seed", "workload.seed"}
+SCALE_KEY = "workload.time_scale"
+# Keys that place a run on the x axis (the offered rate) or are averaged
+# over (seeds): never part of a series.
+AVERAGED = {RATE_KEY, SCALE_KEY, "seed", "workload.seed"}
+# Trace kinds whose arrivals come from the file's timestamps: their offered
+# rate is the trace's own rate times workload.time_scale, not workload.rate.
+TIMED_TRACES = {"azure"}
+# What a plain `hetsim run` (no sweep_cases row) is described by; only the
+# keys whose values differ between the runs end up in a label.
+DESCRIBE = ("label", "model", "cluster", "deployment", "planner", "policy", "router", "tp", "pp",
+            "max_replicas", "prefill_replicas", "workload.kind", "workload.path", "workload.preset")
+# A run is overloaded when its queue keeps growing: the mean queueing delay
+# of the later half of its arrivals exceeds twice the earlier half's plus
+# QUEUE_SLACK_S (a stable system has the same delay in both halves; a short
+# run's tail does not count, unlike throughput over the makespan), or it
+# drops more than 1% of arrivals.  Without request rows: completing under
+# half the offered rate.
+QUEUE_SLACK_S = 1.0
+LABEL_WIDTH = 48
+# The numbers behind every figure, written to DIR/report.json: series
+# labels and points, Pareto panels and fronts (for scripts and tests).
+DATA = {}
 
 
 def connect(path):
@@ -47,54 +75,151 @@ def has_table(con, name):
     return con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
 
 
+def cfg_get(cfg, dotted):
+    v = cfg
+    for part in dotted.split("."):
+        if not isinstance(v, dict) or part not in v:
+            return None
+        v = v[part]
+    return v
+
+
+def short_value(v):
+    """A value as a label shows it: file paths by their base name."""
+    s = str(v)
+    if "/" in s or s.endswith(".json") or s.endswith(".csv"):
+        s = os.path.basename(s.rstrip("/"))
+        for ext in (".json", ".csv", ".jsonl"):
+            if s.endswith(ext):
+                s = s[:-len(ext)]
+    return s
+
+
+def describe(cfg, label):
+    params = {}
+    for k in DESCRIBE:
+        v = label if k == "label" else cfg_get(cfg, k)
+        if v in (None, ""):
+            continue
+        params[k] = v
+    # A run from a deployment file is that deployment, whatever the
+    # default planner name its configuration carries.
+    if params.get("deployment") and params.get("planner") == "uniform":
+        del params["planner"]
+    if cfg_get(cfg, "workload.kind") in TIMED_TRACES:
+        params.pop("workload.preset", None)
+    return params
+
+
+def trace_id(cfg):
+    """What fixes a timed trace's arrivals apart from time_scale."""
+    w = cfg.get("workload", {})
+    return (w.get("path"), w.get("window_start"), w.get("window_end"), w.get("max_requests"))
+
+
 def load_runs(con, sweep):
-    """Committed runs: id, config, params (swept keys, or a few config keys), summary."""
+    """Committed runs: id, config, params (swept keys, or a few config keys),
+    summary, offered rate."""
     runs = []
     have_cases = has_table(con, "sweep_cases")
     if sweep:
         rows = con.execute(
-            "SELECT r.id, r.config, c.params FROM runs r JOIN sweep_cases c ON c.run = r.id "
+            "SELECT r.id, r.config, r.label, c.params FROM runs r JOIN sweep_cases c ON c.run = r.id "
             "WHERE c.sweep = ? AND r.wall_s IS NOT NULL ORDER BY r.id", (sweep,)).fetchall()
     elif have_cases:
         rows = con.execute(
-            "SELECT r.id, r.config, c.params FROM runs r LEFT JOIN sweep_cases c ON c.run = r.id "
-            "WHERE r.wall_s IS NOT NULL ORDER BY r.id").fetchall()
+            "SELECT r.id, r.config, r.label, c.params FROM runs r LEFT JOIN sweep_cases c ON c.run = r.id "
+            "WHERE r.wall_s IS NOT NULL GROUP BY r.id ORDER BY r.id").fetchall()
     else:
-        rows = con.execute("SELECT id, config, NULL AS params FROM runs WHERE wall_s IS NOT NULL "
+        rows = con.execute("SELECT id, config, label, NULL AS params FROM runs WHERE wall_s IS NOT NULL "
                            "ORDER BY id").fetchall()
     for row in rows:
         try:
             cfg = json.loads(row["config"])
         except ValueError:
             cfg = {}
+        label = row["label"] or ""
         if row["params"]:
             params = json.loads(row["params"])
+            if "deployment" in params and params.get("planner") == "uniform":
+                del params["planner"]
         else:
-            # A plain `hetsim run`: describe it by the keys people vary most.
-            params = {k: cfg.get(k) for k in ("policy", "planner", "cluster", "model") if k in cfg}
-            params[RATE_KEY] = cfg.get("workload", {}).get("rate")
-        rate = cfg.get("workload", {}).get("rate")
-        runs.append({"id": row["id"], "cfg": cfg, "params": params, "rate": rate, "m": {}})
+            params = describe(cfg, label)
+        w = cfg.get("workload", {})
+        scale = w.get("time_scale") or 1.0
+        timed = w.get("kind") in TIMED_TRACES
+        rate = None if timed else (w.get("rate") or 0) * scale or None
+        runs.append({"id": row["id"], "cfg": cfg, "params": params, "label": label, "rate": rate,
+                     "scale": scale, "timed": timed, "approx": False, "m": {}})
     byid = {r["id"]: r for r in runs}
     for mrow in con.execute("SELECT run, metric, value FROM summary"):
         r = byid.get(mrow["run"])
         if r is not None and mrow["value"] is not None:
             r["m"][mrow["metric"]] = mrow["value"]
+    # Timed traces: the offered rate is measured on the arrivals stored
+    # (n - 1 gaps over the span), which already include time_scale; a run
+    # stored without request rows takes the base rate of another run of the
+    # same trace times its own scale, else arrivals over the makespan.
+    base = {}
     for r in runs:
-        if r["rate"] in (None, 0) and r["m"].get("duration_s"):
-            # Trace replays: the offered rate is arrivals over the makespan.
-            r["rate"] = r["m"].get("arrivals", 0) / r["m"]["duration_s"]
+        if not r["timed"]:
+            continue
+        n, lo, hi = con.execute("SELECT count(*), min(arrival), max(arrival) FROM requests WHERE run = ?",
+                                (r["id"],)).fetchone()
+        if n and n > 1 and hi > lo:
+            r["rate"] = (n - 1) / (hi - lo)
+            base.setdefault(trace_id(r["cfg"]), r["rate"] / r["scale"])
+    for r in runs:
+        if r["timed"] and r["rate"] is None:
+            b = base.get(trace_id(r["cfg"]))
+            if b is not None:
+                r["rate"] = b * r["scale"]
+            elif r["m"].get("duration_s"):
+                r["rate"] = (r["m"].get("completed", 0) + r["m"].get("dropped", 0)) / r["m"]["duration_s"]
+                r["approx"] = True
     return runs
+
+
+def mark_overloaded(con, runs):
+    for r in runs:
+        m = r["m"]
+        arrivals = m.get("completed", 0) + m.get("dropped", 0)
+        q = [row[0] for row in con.execute("SELECT queue_delay FROM requests WHERE run = ? AND dropped = 0 "
+                                           "ORDER BY arrival, id", (r["id"],))]
+        if arrivals and m.get("dropped", 0) > 0.01 * arrivals:
+            r["over"] = True
+        elif len(q) >= 4:
+            h = len(q) // 2
+            early, late = sum(q[:h]) / h, sum(q[h:]) / (len(q) - h)
+            r["over"] = late > 2 * early + QUEUE_SLACK_S
+        else:
+            r["over"] = bool(r["rate"]) and m.get("request_throughput", 0) < 0.5 * r["rate"]
 
 
 def series_key(r):
     return tuple(sorted((k, str(v)) for k, v in r["params"].items() if k not in AVERAGED))
 
 
-def series_label(key):
-    if not key:
-        return "all runs"
-    return ", ".join("%s=%s" % (k.split(".")[-1], v) for k, v in key)
+def make_labeler(groups):
+    """series key -> legend text: the runs' --label when the whole series
+    shares one, else only the keys whose values differ between series
+    (short names, file paths by base name), wrapped to LABEL_WIDTH."""
+    keys = sorted({k for key in groups for k, _ in key})
+    varying = [k for k in keys if k != "label" and len({dict(key).get(k) for key in groups}) > 1]
+    texts = {}
+    for key, runs in groups.items():
+        labels = {r["label"] for r in runs}
+        d = dict(key)
+        if len(labels) == 1 and next(iter(labels)):
+            text = next(iter(labels))
+        elif varying:
+            text = ", ".join("%s=%s" % (k.split(".")[-1], short_value(d[k])) for k in varying if k in d)
+        else:
+            c = runs[0]["cfg"]
+            text = " / ".join(short_value(v) for v in (c.get("model"), c.get("cluster") or c.get("deployment"),
+                                                       c.get("policy")) if v) or "all runs"
+        texts[key] = "\n".join(textwrap.wrap(text, LABEL_WIDTH)) or text
+    return lambda key: texts.get(key, "?")
 
 
 def group_series(runs):
@@ -104,6 +229,36 @@ def group_series(runs):
     return groups
 
 
+def slo_targets(runs, args):
+    """{'ttft': ms or None, 'tpot': ms or None}: --slo-ttft/--slo-tpot, else
+    the runs' own targets when they all share one (0 = none)."""
+    out = {}
+    for name, given in (("ttft", args.slo_ttft), ("tpot", args.slo_tpot)):
+        if given is not None:
+            out[name] = given if given > 0 else None
+            continue
+        vals = {cfg_get(r["cfg"], "slo.%s_ms" % name) for r in runs}
+        vals.discard(None)
+        out[name] = vals.pop() if len(vals) == 1 and next(iter(vals)) else None
+    return out
+
+
+def slo_line(ax, name, value, vertical=False):
+    if not value:
+        return
+    kw = dict(color="crimson", ls="-.", lw=1.1, label="%s SLO %g ms" % (name, value))
+    if vertical:
+        ax.axvline(value, **kw)
+    else:
+        ax.axhline(value, **kw)
+
+
+def rate_axis_label(runs):
+    if any(r["timed"] for r in runs):
+        return "offered request rate (req/s; trace rate x time_scale)"
+    return "offered request rate (req/s)"
+
+
 def by_rate(runs, metric):
     """[(rate, mean, lo, hi)] of metric over seeds, sorted by rate."""
     acc = {}
@@ -111,7 +266,8 @@ def by_rate(runs, metric):
         v = r["m"].get(metric)
         if v is None or r["rate"] is None or (isinstance(v, float) and math.isnan(v)):
             continue
-        acc.setdefault(r["rate"], []).append(v)
+        # Measured trace rates of equal scales agree to rounding: one point.
+        acc.setdefault(float("%.6g" % r["rate"]), []).append(v)
     out = []
     for rate in sorted(acc):
         vs = acc[rate]
@@ -121,7 +277,9 @@ def by_rate(runs, metric):
     return out
 
 
-def plot_vs_rate(ax, groups, metric, style="-", label_suffix="", colors=None):
+def plot_vs_rate(ax, groups, metric, style="-", label_suffix="", colors=None, label=None, legend=True):
+    """One line per series; legend=False keeps it out of the legend (a
+    second statistic of series already listed)."""
     drawn = 0
     for i, key in enumerate(sorted(groups)):
         pts = by_rate(groups[key], metric)
@@ -131,9 +289,12 @@ def plot_vs_rate(ax, groups, metric, style="-", label_suffix="", colors=None):
         ys = [p[1] for p in pts]
         err = [[max(0.0, p[1] - p[2]) for p in pts], [max(0.0, p[3] - p[1]) for p in pts]]
         color = colors[key] if colors else None
+        text = (label(key) if label else "") + label_suffix
         ax.errorbar(xs, ys, yerr=err if any(e > 0 for e in err[0] + err[1]) else None, fmt=style,
                     marker="o", ms=3, color=color, capsize=2,
-                    label=series_label(key) + label_suffix)
+                    label=(label(key) if label else text) if legend else "_" + text)
+        DATA.setdefault("vs_rate", {}).setdefault(metric, {})[text.replace("\n", " ")] = \
+            [[x, y] for x, y in zip(xs, ys)]
         drawn += 1
     return drawn
 
@@ -143,22 +304,35 @@ def color_map(groups):
     return {key: cmap(i % cmap.N) for i, key in enumerate(sorted(groups))}
 
 
-def save(fig, out, name, fmt, figs, caption, legend_ax=None):
-    """Writes the figure; legend_ax's legend goes below the panels, where
-    it hides no data."""
+def save(fig, out, name, fmt, figs, caption, legend_ax=None, handles=None):
+    """Writes the figure; the legend (legend_ax's entries, or handles) goes
+    below the panels, where it hides no data, and bbox_inches='tight'
+    grows the image to hold all of it."""
     path = os.path.join(out, name + "." + fmt)
-    if legend_ax is not None:
-        handles, labels = legend_ax.get_legend_handles_labels()
-        ncol = 3 if len(labels) > 6 else max(1, min(len(labels), 3))
-        rows = (len(labels) + ncol - 1) // ncol
-        h = fig.get_size_inches()[1]
-        frac = min(0.6, (0.22 * rows + 0.2) / (h + 0.22 * rows))
-        fig.set_size_inches(fig.get_size_inches()[0], h + 0.22 * rows)
-        fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
-        fig.tight_layout(rect=(0, frac, 1, 1))
+    extra = []
+    if legend_ax is not None or handles is not None:
+        if handles is None:
+            handles, labels = [], []
+            for ax in legend_ax if isinstance(legend_ax, (list, tuple)) else [legend_ax]:
+                h, lab = ax.get_legend_handles_labels()
+                handles += h
+                labels += lab
+        else:
+            labels = [h.get_label() for h in handles]
+        # One entry per label: series drawn in several panels repeat.
+        seen, hs, ls = set(), [], []
+        for h, lab in zip(handles, labels):
+            if lab not in seen and not lab.startswith("_"):
+                seen.add(lab)
+                hs.append(h)
+                ls.append(lab)
+        ncol = max(1, min(len(ls), 3 if fig.get_size_inches()[0] >= 10 else 2))
+        fig.tight_layout()
+        extra.append(fig.legend(hs, ls, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol,
+                                fontsize=8, frameon=False))
     else:
         fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight", bbox_extra_artists=extra, pad_inches=0.15)
     plt.close(fig)
     figs.append((name + "." + fmt, caption))
 
@@ -168,47 +342,51 @@ def legend(ax, n):
         ax.legend(fontsize=7, loc="best", ncol=1 if n <= 6 else 2)
 
 
-def fig_rate_latency(runs, groups, colors, out, fmt, figs, notes):
-    if not any(r["rate"] for r in runs) or len({r["rate"] for r in runs}) < 2:
-        notes.append("TTFT/TPOT versus rate: the runs do not vary the request rate.")
+def fig_rate_latency(runs, groups, colors, label, slo, out, fmt, figs, notes):
+    if len({r["rate"] for r in runs if r["rate"]}) < 2:
+        notes.append("TTFT/TPOT versus rate: the runs do not vary the offered rate "
+                     "(workload.rate or workload.time_scale).")
         return
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
     for ax, (name, unit) in zip(axes, (("ttft", "TTFT"), ("tpot", "TPOT"))):
-        n = plot_vs_rate(ax, groups, name + "_p50_ms", "-", " p50", colors)
-        plot_vs_rate(ax, groups, name + "_p99_ms", "--", " p99", colors)
-        ax.set_xlabel("request rate (req/s)")
+        plot_vs_rate(ax, groups, name + "_p50_ms", "-", " p50", colors, label)
+        plot_vs_rate(ax, groups, name + "_p99_ms", "--", " p99", colors, label, legend=False)
+        ax.plot([], [], color="black", ls="-", label="p50 (solid)")
+        ax.plot([], [], color="black", ls="--", label="p99 (dashed)")
+        slo_line(ax, unit, slo[name])
+        ax.set_xlabel(rate_axis_label(runs))
         ax.set_ylabel(unit + " (ms), solid p50, dashed p99")
         if name == "ttft":
             ax.set_yscale("log")   # TTFT spans queueing blow-ups; TPOT stays within a few x
         ax.grid(True, which="both", alpha=0.3)
-        ax.set_title(unit + " versus request rate")
+        ax.set_title(unit + " versus offered rate")
     save(fig, out, "rate_latency", fmt, figs,
          "TTFT and TPOT (p50 solid, p99 dashed) versus offered request rate; one colour per series; "
-         "bars span seeds.", legend_ax=axes[0])
+         "bars span seeds; dash-dotted red: the SLO target.", legend_ax=list(axes))
 
 
-def fig_rate_goodput(runs, groups, colors, out, fmt, figs, notes):
-    if len({r["rate"] for r in runs}) < 2:
-        notes.append("Goodput versus rate: the runs do not vary the request rate.")
+def fig_rate_goodput(runs, groups, colors, label, out, fmt, figs, notes):
+    if len({r["rate"] for r in runs if r["rate"]}) < 2:
+        notes.append("Goodput versus rate: the runs do not vary the offered rate.")
         return
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
-    n = plot_vs_rate(axes[0], groups, "goodput", "-", "", colors)
+    plot_vs_rate(axes[0], groups, "goodput", "-", "", colors, label)
     rmax = max(r["rate"] for r in runs if r["rate"])
     axes[0].plot([0, rmax], [0, rmax], ":", color="gray", label="goodput = rate")
-    axes[0].set_xlabel("request rate (req/s)")
+    axes[0].set_xlabel(rate_axis_label(runs))
     axes[0].set_ylabel("goodput (SLO-meeting req/s)")
-    axes[0].set_title("Goodput versus request rate")
+    axes[0].set_title("Goodput versus offered rate")
     axes[0].grid(True, alpha=0.3)
-    n = plot_vs_rate(axes[1], groups, "slo_attainment", "-", "", colors)
+    plot_vs_rate(axes[1], groups, "slo_attainment", "-", "", colors, label)
     axes[1].axhline(0.9, ls="--", color="gray", lw=0.8)
     axes[1].set_ylim(-0.02, 1.02)
-    axes[1].set_xlabel("request rate (req/s)")
+    axes[1].set_xlabel(rate_axis_label(runs))
     axes[1].set_ylabel("SLO attainment (fraction of requests)")
-    axes[1].set_title("SLO attainment versus request rate")
+    axes[1].set_title("SLO attainment versus offered rate")
     axes[1].grid(True, alpha=0.3)
     save(fig, out, "rate_goodput", fmt, figs,
          "Goodput (requests meeting the TTFT/TPOT SLO per second; dotted: goodput = rate) and SLO "
-         "attainment (dashed: 0.9) versus rate.", legend_ax=axes[0])
+         "attainment (dashed: 0.9) versus offered rate.", legend_ax=axes[0])
 
 
 def pick_representatives(groups, k=8):
@@ -220,93 +398,125 @@ def pick_representatives(groups, k=8):
     return reps
 
 
-def fig_cdf(con, groups, colors, out, fmt, figs, notes):
+def fig_cdf(con, groups, colors, label, slo, out, fmt, figs, notes):
     reps = pick_representatives(groups)
     data = []
     for key, r in reps:
-        rows = con.execute("SELECT ttft, e2e FROM requests WHERE run = ? AND dropped = 0", (r["id"],)).fetchall()
+        rows = con.execute("SELECT ttft, tpot, e2e FROM requests WHERE run = ? AND dropped = 0",
+                           (r["id"],)).fetchall()
         if rows:
-            data.append((key, r, sorted(x[0] for x in rows if x[0] is not None),
-                         sorted(x[1] for x in rows if x[1] is not None)))
+            data.append((key, r, [sorted(x[i] for x in rows if x[i] is not None) for i in range(3)]))
     if not data:
         notes.append("Latency CDFs: no per-request rows (runs stored with write_requests=0).")
         return
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
-    for key, r, ttft, e2e in data:
-        lab = "%s @ %.3g req/s (run %d)" % (series_label(key), r["rate"] or 0, r["id"])
-        for ax, vals in ((axes[0], ttft), (axes[1], e2e)):
+    # The rate goes into a label only when the runs shown differ in it.
+    rates = {"%.3g" % (r["rate"] or 0) for _, r, _ in data}
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
+    for key, r, cols in data:
+        lab = label(key) + (" @ %.3g req/s" % (r["rate"] or 0) if len(rates) > 1 else "")
+        for ax, vals in zip(axes, cols):
             if vals:
                 ys = [(i + 1) / len(vals) for i in range(len(vals))]
                 ax.step([v * 1e3 for v in vals], ys, where="post", color=colors[key], label=lab)
-    for ax, name in ((axes[0], "TTFT"), (axes[1], "end-to-end latency")):
+        DATA.setdefault("cdf", {})[lab.replace("\n", " ")] = {"run": r["id"], "requests": len(cols[0])}
+    for ax, name, target in ((axes[0], "TTFT", slo["ttft"]), (axes[1], "TPOT", slo["tpot"]),
+                             (axes[2], "end-to-end latency", None)):
+        slo_line(ax, name, target, vertical=True)
         ax.set_xscale("log")
         ax.set_xlabel(name + " (ms)")
         ax.set_ylabel("fraction of requests")
         ax.set_ylim(0, 1.01)
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(name + " CDF")
+    only = "" if len(rates) > 1 else " at %s req/s" % rates.pop()
     save(fig, out, "latency_cdf", fmt, figs,
-         "Latency CDFs of one run per series (its median rate); dropped requests excluded.",
-         legend_ax=axes[0])
+         "TTFT, TPOT and end-to-end latency CDFs of one run per series (its median rate)%s; dropped "
+         "requests excluded; dash-dotted red: the SLO target." % only, legend_ax=list(axes))
 
 
-def fig_pareto(runs, out, fmt, figs, notes):
-    # One point per series and rate: the mean over seeds.
+def workload_name(r):
+    w = r["cfg"].get("workload", {})
+    if w.get("kind") in ("azure", "sharegpt-csv", "sharegpt-json") and w.get("path"):
+        name = short_value(w["path"])
+    elif w.get("preset"):
+        name = str(w["preset"])
+    else:
+        name = str(w.get("kind", "?"))
+    return name
+
+
+def fig_pareto(runs, label, slo, out, fmt, figs, notes):
+    """Cost versus p99 E2E, one panel per workload and offered rate (never
+    mixing them); points are series means over seeds; the front is drawn
+    through the points that are neither overloaded nor outside the SLO."""
     acc = {}
     for r in runs:
         if "cost_per_hour" in r["m"] and "e2el_p99_ms" in r["m"]:
-            acc.setdefault((series_key(r), r["rate"]), []).append(r)
+            wl = (workload_name(r), "%.3g" % r["rate"] if r["rate"] else "?")
+            acc.setdefault((wl, series_key(r)), []).append(r)
     pts = []
-    for (key, rate), rs in sorted(acc.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
-        pts.append({"rate": rate, "key": key, "cfg": rs[0]["cfg"],
-                    "x": sum(r["m"]["cost_per_hour"] for r in rs) / len(rs),
-                    "y": sum(r["m"]["e2el_p99_ms"] for r in rs) / len(rs)})
+    for (wl, key), rs in sorted(acc.items()):
+        mean = lambda m: sum(r["m"].get(m, 0) for r in rs) / len(rs)  # noqa: E731
+        ok_slo = all((not slo[n]) or mean(n + "_p99_ms") <= slo[n] for n in ("ttft", "tpot"))
+        pts.append({"wl": wl, "key": key, "x": mean("cost_per_hour"), "y": mean("e2el_p99_ms"),
+                    "over": any(r["over"] for r in rs), "slo": ok_slo})
     if len({p["x"] for p in pts}) < 2:
         notes.append("Cost-latency Pareto: every run has the same cost (vary cluster, planner or tp).")
         return
-    rates = sorted({p["rate"] for p in pts if p["rate"] is not None})
-    if len(rates) > 4:
-        rates = [rates[int(round(i * (len(rates) - 1) / 3))] for i in range(4)]
-    rates = rates or [None]
-    fig, axes = plt.subplots(1, len(rates), figsize=(4.2 * len(rates) + 1, 4.4), squeeze=False)
-    # Colour: planner and policy (what the front compares); marker: cluster.
-    def kind(p):
-        return "%s / %s" % (p["cfg"].get("planner", "?"), p["cfg"].get("policy", "?"))
-    kinds = sorted({kind(p) for p in pts})
-    clusters = sorted({str(p["cfg"].get("cluster", "?")) for p in pts})
-    cmap = plt.get_cmap("tab10")
-    markers = "osD^v<>ph*"
-    for ax, rate in zip(axes[0], rates):
-        sel = [p for p in pts if p["rate"] == rate]
+    # Panels: the workloads and rates where the cost varies, at most six.
+    panels = sorted({p["wl"] for p in pts}, key=lambda w: (w[0], float(w[1]) if w[1] != "?" else 0))
+    panels = [w for w in panels if len({p["x"] for p in pts if p["wl"] == w}) > 1] or panels
+    if len(panels) > 6:
+        panels = [panels[int(round(i * (len(panels) - 1) / 5))] for i in range(6)]
+    ncols = min(3, len(panels))
+    nrows = (len(panels) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols + 0.6, 4.0 * nrows), squeeze=False)
+    keys = sorted({p["key"] for p in pts})
+    cmap = plt.get_cmap("tab10" if len(keys) <= 10 else "tab20")
+    col = {k: cmap(i % cmap.N) for i, k in enumerate(keys)}
+    for i, wl in enumerate(panels):
+        ax = axes[i // ncols][i % ncols]
+        sel = [p for p in pts if p["wl"] == wl]
         for p in sel:
-            ax.scatter(p["x"], p["y"], color=cmap(kinds.index(kind(p)) % 10),
-                       marker=markers[clusters.index(str(p["cfg"].get("cluster", "?"))) % len(markers)],
-                       s=30, alpha=0.85)
-        # Non-dominated (both minimised): the lowest latency at each cost.
+            good = not p["over"] and p["slo"]
+            ax.scatter(p["x"], p["y"], s=34, marker="o" if not p["over"] else "X",
+                       facecolors=col[p["key"]] if good else "none", edgecolors=col[p["key"]],
+                       linewidths=1.2)
+        # Non-dominated (both minimised) among the usable points.
         front, best = [], math.inf
-        for p in sorted(sel, key=lambda p: (p["x"], p["y"])):
+        for p in sorted((p for p in sel if not p["over"] and p["slo"]), key=lambda p: (p["x"], p["y"])):
             if p["y"] < best:
                 best = p["y"]
                 front.append(p)
+        DATA.setdefault("pareto", []).append({
+            "workload": wl[0], "rate": wl[1],
+            "points": [{"series": label(p["key"]).replace("\n", " "), "cost_per_hour": p["x"],
+                        "e2el_p99_ms": p["y"], "overloaded": p["over"], "meets_slo": p["slo"]} for p in sel],
+            "front": [label(p["key"]).replace("\n", " ") for p in front]})
         if front:
             ax.step([p["x"] for p in front], [p["y"] for p in front], where="post", color="black", lw=1.2)
         ax.set_yscale("log")
         ax.set_xlabel("deployment cost ($/h)")
         ax.set_ylabel("p99 end-to-end latency (ms)")
-        ax.set_title("rate %s req/s" % ("%.3g" % rate if rate is not None else "?"))
+        ax.set_title("%s @ %s req/s" % wl, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-    handles = [plt.Line2D([], [], ls="", marker="o", color=cmap(i % 10), label="planner/policy " + k)
-               for i, k in enumerate(kinds)]
-    handles += [plt.Line2D([], [], ls="", marker=markers[i % len(markers)], color="gray", label="cluster " + cl)
-                for i, cl in enumerate(clusters[:10])]
+    for j in range(len(panels), nrows * ncols):
+        axes[j // ncols][j % ncols].set_visible(False)
+    handles = [plt.Line2D([], [], ls="", marker="o", color=col[k], label=label(k)) for k in keys[:20]]
+    handles.append(plt.Line2D([], [], ls="", marker="o", mfc="none", color="gray",
+                              label="outside the SLO (hollow)"))
+    handles.append(plt.Line2D([], [], ls="", marker="X", mfc="none", color="gray", label="overloaded (X)"))
     handles.append(plt.Line2D([], [], color="black", label="Pareto front"))
-    axes[0][0].legend(handles=handles, fontsize=7, loc="best")
+    over = sum(p["over"] for p in pts)
     save(fig, out, "pareto", fmt, figs,
-         "Cost versus p99 end-to-end latency (mean over seeds), one panel per request rate; colour = "
-         "planner/policy, marker = cluster; the black step is the non-dominated front.")
+         "Cost versus p99 end-to-end latency (mean over seeds), one panel per workload and offered rate; "
+         "one colour per series. Hollow: p99 TTFT/TPOT outside the SLO; X: overloaded (queueing delay "
+         "still growing: the later half of the arrivals waits over twice as long as the earlier half "
+         "plus %g s, or over 1%% dropped; %d points). The black step is the non-dominated front of the "
+         "remaining points." % (QUEUE_SLACK_S, over), handles=handles)
 
 
-def fig_timeseries(con, runs, groups, out, fmt, figs, notes):
+def fig_timeseries(con, runs, groups, label, out, fmt, figs, notes):
     if not has_table(con, "samples"):
         notes.append("Utilisation/KV over time: this database predates table samples.")
         return
@@ -336,8 +546,8 @@ def fig_timeseries(con, runs, groups, out, fmt, figs, notes):
                               label="replica %d" % rep)
             axes[1][col].plot([s[1] for s in sel], [100 * s[3] for s in sel], lw=0.9, color=cmap(i % cmap.N),
                               label="replica %d" % rep)
-        title = "run %d: %s @ %.3g req/s" % (r["id"], series_label(series_key(r)), r["rate"] or 0)
-        axes[0][col].set_title(title, fontsize=9)
+        title = "run %d: %s @ %.3g req/s" % (r["id"], label(series_key(r)).replace("\n", " "), r["rate"] or 0)
+        axes[0][col].set_title("\n".join(textwrap.wrap(title, 60)), fontsize=9)
         axes[0][col].set_ylabel("utilisation (busy fraction)")
         axes[0][col].set_ylim(-0.02, 1.05)
         axes[1][col].set_ylabel("KV cache used (%)")
@@ -392,7 +602,7 @@ def fig_validation(con, runs, out, fmt, figs, notes):
          "Predicted (simulator) versus measured (executor) iteration times, one point per iteration.")
 
 
-def write_html(out, db, sweep, runs, figs, notes):
+def write_html(out, db, sweep, runs, figs, notes, slo):
     cols = ["request_throughput", "goodput", "slo_attainment", "ttft_p99_ms", "tpot_p99_ms",
             "e2el_p99_ms", "cost_per_hour"]
     p = []
@@ -403,6 +613,12 @@ def write_html(out, db, sweep, runs, figs, notes):
     p.append("<h1>hetsim report</h1>")
     p.append("<p>database <code>%s</code>%s: %d runs.</p>" % (
         html.escape(db), (", sweep <code>%s</code>" % html.escape(sweep)) if sweep else "", len(runs)))
+    p.append("<p>SLO targets drawn: TTFT %s, TPOT %s. Offered rates of timed traces are measured "
+             "on their arrivals (the trace's rate times workload.time_scale)%s.</p>" % (
+                 "%g ms" % slo["ttft"] if slo["ttft"] else "none", "%g ms" % slo["tpot"] if slo["tpot"] else "none",
+                 "; approximated by arrivals over the makespan for runs %s (no request rows)" %
+                 ", ".join(str(r["id"]) for r in runs if r["approx"]) if any(r["approx"] for r in runs) else ""))
+    p.append("<p id='imgcheck'></p>")
     p.append("<ul>" + "".join("<li><a href='#%s'>%s</a></li>" % (html.escape(f), html.escape(f))
                               for f, _ in figs) + "<li><a href='#runs'>runs</a></li></ul>")
     for f, cap in figs:
@@ -419,6 +635,15 @@ def write_html(out, db, sweep, runs, figs, notes):
     p.append("</table>")
     if len(runs) > 1000:
         p.append("<p>(first 1000 of %d runs)</p>" % len(runs))
+    # A broken image (a figure missing or unreadable) is named on the page;
+    # the headless-browser test reads the verdict from data-images.
+    p.append("<script>window.addEventListener('load', function () {"
+             "var imgs = document.images, bad = [];"
+             "for (var i = 0; i < imgs.length; i++)"
+             "  if (!imgs[i].complete || imgs[i].naturalWidth === 0) bad.push(imgs[i].alt);"
+             "document.body.setAttribute('data-images', bad.length ? 'broken ' + bad.join(' ') : 'ok ' + imgs.length);"
+             "if (bad.length) document.getElementById('imgcheck').textContent = 'Figures that did not load: ' + bad.join(', ');"
+             "});</script>")
     p.append("</body></html>")
     with open(os.path.join(out, "index.html"), "w") as fp:
         fp.write("\n".join(p))
@@ -430,6 +655,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--sweep", default="")
     ap.add_argument("--format", default="png", choices=("png", "svg"))
+    ap.add_argument("--slo-ttft", type=float, default=None, help="TTFT target (ms) drawn; 0: none")
+    ap.add_argument("--slo-tpot", type=float, default=None, help="TPOT target (ms) drawn; 0: none")
     a = ap.parse_args()
     try:
         con = connect(a.db)
@@ -444,14 +671,21 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     groups = group_series(runs)
     colors = color_map(groups)
+    label = make_labeler(groups)
+    slo = slo_targets(runs, a)
+    mark_overloaded(con, runs)
     figs, notes = [], []
-    fig_cdf(con, groups, colors, a.out, a.format, figs, notes)
-    fig_rate_latency(runs, groups, colors, a.out, a.format, figs, notes)
-    fig_rate_goodput(runs, groups, colors, a.out, a.format, figs, notes)
-    fig_pareto(runs, a.out, a.format, figs, notes)
-    fig_timeseries(con, runs, groups, a.out, a.format, figs, notes)
+    fig_cdf(con, groups, colors, label, slo, a.out, a.format, figs, notes)
+    fig_rate_latency(runs, groups, colors, label, slo, a.out, a.format, figs, notes)
+    fig_rate_goodput(runs, groups, colors, label, a.out, a.format, figs, notes)
+    fig_pareto(runs, label, slo, a.out, a.format, figs, notes)
+    fig_timeseries(con, runs, groups, label, a.out, a.format, figs, notes)
     fig_validation(con, runs, a.out, a.format, figs, notes)
-    write_html(a.out, a.db, a.sweep, runs, figs, notes)
+    write_html(a.out, a.db, a.sweep, runs, figs, notes, slo)
+    DATA.update({"runs": len(runs), "slo_ms": slo, "figures": [f for f, _ in figs], "not_drawn": notes,
+                 "offered_rate": {str(r["id"]): r["rate"] for r in runs}})
+    with open(os.path.join(a.out, "report.json"), "w") as fp:
+        json.dump(DATA, fp, indent=1, sort_keys=True)
     print("hetsim report: %d figures for %d runs in %s/index.html" % (len(figs), len(runs), a.out))
     for n in notes:
         print("hetsim report: not drawn: " + n)

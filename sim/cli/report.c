@@ -18,18 +18,25 @@
 static void report_usage(FILE *fp)
 {
     fprintf(fp,
-            "usage: hetsim report [--db FILE] [--out DIR] [--sweep NAME] [--format png|svg] [--require]\n"
+            "usage: hetsim report [--db FILE] [--out DIR] [--sweep NAME] [--format png|svg]\n"
+            "                     [--slo-ttft MS] [--slo-tpot MS] [--require]\n"
             "\n"
-            "Draws from a results database: latency CDFs; TTFT, TPOT, goodput and SLO\n"
-            "attainment versus request rate; cost-latency Pareto fronts; per-replica\n"
+            "Draws from a results database: TTFT, TPOT and E2E latency CDFs; TTFT, TPOT,\n"
+            "goodput and SLO attainment versus offered rate (workload.rate x time_scale, or\n"
+            "a trace's measured arrival rate); cost-latency Pareto fronts per workload and\n"
+            "rate (overloaded and SLO-missing points marked, off the front); per-replica\n"
             "utilisation and KV use over time (table samples); predicted versus measured\n"
-            "iteration times (table validations).  Writes DIR/*.png (or .svg) and\n"
-            "DIR/index.html linking them.\n"
+            "iteration times (table validations).  Series are labelled by the runs'\n"
+            "--label, else by the keys that differ between them.  Writes DIR/*.png (or\n"
+            ".svg) and DIR/index.html linking them.\n"
             "\n"
             "  --db FILE       results database (default results/hetsim.db)\n"
             "  --out DIR       output folder (default results/report)\n"
             "  --sweep NAME    only the cases of this sweep (default: every run)\n"
             "  --format F      png (default) or svg\n"
+            "  --slo-ttft MS   TTFT target drawn on the latency panels (default: the runs'\n"
+            "                  slo.ttft_ms when they share one; 0: none)\n"
+            "  --slo-tpot MS   TPOT target, likewise (slo.tpot_ms)\n"
             "  --require       exit 3 when matplotlib is missing (default: skip with a notice)\n"
             "\n"
             "Environment: HS_PYTHON (interpreter, default /usr/bin/python3),\n"
@@ -60,6 +67,7 @@ static int run_child(char *const argv[], int quiet)
 int hs_cli_report(int argc, char **argv)
 {
     const char *db = "results/hetsim.db", *out = "results/report", *sweep = "", *fmt = "png";
+    const char *slo_ttft = NULL, *slo_tpot = NULL;
     const char *py = getenv("HS_PYTHON"), *script_env = getenv("HS_REPORT_SCRIPT");
     char script[1200];
     int require = 0, rc;
@@ -74,7 +82,8 @@ int hs_cli_report(int argc, char **argv)
             require = 1;
             continue;
         }
-        if (strcmp(a, "--db") && strcmp(a, "--out") && strcmp(a, "--sweep") && strcmp(a, "--format")) {
+        if (strcmp(a, "--db") && strcmp(a, "--out") && strcmp(a, "--sweep") && strcmp(a, "--format") &&
+            strcmp(a, "--slo-ttft") && strcmp(a, "--slo-tpot")) {
             fprintf(stderr, "hetsim: unknown option \"%s\" (see hetsim report --help)\n", a);
             return 2;
         }
@@ -86,7 +95,23 @@ int hs_cli_report(int argc, char **argv)
         if (!strcmp(a, "--db")) db = v;
         else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--sweep")) sweep = v;
+        else if (!strcmp(a, "--slo-ttft")) slo_ttft = v;
+        else if (!strcmp(a, "--slo-tpot")) slo_tpot = v;
         else fmt = v;
+    }
+    for (int k = 0; k < 2; k++) {
+        const char *v = k ? slo_tpot : slo_ttft;
+        char *end;
+        double x;
+        if (!v) continue;
+        errno = 0;
+        x = strtod(v, &end);
+        /* Checked here, so a bad value is one line, not a Python usage dump. */
+        if (end == v || *end || errno || !(x >= 0 && x <= 1e9)) {
+            fprintf(stderr, "hetsim: %s: \"%s\" is not a number of ms in [0, 1e9]\n",
+                    k ? "--slo-tpot" : "--slo-ttft", v);
+            return 2;
+        }
     }
     if (strcmp(fmt, "png") && strcmp(fmt, "svg")) {
         fprintf(stderr, "hetsim: --format: \"%s\" is not png or svg\n", fmt);
@@ -112,8 +137,18 @@ int hs_cli_report(int argc, char **argv)
         }
     }
     {
-        char *args[] = {(char *)py, script, "--db", (char *)db, "--out", (char *)out, "--sweep",
-                        (char *)sweep, "--format", (char *)fmt, NULL};
+        char *args[16] = {(char *)py, script, "--db", (char *)db, "--out", (char *)out, "--sweep",
+                          (char *)sweep, "--format", (char *)fmt, NULL};
+        int na = 10;
+        if (slo_ttft) {
+            args[na++] = "--slo-ttft";
+            args[na++] = (char *)slo_ttft;
+        }
+        if (slo_tpot) {
+            args[na++] = "--slo-tpot";
+            args[na++] = (char *)slo_tpot;
+        }
+        args[na] = NULL;
         rc = run_child(args, 0);
     }
     if (rc != 0) {

@@ -5,7 +5,7 @@
  * exact: sorted with gsl_sort_int and read with
  * gsl_stats_int_quantile_from_sorted_data, i.e. linear interpolation between
  * order statistics (numpy's default), which is how the figures in
- * shared/data/README.md were computed.  rate = 1 / mean gap =
+ * docs/DATA.md were computed.  rate = 1 / mean gap =
  * (count - 1) / duration. */
 #include "workload/workload_int.h"
 

@@ -1,5 +1,5 @@
 /* hetis.h - Hetis's runtime side (the `hetis` policy, policy.c): head-level attention offload, per
- * replica (Hetis §4-§5; ../shared/notes/hetis.md).
+ * replica (Hetis paper, §4-§5).
  *
  * A Hetis replica is an ordinary replica (its GPUs are the Primary workers:
  * dense modules, prefill, their share of decode attention) plus Attention
