@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/conf.h"
+#include "core/str.h"
 #include "plan/plan.h"
 
 static const hs_field top_fields[] = {
@@ -150,9 +151,17 @@ static int cfg_set(hs_run_cfg *c, const char *kv, const char *where, hs_err *err
             if (hs_conf_find(hs_engine_cfg_fields, sub))
                 return hs_conf_set(&c->engine, hs_engine_cfg_fields, sub, eq + 1, w, err);
             rc = hs_policies_opt_set(c->popts, sub, eq + 1, w, err);
-            if (rc == HS_ENOTFOUND)
-                return hs_errf(err, HS_EINVAL, "%s: unknown key \"%s\" (hetsim run --help lists the engine's and the policies' keys)",
-                               w, sub);
+            if (rc == HS_ENOTFOUND) {
+                /* Candidates: the engine's keys and every policy's. */
+                const char *names[512];
+                char dym[160];
+                int nn = 0;
+                for (const hs_field *f = hs_engine_cfg_fields; f->key && nn < 512; f++) names[nn++] = f->key;
+                for (int i = 0; hs_policies[i]; i++)
+                    for (const hs_field *f = hs_policies[i]->opts; f && f->key && nn < 512; f++) names[nn++] = f->key;
+                return hs_errf(err, HS_EINVAL, "%s: unknown key \"%s\"%s (hetsim run --help lists the engine's and the policies' keys)",
+                               w, sub, hs_str_did_you_mean(dym, sizeof dym, sub, names, nn));
+            }
             return rc;
         }
         if (sn == 4 && !strncmp(key, "perf", 4))
@@ -163,7 +172,13 @@ static int cfg_set(hs_run_cfg *c, const char *kv, const char *where, hs_err *err
             int rc = hs_workload_set(&c->workload, sub, eq + 1, err);
             return rc ? hs_err_prefix(err, "%s: ", where) : 0;
         }
-        return hs_errf(err, HS_EINVAL, "%s %s: unknown section (workload, engine, perf, slo)", where, key);
+        {
+            static const char *const secs[] = {"workload", "engine", "perf", "slo"};
+            char sec[64], dym[160];
+            snprintf(sec, sizeof sec, "%.*s", (int)sn, key);
+            return hs_errf(err, HS_EINVAL, "%s %s: unknown section%s (workload, engine, perf, slo)", where, key,
+                           hs_str_did_you_mean(dym, sizeof dym, sec, secs, 4));
+        }
     }
     return hs_conf_set(c, top_fields, key, eq + 1, where, err);
 }

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/str.h"
+
 int hs_planner_opts(const hs_planner_ops *p, const char *text, void *blob, hs_err *err)
 {
     char buf[1024], *save = NULL, *tok, where[96];
@@ -23,12 +25,16 @@ int hs_planner_opts(const hs_planner_ops *p, const char *text, void *blob, hs_er
         if (!eq) return hs_errf(err, HS_EINVAL, "plan_opts: \"%s\" is not key=value", tok);
         *eq = 0;
         if (!hs_conf_find(p->opts, tok)) {
-            char keys[512];
+            char keys[512], dym[160];
+            const char *names[128];
             size_t n = 0;
+            int nn = 0;
             keys[0] = 0;
             for (const hs_field *f = p->opts; f->key && n < sizeof keys; f++)
                 n += (size_t)snprintf(keys + n, sizeof keys - n, "%s%s", n ? ", " : "", f->key);
-            return hs_errf(err, HS_EINVAL, "plan_opts: %s: unknown key for planner %s (keys: %s)", tok, p->name, keys);
+            for (const hs_field *f = p->opts; f->key && nn < 128; f++) names[nn++] = f->key;
+            return hs_errf(err, HS_EINVAL, "plan_opts: %s: unknown key for planner %s%s (keys: %s)", tok, p->name,
+                           hs_str_did_you_mean(dym, sizeof dym, tok, names, nn), keys);
         }
         if ((rc = hs_conf_set(blob, p->opts, tok, eq + 1, where, err))) return rc;
     }
