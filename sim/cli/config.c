@@ -6,6 +6,8 @@
 
 #include "core/conf.h"
 #include "core/str.h"
+#include "hw/hw.h"
+#include "llm/model.h"
 #include "plan/plan.h"
 
 static const hs_field top_fields[] = {
@@ -351,4 +353,36 @@ void hs_run_cfg_help(FILE *fp)
     fprintf(fp, "  %-28s %-22s %s\n", "workload.window_start/end", "0", "trace: seconds from the first request");
     fprintf(fp, "  %-28s %-22s %s\n", "workload.time_scale", "1", "2 = arrivals twice as fast");
     fprintf(fp, "  %-28s %-22s %s\n", "workload.fit_context", "0", "tokens: shorten prompts so prompt + output fits (Vidur's rule), 0: off");
+}
+
+int hs_run_cfg_check(const hs_run_cfg *c, hs_err *err)
+{
+    const char *names[128];
+    char dym[160];
+    int n;
+    hs_model m;
+    int rc;
+    /* A deployment names its own model, cluster and maybe policy. */
+    if (!c->deployment[0]) {
+        if (!hs_policy_find(c->policy)) {
+            for (n = 0; n < 128 && hs_policies[n]; n++) names[n] = hs_policies[n]->name;
+            return hs_errf(err, HS_ENOTFOUND, "policy: unknown policy \"%s\"%s (see hetsim list policies)", c->policy,
+                           hs_str_did_you_mean(dym, sizeof dym, c->policy, names, n));
+        }
+        if (!hs_planner_find(c->planner)) {
+            for (n = 0; n < 128 && hs_planners[n]; n++) names[n] = hs_planners[n]->name;
+            return hs_errf(err, HS_ENOTFOUND, "planner: unknown planner \"%s\"%s (see hetsim list planners)",
+                           c->planner, hs_str_did_you_mean(dym, sizeof dym, c->planner, names, n));
+        }
+        if ((rc = hs_model_find(&m, c->model, err))) return rc;
+        if ((rc = hs_cluster_check(c->cluster, err))) return rc;
+    }
+    if (!hs_router_find(c->router)) {
+        for (n = 0; n < 128 && hs_routers[n]; n++) names[n] = hs_routers[n]->name;
+        return hs_errf(err, HS_ENOTFOUND, "router: unknown router \"%s\"%s", c->router,
+                       hs_str_did_you_mean(dym, sizeof dym, c->router, names, n));
+    }
+    if (!hs_perf_find(c->perf.model))
+        return hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", c->perf.model);
+    return 0;
 }

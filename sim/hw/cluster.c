@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/conf.h"
 #include "hw/hw.h"
@@ -293,6 +294,7 @@ static int term_num(const char **p, long max, long *v)
  * filled in from the GPUs' defaults, and goes through the same builder. */
 static int shorthand(hs_cluster **out, const char *spec, hs_err *err)
 {
+    /* out NULL: check the shorthand only, build nothing. */
     cJSON *root = NULL, *nodes;
     char desc[1024] = "shorthand:";
     double inter_bw = 0, inter_lat = 0;
@@ -362,7 +364,7 @@ static int shorthand(hs_cluster **out, const char *spec, hs_err *err)
         !cJSON_AddNumberToObject(root, "inter_bw_gbs", inter_bw) ||
         !cJSON_AddNumberToObject(root, "inter_latency_us", inter_lat))
         goto nomem;
-    {
+    if (out) {
         char where[128];
         snprintf(where, sizeof where, "cluster \"%s\"", spec);
         rc = cluster_build(out, root, where, err);
@@ -380,18 +382,29 @@ out:
     return rc;
 }
 
-int hs_cluster_find(hs_cluster **out, const char *name, hs_err *err)
+static int cluster_find(hs_cluster **out, const char *name, hs_err *err)
 {
     char path[1024], dym[160];
     int rc;
-    *out = NULL;
+    if (out) *out = NULL;
     if (hs_cluster_is_shorthand(name)) return shorthand(out, name, err);
     rc = hs_resolve(path, sizeof path, "profiles/clusters", name, err);
     if (rc) return rc;
-    rc = hs_cluster_load(out, path, err);
+    if (out) rc = hs_cluster_load(out, path, err);
+    else if (access(path, R_OK)) rc = HS_EIO;
     if (rc == HS_EIO)
         return hs_errf(err, HS_ENOTFOUND, "unknown cluster \"%s\"%s (no %s; see `hetsim list clusters`, or "
                        "a shorthand such as 4x8xh100-sxm-80g)",
                        name, hs_suggest_file(dym, sizeof dym, "profiles/clusters", name), path);
     return rc;
+}
+
+int hs_cluster_find(hs_cluster **out, const char *name, hs_err *err)
+{
+    return cluster_find(out, name, err);
+}
+
+int hs_cluster_check(const char *name, hs_err *err)
+{
+    return cluster_find(NULL, name, err);
 }

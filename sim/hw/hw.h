@@ -74,6 +74,9 @@ int hs_cluster_load(hs_cluster **out, const char *path, hs_err *err);
  * latency.  The cluster's name is the shorthand itself, so a deployment
  * naming it finds it again.  A file JSON node may also say "repeat": N. */
 int hs_cluster_find(hs_cluster **out, const char *name, hs_err *err);
+/* Checks that hs_cluster_find would find `name` (a shorthand's GPUs, a
+ * file's presence) without building it; same errors. */
+int hs_cluster_check(const char *name, hs_err *err);
 /* 1 when name has the shorthand's form (it may still be invalid). */
 int hs_cluster_is_shorthand(const char *name);
 void hs_cluster_destroy(hs_cluster *c);
