@@ -784,6 +784,37 @@ fail:
     return hs_cli_exit_code(rc);
 }
 
+/* "plan: 2 prefill + 4 decode replicas" for a disaggregated plan. */
+static void plan_roles(const hs_deploy *d)
+{
+    char names[8][16];
+    int count[8], n = 0;
+    for (int32_t i = 0; i < d->n; i++) {
+        int k = 0;
+        while (k < n && strcmp(names[k], d->r[i].role)) k++;
+        if (k == n && n < 8) {
+            snprintf(names[n], sizeof names[n], "%s", d->r[i].role);
+            count[n++] = 0;
+        }
+        if (k < n) count[k]++;
+    }
+    if (n < 2) return;
+    fprintf(stderr, "plan: roles:");
+    for (int k = 0; k < n; k++) fprintf(stderr, "%s %d %s", k ? " +" : "", count[k], names[k]);
+    fprintf(stderr, "\n");
+}
+
+/* The workload's lengths the planners plan for, one line. */
+static void plan_lengths(const hs_run_cfg *cfg)
+{
+    hs_plan_lengths L;
+    hs_err e = {0};
+    if (hs_plan_lengths_get(&cfg->workload, &L, &e)) return;  /* the planner reports it */
+    fprintf(stderr, "plan: workload lengths (%lld requests): prompt mean %.0f p50 %.0f p90 %.0f p99 %.0f; "
+            "output mean %.0f p50 %.0f p90 %.0f p99 %.0f tokens\n",
+            (long long)L.n, L.in_mean, L.in_p50, L.in_p90, L.in_p99, L.out_mean, L.out_p50, L.out_p90, L.out_p99);
+}
+
 int hs_cli_plan(int argc, char **argv)
 {
     hs_run_cfg cfg;
@@ -793,6 +824,7 @@ int hs_cli_plan(int argc, char **argv)
     char *txt;
     int rc = parse_args(argc, argv, "plan", &cfg, &o, &err);
     if (rc == 1) return 0;
+    if (!rc && !o.quiet && !cfg.deployment[0]) plan_lengths(&cfg);
     if (!rc) rc = setup_build(&s, &cfg, 1, &err);
     if (rc) {
         fprintf(stderr, "hetsim: %s\n", err.msg);
@@ -815,9 +847,10 @@ int hs_cli_plan(int argc, char **argv)
         for (int32_t i = 0; i < s.deploy.n; i++) {
             char gpus[1024];
             hs_layout_gpus_str(&s.replicas[i].layout, s.cluster, gpus, sizeof gpus);
-            fprintf(stderr, "replica %d: %s, %lld KV blocks, $%.2f/h\n", i, gpus,
+            fprintf(stderr, "replica %d: %s, %s, %lld KV blocks, $%.2f/h\n", i, s.deploy.r[i].role, gpus,
                     (long long)s.replicas[i].kv_blocks, s.replicas[i].price_per_hour);
         }
+        plan_roles(&s.deploy);
     }
     setup_free(&s);
     return 0;
