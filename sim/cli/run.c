@@ -824,8 +824,9 @@ int hs_cli_plan(int argc, char **argv)
     char *txt;
     int rc = parse_args(argc, argv, "plan", &cfg, &o, &err);
     if (rc == 1) return 0;
-    if (!rc && !o.quiet && !cfg.deployment[0]) plan_lengths(&cfg);
     if (!rc) rc = setup_build(&s, &cfg, 1, &err);
+    /* after the plan: bad input stays one line */
+    if (!rc && !o.quiet && !cfg.deployment[0]) plan_lengths(&cfg);
     if (rc) {
         fprintf(stderr, "hetsim: %s\n", err.msg);
         return hs_cli_exit_code(rc);

@@ -35,8 +35,8 @@ int hs_planner_opts(const hs_planner_ops *p, const char *text, void *blob, hs_er
             for (const hs_field *f = p->opts; f->key && n < sizeof keys; f++)
                 n += (size_t)snprintf(keys + n, sizeof keys - n, "%s%s", n ? ", " : "", f->key);
             for (const hs_field *f = p->opts; f->key && nn < 128; f++) names[nn++] = f->key;
-            return hs_errf(err, HS_EINVAL, "plan_opts: %s: unknown key for planner %s%s (keys: %s)", tok, p->name,
-                           hs_str_did_you_mean(dym, sizeof dym, tok, names, nn), keys);
+            return hs_errf(err, HS_EINVAL, "plan_opts: %s: unknown key for planner %s (keys: %s)%s", tok, p->name,
+                           keys, hs_str_did_you_mean(dym, sizeof dym, tok, names, nn));
         }
         if ((rc = hs_conf_set(blob, p->opts, tok, eq + 1, where, err))) return rc;
     }
