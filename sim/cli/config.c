@@ -384,5 +384,13 @@ int hs_run_cfg_check(const hs_run_cfg *c, hs_err *err)
     }
     if (!hs_perf_find(c->perf.model))
         return hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", c->perf.model);
+    /* Opening the workload checks its settings and its trace's header;
+     * nothing is read past that. */
+    {
+        hs_source *src = NULL;
+        rc = hs_source_open(&src, &c->workload, err);
+        hs_source_close(src);
+        if (rc) return rc;
+    }
     return 0;
 }

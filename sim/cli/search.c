@@ -266,11 +266,18 @@ typedef struct rank_ctx {
 } rank_ctx;
 static rank_ctx g_rank;
 
-/* Total order: lower x, then lower y (NaN last), then case order. */
+/* Costs equal to 9 significant digits are a tie: $/h summed over replicas
+ * in a different order differs in the last bits. */
+static double cost_key(double x)
+{
+    return isnan(x) ? x : round_sig(x, 9);
+}
+
+/* Total order: lower x (cost_key), then lower y (NaN last), then case order. */
 static int cmp_rank(const void *pa, const void *pb)
 {
     int a = *(const int *)pa, b = *(const int *)pb;
-    double xa = g_rank.x[a], xb = g_rank.x[b], ya = g_rank.y[a], yb = g_rank.y[b];
+    double xa = cost_key(g_rank.x[a]), xb = cost_key(g_rank.x[b]), ya = g_rank.y[a], yb = g_rank.y[b];
     if (xa != xb) return xa < xb ? -1 : 1;
     if (isnan(ya) != isnan(yb)) return isnan(ya) ? 1 : -1;
     if (!isnan(ya) && ya != yb) return ya < yb ? -1 : 1;
@@ -319,7 +326,8 @@ static int report_cheapest(hs_sweep *s, char **gkey, const double *x, const doub
             int i = ord[r];
             char rank[16];
             /* '=' marks a tie on the cost, decided by --y then case order */
-            int tie = (r > 0 && x[ord[r - 1]] == x[i]) || (r + 1 < m && x[ord[r + 1]] == x[i]);
+            int tie = (r > 0 && cost_key(x[ord[r - 1]]) == cost_key(x[i])) ||
+                      (r + 1 < m && cost_key(x[ord[r + 1]]) == cost_key(x[i]));
             snprintf(rank, sizeof rank, "%d%s", r + 1, tie ? "=" : "");
             printf("  %-5s %14.6g %14.6g", rank, x[i], y[i]);
             for (int k = 0; k < n_nd; k++)
@@ -332,9 +340,9 @@ static int report_cheapest(hs_sweep *s, char **gkey, const double *x, const doub
             printf("  %s\n", hs_sweep_case_text(s, i)[0] ? hs_sweep_case_text(s, i) : "(base)");
         }
         if (m > top) printf("  ... %d more meet the target (--top)\n", m - top);
-        if (m > 1 && x[ord[0]] == x[ord[1]]) {
+        if (m > 1 && cost_key(x[ord[0]]) == cost_key(x[ord[1]])) {
             int t = 2;
-            while (t < m && x[ord[t]] == x[ord[0]]) t++;
+            while (t < m && cost_key(x[ord[t]]) == cost_key(x[ord[0]])) t++;
             printf("  tie: %d cases cost %g; ranked by %s, then case order\n", t, x[ord[0]], my);
         }
         if (m)
