@@ -48,7 +48,7 @@ int hs_sweepdb_merge(hs_db *db, const char *src, const hs_case_row *c,
 
 /* Table sweep_members (sweep, case_key, idx, params): every sweep that
  * asked for a case, so a case stored by one sweep and reused by another
- * belongs to both (INV-SWEEP-3).  Created on first use; an older database
+ * belongs to both (INV-SWEEP-4). Created on first use; an older database
  * gets one row per stored case, its storing sweep, in the same
  * transaction.  Call once after opening, before the functions below. */
 int hs_sweepdb_members_init(hs_db *db, hs_err *err);
