@@ -210,7 +210,7 @@ static int cluster_build(hs_cluster **out, const cJSON *root, const char *path, 
                     intra_bw[ni] = intra_bw[ni - r];
                     intra_lat[ni] = intra_lat[ni - r];
                 }
-                if (rep > 1) snprintf(c->node_name[ni], sizeof c->node_name[ni], "%.20s-%ld", nm, r);
+                if (rep > 1) snprintf(c->node_name[ni], sizeof c->node_name[ni], "%.18s-%d", nm, (int)r);
                 else memcpy(c->node_name[ni], nm, sizeof nm);
                 for (long q = 0; q < cnt; q++, g++) {
                     c->gpu_type[g] = t;
