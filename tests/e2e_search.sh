@@ -52,15 +52,22 @@ fi
 hs_run 3 "cheapest: none meets (exit 3)" search cheapest "${cand[@]}" --need 'ttft_p99_ms<=1'
 check_grep "cheapest: says none" "$T/out" "no case meets"
 if hs_run 0 "pareto" search pareto "${cand[@]}"; then
-    # Recompute the front in SQL: no other candidate at most as costly and
-    # at most as slow, strictly better in one.
+    # Recompute the front in SQL: among the candidates meeting the target
+    # (--need defaults to slo_attainment>=0.9), no other at most as costly
+    # and at most as slow, strictly better in one.
     want=$(q "$T/c.db" "with m as (select c.idx i, p.value x, l.value y from sweep_cases c
                  join summary p on p.run = c.run and p.metric = 'cost_per_hour'
-                 join summary l on l.run = c.run and l.metric = 'e2el_p99_ms')
+                 join summary l on l.run = c.run and l.metric = 'e2el_p99_ms'
+                 join summary a on a.run = c.run and a.metric = 'slo_attainment' and a.value >= 0.9)
                select count(*) from m a where not exists (select 1 from m b where b.i != a.i
                  and b.x <= a.x and b.y <= a.y and (b.x < a.x or b.y < a.y))")
     check_grep "pareto: front size matches SQL ($want)" "$T/out" "^pareto: $want of 6 cases"
     check_eq "pareto: stars match" "$(grep -c ' \*$' "$T/out")" "$want"
+fi
+# pareto honours --need: nothing meets an impossible target, so no front
+if hs_run 0 "pareto: --need honoured" search pareto "${cand[@]}" --need 'ttft_p99_ms<=1'; then
+    check_grep "pareto: none on the front" "$T/out" "^pareto: 0 of 6 cases"
+    check_eq "pareto: no star" "$(grep -c ' \*$' "$T/out")" 0
 fi
 hs_run 2 "bad --need" search capacity --need 'goodput=3' --db "$T/x.db"
 check_grep "bad --need: says how" "$T/err" "METRIC>=VALUE"

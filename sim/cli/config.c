@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "core/conf.h"
+#include "core/str.h"
+#include "hw/hw.h"
+#include "llm/model.h"
 #include "plan/plan.h"
 
 static const hs_field top_fields[] = {
@@ -150,9 +153,17 @@ static int cfg_set(hs_run_cfg *c, const char *kv, const char *where, hs_err *err
             if (hs_conf_find(hs_engine_cfg_fields, sub))
                 return hs_conf_set(&c->engine, hs_engine_cfg_fields, sub, eq + 1, w, err);
             rc = hs_policies_opt_set(c->popts, sub, eq + 1, w, err);
-            if (rc == HS_ENOTFOUND)
-                return hs_errf(err, HS_EINVAL, "%s: unknown key \"%s\" (hetsim run --help lists the engine's and the policies' keys)",
-                               w, sub);
+            if (rc == HS_ENOTFOUND) {
+                /* Candidates: the engine's keys and every policy's. */
+                const char *names[512];
+                char dym[160];
+                int nn = 0;
+                for (const hs_field *f = hs_engine_cfg_fields; f->key && nn < 512; f++) names[nn++] = f->key;
+                for (int i = 0; hs_policies[i]; i++)
+                    for (const hs_field *f = hs_policies[i]->opts; f && f->key && nn < 512; f++) names[nn++] = f->key;
+                return hs_errf(err, HS_EINVAL, "%s: unknown key \"%s\"%s (hetsim run --help lists the engine's and the policies' keys)",
+                               w, sub, hs_str_did_you_mean(dym, sizeof dym, sub, names, nn));
+            }
             return rc;
         }
         if (sn == 4 && !strncmp(key, "perf", 4))
@@ -163,7 +174,13 @@ static int cfg_set(hs_run_cfg *c, const char *kv, const char *where, hs_err *err
             int rc = hs_workload_set(&c->workload, sub, eq + 1, err);
             return rc ? hs_err_prefix(err, "%s: ", where) : 0;
         }
-        return hs_errf(err, HS_EINVAL, "%s %s: unknown section (workload, engine, perf, slo)", where, key);
+        {
+            static const char *const secs[] = {"workload", "engine", "perf", "slo"};
+            char sec[64], dym[160];
+            snprintf(sec, sizeof sec, "%.*s", (int)sn, key);
+            return hs_errf(err, HS_EINVAL, "%s %s: unknown section%s (workload, engine, perf, slo)", where, key,
+                           hs_str_did_you_mean(dym, sizeof dym, sec, secs, 4));
+        }
     }
     return hs_conf_set(c, top_fields, key, eq + 1, where, err);
 }
@@ -336,4 +353,44 @@ void hs_run_cfg_help(FILE *fp)
     fprintf(fp, "  %-28s %-22s %s\n", "workload.window_start/end", "0", "trace: seconds from the first request");
     fprintf(fp, "  %-28s %-22s %s\n", "workload.time_scale", "1", "2 = arrivals twice as fast");
     fprintf(fp, "  %-28s %-22s %s\n", "workload.fit_context", "0", "tokens: shorten prompts so prompt + output fits (Vidur's rule), 0: off");
+}
+
+int hs_run_cfg_check(const hs_run_cfg *c, hs_err *err)
+{
+    const char *names[128];
+    char dym[160];
+    int n;
+    hs_model m;
+    int rc;
+    /* A deployment names its own model, cluster and maybe policy. */
+    if (!c->deployment[0]) {
+        if (!hs_policy_find(c->policy)) {
+            for (n = 0; n < 128 && hs_policies[n]; n++) names[n] = hs_policies[n]->name;
+            return hs_errf(err, HS_ENOTFOUND, "policy: unknown policy \"%s\"%s (see hetsim list policies)", c->policy,
+                           hs_str_did_you_mean(dym, sizeof dym, c->policy, names, n));
+        }
+        if (!hs_planner_find(c->planner)) {
+            for (n = 0; n < 128 && hs_planners[n]; n++) names[n] = hs_planners[n]->name;
+            return hs_errf(err, HS_ENOTFOUND, "planner: unknown planner \"%s\"%s (see hetsim list planners)",
+                           c->planner, hs_str_did_you_mean(dym, sizeof dym, c->planner, names, n));
+        }
+        if ((rc = hs_model_find(&m, c->model, err))) return rc;
+        if ((rc = hs_cluster_check(c->cluster, err))) return rc;
+    }
+    if (!hs_router_find(c->router)) {
+        for (n = 0; n < 128 && hs_routers[n]; n++) names[n] = hs_routers[n]->name;
+        return hs_errf(err, HS_ENOTFOUND, "router: unknown router \"%s\"%s", c->router,
+                       hs_str_did_you_mean(dym, sizeof dym, c->router, names, n));
+    }
+    if (!hs_perf_find(c->perf.model))
+        return hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", c->perf.model);
+    /* Opening the workload checks its settings and its trace's header;
+     * nothing is read past that. */
+    {
+        hs_source *src = NULL;
+        rc = hs_source_open(&src, &c->workload, err);
+        hs_source_close(src);
+        if (rc) return rc;
+    }
+    return 0;
 }

@@ -17,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "cli/config.h"
+#include "core/str.h"
 #include "core/conf.h"
 #include "hw/hw.h"
 #include "llm/model.h"
@@ -66,6 +67,18 @@ static void policies_with(size_t flag, char *buf, size_t cap)
 }
 static const char *planner_name(int i) { return hs_planners[i] ? hs_planners[i]->name : NULL; }
 static const char *router_name(int i) { return hs_routers[i] ? hs_routers[i]->name : NULL; }
+
+/* " (did you mean ...)" for an unknown registered name. */
+static const char *dym_reg(char *buf, size_t cap, const char *(*name)(int), const char *want)
+{
+    const char *names[128];
+    int n = 0;
+    while (n < 128 && name(n)) {
+        names[n] = name(n);
+        n++;
+    }
+    return hs_str_did_you_mean(buf, cap, want, names, n);
+}
 
 /* The registered names, comma-separated, into buf (for messages). */
 static void names_join(const char *(*name)(int), char *buf, size_t cap)
@@ -244,9 +257,10 @@ static int apply_deploy_policy(hs_run_cfg *cfg, const hs_deploy *d, const char *
     char w[1100];
     int rc;
     if (d->policy[0] && !hs_run_cfg_given(cfg, "policy")) {
+        char dym[160];
         if (!hs_policy_find(d->policy))
-            return hs_errf(err, HS_ENOTFOUND, "%s: policy: unknown policy \"%s\" (see hetsim list policies)",
-                           where, d->policy);
+            return hs_errf(err, HS_ENOTFOUND, "%s: policy: unknown policy \"%s\"%s (see hetsim list policies)",
+                           where, d->policy, dym_reg(dym, sizeof dym, policy_name, d->policy));
         snprintf(cfg->policy, sizeof cfg->policy, "%s", d->policy);
     }
     if (!d->engine) return 0;
@@ -291,14 +305,17 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
      * through fail, which frees it */
     s->policy = hs_policy_find(cfg->policy);
     if (!s->policy) {
-        rc = hs_errf(err, HS_ENOTFOUND, "policy: unknown policy \"%s\" (see hetsim list policies)", cfg->policy);
+        char dym[160];
+        rc = hs_errf(err, HS_ENOTFOUND, "policy: unknown policy \"%s\"%s (see hetsim list policies)", cfg->policy,
+                     dym_reg(dym, sizeof dym, policy_name, cfg->policy));
         goto fail;
     }
     s->router = hs_router_find(cfg->router);
     if (!s->router) {
-        char names[256];
+        char names[256], dym[160];
         names_join(router_name, names, sizeof names);
-        rc = hs_errf(err, HS_ENOTFOUND, "router: unknown router \"%s\" (%s)", cfg->router, names);
+        rc = hs_errf(err, HS_ENOTFOUND, "router: unknown router \"%s\"%s (%s)", cfg->router,
+                     dym_reg(dym, sizeof dym, router_name, cfg->router), names);
         goto fail;
     }
     if (!hs_perf_find(cfg->perf.model)) {
@@ -344,7 +361,9 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
         const hs_planner_ops *pl = hs_planner_find(cfg->planner);
         hs_plan_req pr;
         if (!pl) {
-            rc = hs_errf(err, HS_ENOTFOUND, "planner: unknown planner \"%s\" (see hetsim list planners)", cfg->planner);
+            char dym[160];
+            rc = hs_errf(err, HS_ENOTFOUND, "planner: unknown planner \"%s\"%s (see hetsim list planners)", cfg->planner,
+                         dym_reg(dym, sizeof dym, planner_name, cfg->planner));
             goto fail;
         }
         /* A planner reads the options it declares; one that declares none
@@ -765,6 +784,37 @@ fail:
     return hs_cli_exit_code(rc);
 }
 
+/* "plan: 2 prefill + 4 decode replicas" for a disaggregated plan. */
+static void plan_roles(const hs_deploy *d)
+{
+    char names[8][16];
+    int count[8], n = 0;
+    for (int32_t i = 0; i < d->n; i++) {
+        int k = 0;
+        while (k < n && strcmp(names[k], d->r[i].role)) k++;
+        if (k == n && n < 8) {
+            snprintf(names[n], sizeof names[n], "%s", d->r[i].role);
+            count[n++] = 0;
+        }
+        if (k < n) count[k]++;
+    }
+    if (n < 2) return;
+    fprintf(stderr, "plan: roles:");
+    for (int k = 0; k < n; k++) fprintf(stderr, "%s %d %s", k ? " +" : "", count[k], names[k]);
+    fprintf(stderr, "\n");
+}
+
+/* The workload's lengths the planners plan for, one line. */
+static void plan_lengths(const hs_run_cfg *cfg)
+{
+    hs_plan_lengths L;
+    hs_err e = {0};
+    if (hs_plan_lengths_get(&cfg->workload, &L, &e)) return;  /* the planner reports it */
+    fprintf(stderr, "plan: workload lengths (%lld requests): prompt mean %.0f p50 %.0f p90 %.0f p99 %.0f; "
+            "output mean %.0f p50 %.0f p90 %.0f p99 %.0f tokens\n",
+            (long long)L.n, L.in_mean, L.in_p50, L.in_p90, L.in_p99, L.out_mean, L.out_p50, L.out_p90, L.out_p99);
+}
+
 int hs_cli_plan(int argc, char **argv)
 {
     hs_run_cfg cfg;
@@ -775,6 +825,8 @@ int hs_cli_plan(int argc, char **argv)
     int rc = parse_args(argc, argv, "plan", &cfg, &o, &err);
     if (rc == 1) return 0;
     if (!rc) rc = setup_build(&s, &cfg, 1, &err);
+    /* after the plan: bad input stays one line */
+    if (!rc && !o.quiet && !cfg.deployment[0]) plan_lengths(&cfg);
     if (rc) {
         fprintf(stderr, "hetsim: %s\n", err.msg);
         return hs_cli_exit_code(rc);
@@ -796,9 +848,10 @@ int hs_cli_plan(int argc, char **argv)
         for (int32_t i = 0; i < s.deploy.n; i++) {
             char gpus[1024];
             hs_layout_gpus_str(&s.replicas[i].layout, s.cluster, gpus, sizeof gpus);
-            fprintf(stderr, "replica %d: %s, %lld KV blocks, $%.2f/h\n", i, gpus,
+            fprintf(stderr, "replica %d: %s, %s, %lld KV blocks, $%.2f/h\n", i, s.deploy.r[i].role, gpus,
                     (long long)s.replicas[i].kv_blocks, s.replicas[i].price_per_hour);
         }
+        plan_roles(&s.deploy);
     }
     setup_free(&s);
     return 0;

@@ -12,6 +12,8 @@
 
 #include "cli/cli.h"
 #include "cli/sweep.h"
+#include "core/str.h"
+#include "out/metrics.h"
 
 static double round_sig(double x, int sig)
 {
@@ -100,6 +102,43 @@ static int parse_need(const char *s, need *n, hs_err *err)
     return 0;
 }
 
+/* ---- metric names: a misspelt one must not read as "no case meets" ---- */
+
+/* The names a run writes to its summary table: hs_metrics_summary's and
+ * the run's own counters (sim/cli/run.c). */
+static int known_metrics(char names[][40], int cap)
+{
+    static const char *const extra[] = {"arrivals", "truncated", "iterations", "events", "simulated_s"};
+    hs_metric_value v[96];
+    hs_metrics *m = hs_metrics_create(NULL);
+    int n = 0;
+    if (m) {
+        n = hs_metrics_summary(m, 0, v, 96);
+        hs_metrics_destroy(m);
+    }
+    if (n > cap) n = cap;
+    for (int i = 0; i < n; i++) memcpy(names[i], v[i].name, sizeof v[i].name);
+    for (size_t k = 0; k < sizeof extra / sizeof extra[0] && n < cap; k++) snprintf(names[n++], 40, "%s", extra[k]);
+    return n;
+}
+
+/* 0 when `metric` is a summary metric; else HS_EINVAL naming the option,
+ * with the closest name. */
+static int check_metric(const char *opt, const char *metric, hs_err *err)
+{
+    char names[128][40], dym[160];
+    const char *ptr[128];
+    int n = known_metrics(names, 128);
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(names[i], metric)) return 0;
+        ptr[i] = names[i];
+    }
+    return hs_errf(err, HS_EINVAL, "%s: unknown metric \"%s\"%s (summary metrics: ttft_p99_ms, tpot_p99_ms, "
+                   "e2el_p99_ms, slo_attainment, goodput, request_throughput, cost_per_hour, ...; "
+                   "{ttft,tpot,itl,e2el,queue}_{mean,p50,p90,p95,p99}_ms)",
+                   opt, metric, hs_str_did_you_mean(dym, sizeof dym, metric, ptr, n));
+}
+
 /* *pass: every need holds for sweep case pos (a failed case passes none). */
 static int case_passes(hs_sweep *s, int pos, const need *nd, int n, int *pass, hs_err *err)
 {
@@ -145,6 +184,230 @@ static int cap_probe(void *vctx, double x, int *pass, hs_err *err)
     return 0;
 }
 
+/* ---- cheapest / pareto: groups, ranking, fronts ---- */
+
+/* 1 when swept key k groups cases by default: what is asked of the
+ * cluster (workload, SLO, model), not how it is built. */
+static int demand_key(const char *k)
+{
+    return !strncmp(k, "workload.", 9) || !strncmp(k, "slo.", 4) || !strcmp(k, "model");
+}
+
+/* 1 when key k is in the comma list `by` (NULL: demand_key). */
+static int in_by(const char *by, const char *k, size_t klen)
+{
+    if (!by) {
+        char kb[128];
+        snprintf(kb, sizeof kb, "%.*s", (int)klen, k);
+        return demand_key(kb);
+    }
+    for (const char *p = by; *p;) {
+        const char *c = strchr(p, ',');
+        size_t n = c ? (size_t)(c - p) : strlen(p);
+        if (n == klen && !strncmp(p, k, n)) return 1;
+        if (!c) break;
+        p = c + 1;
+    }
+    return 0;
+}
+
+/* The group of case pos: its settings of the grouping keys, "k=v k=v"
+ * (malloc'd, "" for none). */
+static char *group_key(hs_sweep *s, int pos, const char *by)
+{
+    int n;
+    const char *const *sets = hs_sweep_case_sets(s, pos, &n);
+    size_t cap = 1, len = 0;
+    char *out;
+    for (int i = 0; i < n; i++) cap += strlen(sets[i]) + 1;
+    if (!(out = malloc(cap))) return NULL;
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        const char *eq = strchr(sets[i], '=');
+        if (!eq || !in_by(by, sets[i], (size_t)(eq - sets[i]))) continue;
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? " " : "", sets[i]);
+    }
+    return out;
+}
+
+static void print_grouping(hs_sweep *s, const char *by)
+{
+    if (by && !*by) return;
+    if (by) printf("groups: by %s\n", by);
+    else if (hs_sweep_count(s) > 0) {
+        int n, any = 0;
+        const char *const *sets = hs_sweep_case_sets(s, 0, &n);
+        for (int i = 0; i < n; i++) {
+            const char *eq = strchr(sets[i], '=');
+            if (eq && in_by(NULL, sets[i], (size_t)(eq - sets[i]))) {
+                printf("%s%.*s", any ? "," : "groups: by ", (int)(eq - sets[i]), sets[i]);
+                any = 1;
+            }
+        }
+        if (any) printf(" (--by to change)\n");
+    }
+}
+
+/* The group keys in order of first appearance: first[g] is the first case
+ * of group g; returns the group count. */
+static int group_list(char **gkey, int n, int *first)
+{
+    int ng = 0;
+    for (int i = 0; i < n; i++) {
+        int g = 0;
+        while (g < ng && strcmp(gkey[first[g]], gkey[i])) g++;
+        if (g == ng) first[ng++] = i;
+    }
+    return ng;
+}
+
+typedef struct rank_ctx {
+    const double *x, *y;
+} rank_ctx;
+static rank_ctx g_rank;
+
+/* Costs equal to 9 significant digits are a tie: $/h summed over replicas
+ * in a different order differs in the last bits. */
+static double cost_key(double x)
+{
+    return isnan(x) ? x : round_sig(x, 9);
+}
+
+/* Total order: lower x (cost_key), then lower y (NaN last), then case order. */
+static int cmp_rank(const void *pa, const void *pb)
+{
+    int a = *(const int *)pa, b = *(const int *)pb;
+    double xa = cost_key(g_rank.x[a]), xb = cost_key(g_rank.x[b]), ya = g_rank.y[a], yb = g_rank.y[b];
+    if (xa != xb) return xa < xb ? -1 : 1;
+    if (isnan(ya) != isnan(yb)) return isnan(ya) ? 1 : -1;
+    if (!isnan(ya) && ya != yb) return ya < yb ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
+static void print_needs(const need *nd, int n)
+{
+    for (int i = 0; i < n; i++) printf("%s%s%s%g", i ? ", " : "", nd[i].metric, nd[i].ge ? ">=" : "<=", nd[i].v);
+}
+
+static int report_cheapest(hs_sweep *s, char **gkey, const double *x, const double *y, const int *pass, int n,
+                           const char *cost, const char *my, const need *nd, int n_nd, int top, int *missing,
+                           hs_err *err)
+{
+    int *first = malloc((size_t)(n + 1) * sizeof *first), *ord = malloc((size_t)(n + 1) * sizeof *ord);
+    int ng;
+    if (!first || !ord) {
+        free(first);
+        free(ord);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    ng = group_list(gkey, n, first);
+    *missing = 0;
+    g_rank.x = x;
+    g_rank.y = y;
+    for (int g = 0; g < ng; g++) {
+        const char *gk = gkey[first[g]];
+        int m = 0, total = 0;
+        for (int i = 0; i < n; i++) {
+            if (strcmp(gkey[i], gk)) continue;
+            total++;
+            if (pass[i] && !isnan(x[i])) ord[m++] = i;
+        }
+        qsort(ord, (size_t)m, sizeof *ord, cmp_rank);
+        printf("\n%s%s: %d of %d cases meet ", gk[0] ? "group " : "", gk[0] ? gk : "all cases", m, total);
+        print_needs(nd, n_nd);
+        printf("\n");
+        if (m) {
+            printf("  %-5s %14s %14s", "rank", cost, my);
+            for (int k = 0; k < n_nd; k++)
+                if (strcmp(nd[k].metric, cost) && strcmp(nd[k].metric, my)) printf(" %14s", nd[k].metric);
+            printf("  case\n");
+        }
+        for (int r = 0; r < m && r < top; r++) {
+            int i = ord[r];
+            char rank[16];
+            /* '=' marks a tie on the cost, decided by --y then case order */
+            int tie = (r > 0 && cost_key(x[ord[r - 1]]) == cost_key(x[i])) ||
+                      (r + 1 < m && cost_key(x[ord[r + 1]]) == cost_key(x[i]));
+            snprintf(rank, sizeof rank, "%d%s", r + 1, tie ? "=" : "");
+            printf("  %-5s %14.6g %14.6g", rank, x[i], y[i]);
+            for (int k = 0; k < n_nd; k++)
+                if (strcmp(nd[k].metric, cost) && strcmp(nd[k].metric, my)) {
+                    double v;
+                    int f;
+                    if (hs_sweep_case_metric(s, i, nd[k].metric, &v, &f, err) || !f) v = NAN;
+                    printf(" %14.6g", v);
+                }
+            printf("  %s\n", hs_sweep_case_text(s, i)[0] ? hs_sweep_case_text(s, i) : "(base)");
+        }
+        if (m > top) printf("  ... %d more meet the target (--top)\n", m - top);
+        if (m > 1 && cost_key(x[ord[0]]) == cost_key(x[ord[1]])) {
+            int t = 2;
+            while (t < m && cost_key(x[ord[t]]) == cost_key(x[ord[0]])) t++;
+            printf("  tie: %d cases cost %g; ranked by %s, then case order\n", t, x[ord[0]], my);
+        }
+        if (m)
+            printf("cheapest%s%s%s: %s (%s %g)\n", gk[0] ? " [" : "", gk, gk[0] ? "]" : "",
+                   hs_sweep_case_text(s, ord[0])[0] ? hs_sweep_case_text(s, ord[0]) : "(base)", cost, x[ord[0]]);
+        else {
+            printf("cheapest%s%s%s: no case meets the target\n", gk[0] ? " [" : "", gk, gk[0] ? "]" : "");
+            (*missing)++;
+        }
+    }
+    free(first);
+    free(ord);
+    return 0;
+}
+
+static int report_pareto(hs_sweep *s, char **gkey, const double *x, const double *y, const int *pass, int *front,
+                         int n, const char *mx, const char *my, const need *nd, int n_nd, hs_err *err)
+{
+    int *first = malloc((size_t)(n + 1) * sizeof *first), *idx = malloc((size_t)(n + 1) * sizeof *idx);
+    double *gx = malloc((size_t)(n + 1) * sizeof *gx), *gy = malloc((size_t)(n + 1) * sizeof *gy);
+    int *gf = malloc((size_t)(n + 1) * sizeof *gf);
+    int ng, nf_all = 0, n_pass = 0;
+    if (!first || !idx || !gx || !gy || !gf) {
+        free(first), free(idx), free(gx), free(gy), free(gf);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    ng = group_list(gkey, n, first);
+    memset(front, 0, (size_t)n * sizeof *front);
+    /* Only cases meeting every --need compete: an overloaded case is not
+     * a trade-off, whatever its cost. */
+    for (int g = 0; g < ng; g++) {
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(gkey[i], gkey[first[g]]) && pass[i]) {
+                idx[m] = i;
+                gx[m] = x[i];
+                gy[m] = y[i];
+                m++;
+            }
+        n_pass += m;
+        hs_pareto_front(gx, gy, m, gf);
+        for (int k = 0; k < m; k++) front[idx[k]] = gf[k];
+    }
+    for (int g = 0; g < ng; g++) {
+        const char *gk = gkey[first[g]];
+        int nf = 0, total = 0;
+        if (gk[0]) printf("\ngroup %s:\n", gk);
+        printf("%-50s %14s %14s %6s %6s\n", "case", mx, my, "meets", "front");
+        for (int i = 0; i < n; i++) {
+            if (strcmp(gkey[i], gk)) continue;
+            total++;
+            nf += front[i];
+            printf("%-50s %14.6g %14.6g %6s %6s\n", hs_sweep_case_text(s, i)[0] ? hs_sweep_case_text(s, i) : "(base)",
+                   x[i], y[i], pass[i] ? "yes" : "no", front[i] ? "*" : "");
+        }
+        nf_all += nf;
+        if (gk[0]) printf("pareto [%s]: %d of %d cases\n", gk, nf, total);
+    }
+    printf("pareto: %d of %d cases are not dominated in (%s, %s) among the %d meeting ", nf_all, n, mx, my, n_pass);
+    print_needs(nd, n_nd);
+    printf("\n");
+    free(first), free(idx), free(gx), free(gy), free(gf);
+    return 0;
+}
+
 static void search_usage(FILE *fp)
 {
     fprintf(fp,
@@ -154,18 +417,24 @@ static void search_usage(FILE *fp)
             "             by bisection in [--lo, --hi] to relative --tol; one search per case of\n"
             "             the grid/list (e.g. --grid policy=A,B)\n"
             "  cheapest   runs every case of the grid/list (e.g. --grid cluster=a,b --grid tp=1,2)\n"
-            "             and names the lowest --cost meeting every --need\n"
-            "  pareto     runs every case and prints those not dominated in (--x, --y), both\n"
-            "             minimised (default cost_per_hour vs e2el_p99_ms)\n"
+            "             and, per group (--by), ranks the cases meeting every --need by --cost\n"
+            "             (ties: lower --y, then case order, marked '='); prints the --top best\n"
+            "  pareto     runs every case and, per group, marks the cases meeting every --need\n"
+            "             that no other such case dominates in (--x, --y), both minimised\n"
+            "             (default cost_per_hour vs e2el_p99_ms)\n"
             "\n"
             "search options:\n"
-            "  --need M>=V|M<=V     target on a summary metric (repeatable; default\n"
-            "                       slo_attainment>=0.9)\n"
+            "  --need 'M>=V'|'M<=V' target on a summary metric (repeatable; default\n"
+            "                       slo_attainment>=0.9); quote it, or the shell reads >= as\n"
+            "                       a redirection\n"
             "  --key KEY            capacity: the configuration key searched (workload.rate)\n"
             "  --lo X, --hi X       capacity: interval (0.25, 64)\n"
             "  --tol T              capacity: relative width to stop at (0.02)\n"
             "  --cost M             cheapest: the metric minimised (cost_per_hour)\n"
-            "  --x M, --y M         pareto: the two metrics minimised\n"
+            "  --x M, --y M         pareto: the two metrics minimised; cheapest: --y breaks ties\n"
+            "  --by K1,K2           cheapest, pareto: swept keys that form groups (default: the\n"
+            "                       swept workload.*, slo.* and model keys; \"\" for one group)\n"
+            "  --top N              cheapest: cases shown per group (3)\n"
             "\n"
             "sweep options (probes are stored as sweep cases, named search-MODE):\n");
     hs_sweep_options_help(fp);
@@ -179,6 +448,8 @@ int hs_cli_search(int argc, char **argv)
     int n_needs = 0, rc = 0, failed = 0;
     const char *mode, *key = "workload.rate", *cost = "cost_per_hour", *mx = "cost_per_hour",
                       *my = "e2el_p99_ms";
+    const char *by = NULL;
+    int top = 3;
     hs_bisect_cfg bc = {0.25, 64, 0.02, 6, 64};
     char name[64];
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -206,7 +477,8 @@ int hs_cli_search(int argc, char **argv)
             goto done;
         }
         if (!strcmp(a, "--need") || !strcmp(a, "--key") || !strcmp(a, "--lo") || !strcmp(a, "--hi") ||
-            !strcmp(a, "--tol") || !strcmp(a, "--cost") || !strcmp(a, "--x") || !strcmp(a, "--y")) {
+            !strcmp(a, "--tol") || !strcmp(a, "--cost") || !strcmp(a, "--x") || !strcmp(a, "--y") ||
+            !strcmp(a, "--by") || !strcmp(a, "--top")) {
             if (!v) {
                 rc = hs_errf(&err, HS_EINVAL, "%s needs a value (see hetsim search --help)", a);
                 goto fail;
@@ -222,7 +494,15 @@ int hs_cli_search(int argc, char **argv)
             else if (!strcmp(a, "--cost")) cost = v;
             else if (!strcmp(a, "--x")) mx = v;
             else if (!strcmp(a, "--y")) my = v;
-            else {
+            else if (!strcmp(a, "--by")) by = v;
+            else if (!strcmp(a, "--top")) {
+                long t = strtol(v, &end, 10);
+                if (end == v || *end || t < 1 || t > 1000) {
+                    rc = hs_errf(&err, HS_ERANGE, "--top: \"%s\" is not an integer in 1..1000", v);
+                    goto fail;
+                }
+                top = (int)t;
+            } else {
                 double d = strtod(v, &end);
                 if (end == v || *end || !isfinite(d) || d <= 0) {
                     rc = hs_errf(&err, HS_ERANGE, "%s: \"%s\" is not a positive number", a, v);
@@ -250,6 +530,12 @@ int hs_cli_search(int argc, char **argv)
         }
     }
     if (!n_needs) parse_need("slo_attainment>=0.9", &needs[n_needs++], &err);
+    /* Every metric named is checked before anything runs. */
+    for (int i = 0; i < n_needs && !rc; i++) rc = check_metric("--need", needs[i].metric, &err);
+    if (!rc) rc = check_metric("--cost", cost, &err);
+    if (!rc) rc = check_metric("--x", mx, &err);
+    if (!rc) rc = check_metric("--y", my, &err);
+    if (rc) goto fail;
     hs_sweep_default_name(groups, name);
     hs_sweep_default_name(probes, name);
     hs_sweep_no_progress(probes);
@@ -281,49 +567,36 @@ int hs_cli_search(int argc, char **argv)
         printf(" (results in %s)\n", hs_sweep_db_path(probes));
     } else {
         /* cheapest / pareto: every case of the grid, in parallel. */
-        int n = hs_sweep_count(groups), best = -1;
-        double *x = calloc((size_t)n + 1, sizeof *x), *y = calloc((size_t)n + 1, sizeof *y);
-        int *front = calloc((size_t)n + 1, sizeof *front), *pass = calloc((size_t)n + 1, sizeof *pass);
-        if (!x || !y || !front || !pass) {
-            free(x), free(y), free(front), free(pass);
-            rc = hs_errf(&err, HS_ENOMEM, "out of memory");
-            goto fail;
-        }
-        if ((rc = hs_sweep_exec(groups, &failed, &err))) {
-            free(x), free(y), free(front), free(pass);
-            goto fail;
-        }
+        int n = hs_sweep_count(groups), ch = !strcmp(mode, "cheapest");
+        int missing = 0;
+        double *x = NULL, *y = NULL;
+        int *front = NULL, *pass = NULL;
+        char **gkey = NULL;
+        if ((rc = hs_sweep_exec(groups, &failed, &err))) goto fail;
+        x = calloc((size_t)n + 1, sizeof *x);
+        y = calloc((size_t)n + 1, sizeof *y);
+        front = calloc((size_t)n + 1, sizeof *front);
+        pass = calloc((size_t)n + 1, sizeof *pass);
+        gkey = calloc((size_t)n + 1, sizeof *gkey);
+        if (!x || !y || !front || !pass || !gkey) rc = hs_errf(&err, HS_ENOMEM, "out of memory");
         for (int i = 0; i < n && !rc; i++) {
             int f1 = 0, f2 = 0;
-            rc = hs_sweep_case_metric(groups, i, !strcmp(mode, "cheapest") ? cost : mx, &x[i], &f1, &err);
+            rc = hs_sweep_case_metric(groups, i, ch ? cost : mx, &x[i], &f1, &err);
             if (!rc) rc = hs_sweep_case_metric(groups, i, my, &y[i], &f2, &err);
             if (!rc) rc = case_passes(groups, i, needs, n_needs, &pass[i], &err);
             if (!f1) x[i] = NAN;
             if (!f2) y[i] = NAN;
+            if (!rc && !(gkey[i] = group_key(groups, i, by))) rc = hs_errf(&err, HS_ENOMEM, "out of memory");
         }
-        if (rc) {
-            free(x), free(y), free(front), free(pass);
-            goto fail;
-        }
-        if (!strcmp(mode, "cheapest")) {
-            printf("%-50s %14s %6s\n", "case", cost, "meets");
-            for (int i = 0; i < n; i++) {
-                printf("%-50s %14.6g %6s\n", hs_sweep_case_text(groups, i), x[i], pass[i] ? "yes" : "no");
-                /* Ties: the first in case order. */
-                if (pass[i] && !isnan(x[i]) && (best < 0 || x[i] < x[best])) best = i;
-            }
-            if (best >= 0) printf("cheapest: %s (%s %g)\n", hs_sweep_case_text(groups, best), cost, x[best]);
-            else printf("cheapest: no case meets the target\n");
-        } else {
-            int nf = hs_pareto_front(x, y, n, front);
-            printf("%-50s %14s %14s %6s\n", "case", mx, my, "front");
-            for (int i = 0; i < n; i++)
-                printf("%-50s %14.6g %14.6g %6s\n", hs_sweep_case_text(groups, i), x[i], y[i],
-                       front[i] ? "*" : "");
-            printf("pareto: %d of %d cases are not dominated in (%s, %s)\n", nf, n, mx, my);
+        if (!rc) {
+            print_grouping(groups, by);
+            rc = ch ? report_cheapest(groups, gkey, x, y, pass, n, cost, my, needs, n_needs, top, &missing, &err)
+                    : report_pareto(groups, gkey, x, y, pass, front, n, mx, my, needs, n_needs, &err);
         }
         free(x), free(y), free(front), free(pass);
-        if (!strcmp(mode, "cheapest") && best < 0) {
+        hs_strs_free(gkey, gkey ? n : 0);
+        if (rc) goto fail;
+        if (ch && missing) {
             hs_sweep_destroy(groups);
             hs_sweep_destroy(probes);
             return 3;

@@ -56,6 +56,7 @@ void hs_sweep_destroy(hs_sweep *s)
         hs_strs_free(s->cases[i].sets, s->cases[i].n_sets);
         free(s->cases[i].params);
         free(s->cases[i].text);
+        free(s->cases[i].check);
     }
     free(s->cases);
     free(s);
@@ -217,13 +218,41 @@ int hs__sweep_commit(hs_sweep *s, int pos, int rc, const char *msg, hs_err *err)
     if (rc == 0) ret = hs_sweepdb_merge(s->h, db, &row, s->db, &run, err);
     else ret = hs_sweepdb_fail(s->h, &row, err);
     commit_s += now_s() - t0;
-    /* Another sweep on the same file stored it first: nothing to add. */
-    if (ret == HS_ESTATE && strstr(err->msg, "already stored")) ret = 0;
+    /* Another sweep on the same file stored it first: it is ours too. */
+    if (ret == HS_ESTATE && strstr(err->msg, "already stored")) ret = hs_sweepdb_members_add(s->h, &row, 1, err);
     if (!ret) remove_case_files(s, pos);
-    if (!ret && rc && !s->quiet)
-        fprintf(stderr, "%shetsim %s: case %d (%s) failed: %s\n", isatty(2) ? "\r\033[K" : "", s->cmd,
-                pos + 1, c->text[0] ? c->text : "base", msg);
+    if (!ret && rc) {
+        /* The first case with a given reason is printed; later ones are
+         * counted and summed up at the end (hs__sweep_fail_summary). */
+        int k = 0, shown = 0;
+        while (k < s->n_fails && strcmp(s->fails[k].msg, msg)) k++;
+        if (k == s->n_fails && k < (int)(sizeof s->fails / sizeof s->fails[0])) {
+            snprintf(s->fails[k].msg, sizeof s->fails[k].msg, "%s", msg);
+            s->fails[k].count = 0;
+            s->fails[k].first = pos;
+            s->n_fails++;
+        }
+        if (k < s->n_fails) shown = s->fails[k].count++ > 0;
+        if (!shown && !s->quiet)
+            fprintf(stderr, "%shetsim %s: case %d (%s) failed: %s\n", isatty(2) ? "\r\033[K" : "", s->cmd,
+                    pos + 1, c->text[0] ? c->text : "base", msg);
+    }
     return ret;
+}
+
+int hs__sweep_precheck(const hs_sweep *s, hs_err *err)
+{
+    int same = 1;
+    if (!s->n_cases) return 0;
+    for (int i = 0; i < s->n_cases; i++) {
+        if (!s->cases[i].check) return 0;
+        same &= !strcmp(s->cases[i].check, s->cases[0].check);
+    }
+    if (s->n_cases == 1) return hs_errf(err, HS_EINVAL, "%s", s->cases[0].check);
+    if (same)
+        return hs_errf(err, HS_EINVAL, "every case (%d): %s", s->n_cases, s->cases[0].check);
+    return hs_errf(err, HS_EINVAL, "every case (%d) has a configuration error; case 1 (%s): %s", s->n_cases,
+                   s->cases[0].text[0] ? s->cases[0].text : "base", s->cases[0].check);
 }
 
 int hs__sweep_pending(hs_sweep *s, int **pend, int *n_pend, int *n_stored, hs_err *err)
@@ -231,6 +260,7 @@ int hs__sweep_pending(hs_sweep *s, int **pend, int *n_pend, int *n_stored, hs_er
     int rc;
     *pend = NULL;
     *n_pend = *n_stored = 0;
+    if (!s->dry_run && (rc = hs__sweep_precheck(s, err))) return rc;
     *pend = malloc((size_t)(s->n_cases ? s->n_cases : 1) * sizeof **pend);
     if (!*pend) return hs_errf(err, HS_ENOMEM, "out of memory");
     /* A dry run creates nothing: without a database every case is pending. */
@@ -239,6 +269,7 @@ int hs__sweep_pending(hs_sweep *s, int **pend, int *n_pend, int *n_stored, hs_er
         return 0;
     }
     if (!s->h && (rc = hs_db_open(&s->h, s->db, err))) return rc;
+    if (!s->dry_run && (rc = hs_sweepdb_members_init(s->h, err))) goto fail;
     for (int i = 0; i < s->n_cases; i++) {
         int st;
         if ((rc = hs_sweepdb_state(s->h, s->cases[i].key, &st, NULL, err))) goto fail;
@@ -248,6 +279,31 @@ int hs__sweep_pending(hs_sweep *s, int **pend, int *n_pend, int *n_stored, hs_er
         }
         if (st == HS_CASE_ABSENT) (*pend)[(*n_pend)++] = i;
         else (*n_stored)++;
+    }
+    /* Cases stored earlier, by this sweep or another: this sweep asked for
+     * them, so they are its members too. */
+    if (!s->dry_run && *n_stored) {
+        hs_case_row *rows = malloc((size_t)*n_stored * sizeof *rows);
+        int k = 0, p = 0;
+        if (!rows) {
+            rc = hs_errf(err, HS_ENOMEM, "out of memory");
+            goto fail;
+        }
+        for (int i = 0; i < s->n_cases; i++) {
+            if (p < *n_pend && (*pend)[p] == i) {
+                p++;
+                continue;
+            }
+            rows[k].key = s->cases[i].key;
+            rows[k].sweep = s->name;
+            rows[k].idx = i;
+            rows[k].params = s->cases[i].params;
+            rows[k].error = NULL;
+            k++;
+        }
+        rc = hs_sweepdb_members_add(s->h, rows, k, err);
+        free(rows);
+        if (rc) goto fail;
     }
     return 0;
 fail:
@@ -316,6 +372,7 @@ void hs__progress_start(hs_sweep *s, int total, int stored, int workers)
     prog.stored = stored;
     prog.workers = workers;
     prog.tty = isatty(2);
+    s->n_fails = 0;
     if (!s->quiet && !s->no_progress)
         fprintf(stderr, "hetsim %s: %d cases, %d already stored, %d to run on %d worker%s into %s\n", s->cmd,
                 total + stored, stored, total, workers, workers == 1 ? "" : "s", s->db);
@@ -334,9 +391,20 @@ void hs__progress_step(hs_sweep *s, int failed)
     }
 }
 
+/* One line per failure reason several cases shared. */
+static void fail_summary(hs_sweep *s)
+{
+    for (int k = 0; k < s->n_fails; k++)
+        if (s->fails[k].count > 1)
+            fprintf(stderr, "hetsim %s: %d cases failed: %s (first: case %d; all in sweep_cases.error)\n", s->cmd,
+                    s->fails[k].count, s->fails[k].msg, s->fails[k].first + 1);
+    s->n_fails = 0;
+}
+
 void hs__progress_end(hs_sweep *s)
 {
     double el = now_s() - prog.t0;
+    if (!s->quiet) fail_summary(s);
     if (s->quiet || s->no_progress) return;
     if (prog.tty) fprintf(stderr, "\n");
     /* Wall-clock throughput: stderr only, never the database. */

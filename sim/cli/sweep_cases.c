@@ -318,6 +318,13 @@ int hs_sweep_add_case(hs_sweep *s, const char *const *sets, int n, int *pos, hs_
     for (int i = 0; i < n; i++)
         if ((rc = hs_run_cfg_set(cfg, sets[i], where, err))) goto out;
     hs_run_cfg_finish(cfg);
+    {
+        hs_err ce = {0};
+        if (hs_run_cfg_check(cfg, &ce) && !(c.check = hs_xstrdup(ce.msg[0] ? ce.msg : "configuration error"))) {
+            rc = hs_errf(err, HS_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
     if (!s->db[0]) snprintf(s->db, sizeof s->db, "%s", cfg->db);
     /* Identity: the configuration that decides the simulated results. */
     cfg->db[0] = '\0';
@@ -374,6 +381,7 @@ out:
     hs_strs_free(c.sets, c.n_sets);
     free(c.params);
     free(c.text);
+    free(c.check);
     cJSON_Delete(params);
     free(json);
     free(cfg);

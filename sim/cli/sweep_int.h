@@ -14,6 +14,7 @@ typedef struct hs__case {
     char key[17];         /* hs_case_key of the canonical configuration */
     char *params;         /* JSON object of the case's settings */
     char *text;           /* settings joined by spaces */
+    char *check;          /* hs_run_cfg_check's message, NULL when the names check out */
 } hs__case;
 
 typedef struct hs__axis {
@@ -37,6 +38,10 @@ struct hs_sweep {
     char name[128];
     int jobs, window, quiet, retry_failed, dry_run;
     int no_progress;      /* no progress lines (search probes), failures still reported */
+    /* Distinct failure messages of this execution, with counts, so a
+     * failure repeated by many cases is printed once and summed up. */
+    struct { char msg[512]; int count, first; } fails[32];
+    int n_fails;
     hs_db *h;             /* open target database (coordinator only) */
     char tmp[1100];       /* private temporary folder */
 };
@@ -44,6 +49,10 @@ struct hs_sweep {
 /* The positions of cases not stored yet (failed ones too, after deleting
  * their record, with --retry-failed); opens s->h.  Caller frees *pend. */
 int hs__sweep_pending(hs_sweep *s, int **pend, int *n_pend, int *n_stored, hs_err *err);
+
+/* HS_EINVAL when every case fails hs_run_cfg_check: a configuration
+ * error, reported once before anything runs or any database opens. */
+int hs__sweep_precheck(const hs_sweep *s, hs_err *err);
 
 /* Creates s->tmp. */
 int hs__sweep_tmpdir(hs_sweep *s, hs_err *err);

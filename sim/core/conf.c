@@ -1,5 +1,6 @@
 /* conf.c - typed configuration schemas; see conf.h. */
 #include "core/conf.h"
+#include "core/str.h"
 
 #include <errno.h>
 #include <math.h>
@@ -77,6 +78,16 @@ void hs_conf_defaults(void *obj, const hs_field *fields)
     }
 }
 
+/* " (did you mean ...)" for an unknown key among the schema's keys. */
+static const char *dym_key(char *buf, size_t cap, const hs_field *fields, const char *key)
+{
+    const char *names[256];
+    int n = 0;
+    for (const hs_field *f = fields; f->key && n < 256; f++)
+        if (f->type != HS_F_SKIP) names[n++] = f->key;
+    return hs_str_did_you_mean(buf, cap, key, names, n);
+}
+
 /* One pass of hs_conf_fill over json: obj NULL checks every member, else
  * stores them (already checked). */
 static int fill_pass(void *obj, const hs_field *fields, const cJSON *json, const char *where,
@@ -85,9 +96,10 @@ static int fill_pass(void *obj, const hs_field *fields, const cJSON *json, const
     int rc;
     for (const cJSON *it = json->child; it; it = it->next) {
         const hs_field *f = hs_conf_find(fields, it->string);
+        char dym[160];
         if (!f)
-            return hs_errf(err, HS_EPARSE, "%s: unknown key \"%s\"", where,
-                           it->string);
+            return hs_errf(err, HS_EPARSE, "%s: unknown key \"%s\"%s", where,
+                           it->string, dym_key(dym, sizeof dym, fields, it->string));
         switch (f->type) {
         case HS_F_SKIP: continue;
         case HS_F_STRING:
@@ -139,8 +151,10 @@ int hs_conf_set(void *obj, const hs_field *fields, const char *key,
     const hs_field *f = hs_conf_find(fields, key);
     char *end;
     double v;
+    char dym[160];
     if (!f || f->type == HS_F_SKIP)
-        return hs_errf(err, HS_EPARSE, "%s: unknown key \"%s\"", where, key);
+        return hs_errf(err, HS_EPARSE, "%s: unknown key \"%s\"%s", where, key,
+                       dym_key(dym, sizeof dym, fields, key));
     if (f->type == HS_F_STRING) return store_str(obj, f, value, where, err);
     if (f->type == HS_F_BOOL) {
         if (!strcmp(value, "true") || !strcmp(value, "yes")) value = "1";

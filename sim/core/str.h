@@ -1,5 +1,6 @@
 /* str.h - heap strings and growable arrays of pointers: copy a string,
- * append it to a list, free the list.
+ * append it to a list, free the list; and the one "did you mean" helper
+ * every name lookup uses.
  *
  * Ownership: hs_xstrdup's copy belongs to the caller (free() it, or hand
  * it to a list).  A list is a caller-owned pointer and count (NULL and 0
@@ -9,6 +10,8 @@
  * hs_strs_free. */
 #ifndef HS_STR_H
 #define HS_STR_H
+
+#include <stddef.h>
 
 /* A malloc'd copy of s, or NULL when out of memory (strdup is POSIX, not
  * ISO C11). */
@@ -21,5 +24,19 @@ int hs_ptrs_push(void *arr, int *n, void *p);
 
 /* Frees v[0..n-1] and v itself; NULL with n 0 is a no-op. */
 void hs_strs_free(char **v, int n);
+
+/* "Did you mean": the candidate a misspelt `name` most likely meant, or
+ * NULL when none is close.  In order: the one candidate `name` is a
+ * prefix of ("h100" for "h100-sxm-80g"); the nearest by edit distance
+ * (Levenshtein with transpositions, case-insensitive) when at most
+ * max(1, len/3); the one candidate containing `name`.  Ties go to the first candidate, so the answer does
+ * not depend on anything but the list's order.  NULL entries are
+ * skipped. */
+const char *hs_str_suggest(const char *name, const char *const *cands, int n);
+
+/* Writes " (did you mean \"X\"?)" for hs_str_suggest's answer into buf,
+ * or "" when there is none; returns buf, so it fits a printf argument. */
+const char *hs_str_did_you_mean(char *buf, size_t cap, const char *name,
+                                const char *const *cands, int n);
 
 #endif

@@ -3,7 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dirent.h>
+
 #include "core/conf.h"
+#include "core/str.h"
 #include "hw/hw.h"
 
 #ifndef HS_SOURCE_ROOT
@@ -35,7 +38,7 @@ int hs_resolve(char *buf, size_t cap, const char *dir, const char *name,
 typedef struct gpu_json {
     char name[32], display[64], price_source[512];
     double fp16_tflops, int8_tops, mem_gib, mem_bw_gbs, nvlink_gbs, pcie_gbs,
-        tdp_w, price_per_hour;
+        tdp_w, price_per_hour, intra_bw_gbs, intra_latency_us, inter_bw_gbs, inter_latency_us;
     int bf16;
 } gpu_json;
 
@@ -52,6 +55,12 @@ static const hs_field gpu_fields[] = {
     HS_FIELD_NUM(gpu_json, tdp_w, HS_F_DOUBLE, 1, 0, 1, 1e4, "TDP, W"),
     HS_FIELD_NUM(gpu_json, price_per_hour, HS_F_DOUBLE, 1, 0, 0, 1e4, "$ per GPU-hour"),
     HS_FIELD_STR(gpu_json, price_source, 1, NULL, "where the price comes from"),
+    /* The links a cluster shorthand (4x8xh100-sxm-80g) gives this GPU's
+     * nodes; 0: the defaults in hw.h. */
+    HS_FIELD_NUM(gpu_json, intra_bw_gbs, HS_F_DOUBLE, 0, 0, 0, 1e6, "GPU-to-GPU bandwidth inside a typical node, GB/s per direction"),
+    HS_FIELD_NUM(gpu_json, intra_latency_us, HS_F_DOUBLE, 0, 0, 0, 1e7, "GPU-to-GPU latency inside a typical node, us"),
+    HS_FIELD_NUM(gpu_json, inter_bw_gbs, HS_F_DOUBLE, 0, 0, 0, 1e6, "network bandwidth per GPU between nodes, GB/s per direction"),
+    HS_FIELD_NUM(gpu_json, inter_latency_us, HS_F_DOUBLE, 0, 0, 0, 1e7, "network latency between nodes, us"),
     {0},
 };
 
@@ -78,17 +87,59 @@ int hs_gpu_load(hs_gpu *g, const char *path, hs_err *err)
     g->pcie_bw = j.pcie_gbs * 1e9;
     g->tdp_w = j.tdp_w;
     g->price_per_hour = j.price_per_hour;
+    /* Defaults: PCIe inside the node, a 100 Gb/s network between nodes,
+     * with the latencies profiles/README.md gives for those links. */
+    g->intra_bw = (j.intra_bw_gbs > 0 ? j.intra_bw_gbs : j.pcie_gbs) * 1e9;
+    g->intra_lat = (j.intra_bw_gbs > 0 ? j.intra_latency_us : 5) * 1e-6;
+    g->inter_bw = (j.inter_bw_gbs > 0 ? j.inter_bw_gbs : 12.5) * 1e9;
+    g->inter_lat = (j.inter_bw_gbs > 0 ? j.inter_latency_us : 20) * 1e-6;
     return 0;
 }
 
 int hs_gpu_find(hs_gpu *g, const char *name, hs_err *err)
 {
-    char path[1024];
+    char path[1024], dym[160];
     int rc = hs_resolve(path, sizeof path, "profiles/gpus", name, err);
     if (rc) return rc;
     rc = hs_gpu_load(g, path, err);
     if (rc == HS_EIO)
-        return hs_errf(err, HS_ENOTFOUND, "unknown GPU \"%s\" (no %s; see `hetsim list gpus`)",
-                       name, path);
+        return hs_errf(err, HS_ENOTFOUND, "unknown GPU \"%s\"%s (no %s; see `hetsim list gpus`)",
+                       name, hs_suggest_file(dym, sizeof dym, "profiles/gpus", name), path);
     return rc;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+const char *hs_suggest_file(char *buf, size_t cap, const char *dir, const char *name)
+{
+    char path[1024], **names = NULL;
+    int n = 0;
+    DIR *d;
+    struct dirent *de;
+    if (cap) buf[0] = '\0';
+    /* A path is the user's own file: nothing to suggest from our folders. */
+    if (strchr(name, '/')) return buf;
+    snprintf(path, sizeof path, "%s/%s", hs_data_root(), dir);
+    if (!(d = opendir(path))) return buf;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        char *s;
+        if (l <= 5 || strcmp(de->d_name + l - 5, ".json")) continue;
+        if (!(s = malloc(l - 4))) break;
+        memcpy(s, de->d_name, l - 5);
+        s[l - 5] = '\0';
+        if (hs_ptrs_push(&names, &n, s)) {
+            free(s);
+            break;
+        }
+    }
+    closedir(d);
+    /* Sorted: the suggestion must not depend on the directory's order. */
+    if (n) qsort(names, (size_t)n, sizeof *names, cmp_name);
+    hs_str_did_you_mean(buf, cap, name, (const char *const *)names, n);
+    hs_strs_free(names, n);
+    return buf;
 }

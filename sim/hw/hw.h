@@ -27,6 +27,13 @@ typedef struct hs_gpu {
     double tdp_w;          /* W */
     double price_per_hour; /* $ per GPU-hour */
     char price_source[512];
+    /* The links of a node of these GPUs in a cluster shorthand
+     * (hs_cluster_find): GPU-to-GPU inside the node and per GPU between
+     * nodes.  From the GPU file's intra_* / inter_* keys, else PCIe
+     * (pcie_bw, 5 us) inside and a 100 Gb/s network (12.5 GB/s, 20 us)
+     * between. */
+    double intra_bw, intra_lat;   /* bytes/s per direction, s */
+    double inter_bw, inter_lat;   /* bytes/s per direction, s */
 } hs_gpu;
 
 /* Directory holding models/ and profiles/ (HETSIM_ROOT, else the source tree
@@ -37,6 +44,10 @@ const char *hs_data_root(void);
  * else <root>/<dir>/<name>.json.  Returns 0 or HS_ERANGE when too long. */
 int hs_resolve(char *buf, size_t cap, const char *dir, const char *name,
                hs_err *err);
+
+/* " (did you mean \"X\"?)" naming the closest <root>/<dir>/X.json to a
+ * misspelt `name`, or "" (hs_str_suggest); returns buf. */
+const char *hs_suggest_file(char *buf, size_t cap, const char *dir, const char *name);
 
 int hs_gpu_load(hs_gpu *g, const char *path, hs_err *err);
 /* Loads by name (or path), see hs_resolve. */
@@ -55,7 +66,19 @@ typedef struct hs_cluster {
 } hs_cluster;
 
 int hs_cluster_load(hs_cluster **out, const char *path, hs_err *err);
+/* By name: a file (see hs_resolve), or a shorthand
+ *   TERM[+TERM...]   TERM = NODESxGPUSxGPU (NODES nodes of GPUS) or GPUSxGPU (one node)
+ * e.g. "4x8xh100-sxm-80g" or "1x4xh100-sxm-80g+1x4xa100-80g".  A
+ * shorthand's links come from its GPUs' defaults (hs_gpu intra_*, inter_*);
+ * between nodes of different GPUs the slower network and the longer
+ * latency.  The cluster's name is the shorthand itself, so a deployment
+ * naming it finds it again.  A file JSON node may also say "repeat": N. */
 int hs_cluster_find(hs_cluster **out, const char *name, hs_err *err);
+/* Checks that hs_cluster_find would find `name` (a shorthand's GPUs, a
+ * file's presence) without building it; same errors. */
+int hs_cluster_check(const char *name, hs_err *err);
+/* 1 when name has the shorthand's form (it may still be invalid). */
+int hs_cluster_is_shorthand(const char *name);
 void hs_cluster_destroy(hs_cluster *c);
 
 static inline const hs_gpu *hs_cluster_gpu(const hs_cluster *c, int i)

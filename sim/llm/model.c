@@ -68,13 +68,13 @@ int hs_model_load(hs_model *m, const char *path, hs_err *err)
 
 int hs_model_find(hs_model *m, const char *name, hs_err *err)
 {
-    char path[1024];
+    char path[1024], dym[160];
     int rc = hs_resolve(path, sizeof path, "models", name, err);
     if (rc) return rc;
     rc = hs_model_load(m, path, err);
     if (rc == HS_EIO)
-        return hs_errf(err, HS_ENOTFOUND, "unknown model \"%s\" (no %s; see `hetsim list models`)",
-                       name, path);
+        return hs_errf(err, HS_ENOTFOUND, "unknown model \"%s\"%s (no %s; see `hetsim list models`)",
+                       name, hs_suggest_file(dym, sizeof dym, "models", name), path);
     return rc;
 }
 

@@ -109,6 +109,72 @@ static int insert_case(hs_db *db, const hs_case_row *c, int64_t run, hs_err *err
     return rc;
 }
 
+/* Membership: which sweeps asked for a case.  A case is stored once
+ * (sweep_cases), but a later sweep or search that reaches the same
+ * configuration reuses it, and must find it under its own name too. */
+#define MEMBERS_SQL \
+    "CREATE TABLE IF NOT EXISTS sweep_members (\n" \
+    "    sweep    TEXT NOT NULL,      -- a sweep that asked for the case (--name)\n" \
+    "    case_key TEXT NOT NULL,      -- sweep_cases.case_key\n" \
+    "    idx      INTEGER NOT NULL,   -- position in that sweep's case list\n" \
+    "    params   TEXT NOT NULL,      -- the swept keys and values in that sweep, JSON\n" \
+    "    PRIMARY KEY (sweep, case_key)\n" \
+    ") WITHOUT ROWID;\n"
+
+int hs_sweepdb_members_init(hs_db *db, hs_err *err)
+{
+    sqlite3_stmt *st;
+    int exists, rc;
+    if (sqlite3_prepare_v2(hs__db_handle(db),
+                           "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'sweep_members'",
+                           -1, &st, NULL) != SQLITE_OK)
+        return fail_sql(db, err, "reading the schema");
+    exists = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
+    sqlite3_finalize(st);
+    if (exists) return 0;
+    /* Migration: a database from before the table gets one row per case,
+     * the sweep that stored it; in one transaction with the table. */
+    if ((rc = exec_sql(db, "BEGIN IMMEDIATE", "adding sweep_members", err))) return rc;
+    if ((rc = exec_sql(db, MEMBERS_SQL, "adding sweep_members", err)) ||
+        (rc = exec_sql(db, "INSERT OR IGNORE INTO sweep_members (sweep, case_key, idx, params) "
+                           "SELECT sweep, case_key, idx, params FROM sweep_cases",
+                       "adding sweep_members", err)) ||
+        (rc = exec_sql(db, "COMMIT", "adding sweep_members", err)))
+        rollback(db);
+    return rc;
+}
+
+/* Inserts c's membership row; an existing one stays (the first position
+ * a sweep gave the case). */
+static int insert_member(hs_db *db, const hs_case_row *c, hs_err *err)
+{
+    sqlite3_stmt *st;
+    int rc = 0;
+    if (sqlite3_prepare_v2(hs__db_handle(db),
+                           "INSERT OR IGNORE INTO sweep_members (sweep, case_key, idx, params) "
+                           "VALUES (?1, ?2, ?3, ?4)", -1, &st, NULL) != SQLITE_OK)
+        return fail_sql(db, err, "recording the sweep of a case");
+    sqlite3_bind_text(st, 1, c->sweep ? c->sweep : "", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, c->key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 3, c->idx);
+    sqlite3_bind_text(st, 4, c->params ? c->params : "{}", -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) != SQLITE_DONE) rc = fail_sql(db, err, "recording the sweep of a case");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int hs_sweepdb_members_add(hs_db *db, const hs_case_row *rows, int n, hs_err *err)
+{
+    int rc;
+    if (n <= 0) return 0;
+    if (hs__db_busy(db)) return hs_errf(err, HS_ESTATE, "%s: a run is open", hs__db_path(db));
+    if ((rc = exec_sql(db, "BEGIN IMMEDIATE", "recording the sweep of cases", err))) return rc;
+    for (int i = 0; i < n && !rc; i++) rc = insert_member(db, &rows[i], err);
+    if (!rc) rc = exec_sql(db, "COMMIT", "recording the sweep of cases", err);
+    if (rc) rollback(db);
+    return rc;
+}
+
 /* Column list of table hs_src.T without `skip`, comma separated, quoted;
  * *has_run tells whether a column named run exists.  Caller frees. */
 static char *columns(hs_db *db, const char *table, const char *skip, int *has_run)
@@ -154,7 +220,7 @@ static int copy_tables(hs_db *db, int64_t new_run, hs_err *err)
     sqlite3_stmt *st;
     int rc = 0;
     if (sqlite3_prepare_v2(h, "SELECT name FROM hs_src.sqlite_master WHERE type = 'table' "
-                              "AND name NOT IN ('runs', 'meta', 'sweep_cases') "
+                              "AND name NOT IN ('runs', 'meta', 'sweep_cases', 'sweep_members') "
                               "AND name NOT LIKE 'sqlite_%' ORDER BY name",
                            -1, &st, NULL) != SQLITE_OK)
         return fail_sql(db, err, "listing the case's tables");
@@ -264,6 +330,7 @@ int hs_sweepdb_merge(hs_db *db, const char *src, const hs_case_row *c,
     *run_id = sqlite3_last_insert_rowid(h);
     if ((rc = copy_tables(db, *run_id, err))) goto out;
     if ((rc = insert_case(db, c, *run_id, err))) goto out;
+    if ((rc = insert_member(db, c, err))) goto out;
     rc = exec_sql(db, "COMMIT", "committing a case", err);
 out:
     sqlite3_finalize(st);
@@ -278,7 +345,7 @@ int hs_sweepdb_fail(hs_db *db, const hs_case_row *c, hs_err *err)
     int rc;
     if (hs__db_busy(db)) return hs_errf(err, HS_ESTATE, "%s: a run is open", hs__db_path(db));
     if ((rc = exec_sql(db, "BEGIN IMMEDIATE", "recording a failed case", err))) return rc;
-    if ((rc = insert_case(db, c, 0, err)) ||
+    if ((rc = insert_case(db, c, 0, err)) || (rc = insert_member(db, c, err)) ||
         (rc = exec_sql(db, "COMMIT", "recording a failed case", err)))
         rollback(db);
     return rc;

@@ -46,6 +46,18 @@ typedef struct hs_case_row {
 int hs_sweepdb_merge(hs_db *db, const char *src, const hs_case_row *c,
                      const char *db_in_config, int64_t *run_id, hs_err *err);
 
+/* Table sweep_members (sweep, case_key, idx, params): every sweep that
+ * asked for a case, so a case stored by one sweep and reused by another
+ * belongs to both (INV-SWEEP-4). Created on first use; an older database
+ * gets one row per stored case, its storing sweep, in the same
+ * transaction.  Call once after opening, before the functions below. */
+int hs_sweepdb_members_init(hs_db *db, hs_err *err);
+
+/* Records that rows[i].sweep asked for rows[i].key (existing rows stay),
+ * in one transaction.  hs_sweepdb_merge and hs_sweepdb_fail record their
+ * own case's row themselves. */
+int hs_sweepdb_members_add(hs_db *db, const hs_case_row *rows, int n, hs_err *err);
+
 /* Records a failed case (run NULL, error text) in one transaction. */
 int hs_sweepdb_fail(hs_db *db, const hs_case_row *c, hs_err *err);
 

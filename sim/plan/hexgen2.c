@@ -18,8 +18,10 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plan/hexgen2_int.h"
 
@@ -43,8 +45,8 @@ const hs_field hs_hg2_opt_fields[] = {
     HS_FIELD_STR(hg2_raw, search, 0, "guided", "search after the initial placement: " HG2_SEARCH_HELP
                  " (guided: the paper's swap + re-partition loop; hill: the earlier hill-climb with restarts)"),
     HS_FIELD_STR(hg2_raw, prefill, 0, "latency", "prefill groups' layout: latency (the paper's) or throughput"),
-    HS_FIELD_NUM(hg2_raw, in, HS_F_DOUBLE, 0, 1024, 1, 1e9, "mean prompt tokens planned for"),
-    HS_FIELD_NUM(hg2_raw, out, HS_F_DOUBLE, 0, 256, 1, 1e9, "mean output tokens planned for"),
+    HS_FIELD_NUM(hg2_raw, in, HS_F_DOUBLE, 0, 0, 0, 1e9, "mean prompt tokens planned for (0: the workload's mean; 1024 without one)"),
+    HS_FIELD_NUM(hg2_raw, out, HS_F_DOUBLE, 0, 0, 0, 1e9, "mean output tokens planned for (0: the workload's mean; 256 without one)"),
     HS_FIELD_NUM(hg2_raw, period, HS_F_DOUBLE, 0, 60, 1e-9, 1e9, "planning period T, s"),
     HS_FIELD_NUM(hg2_raw, conc, HS_F_INT, 0, 32, 1, 1e6, "requests whose KV sizes a group's memory"),
     HS_FIELD_NUM(hg2_raw, tol, HS_F_DOUBLE, 0, 0.25, 0, 10, "memory balance tolerance of the partition"),
@@ -131,6 +133,25 @@ int hs_hg2_ctx_create(hs_hg2_ctx **out, const hs_plan_req *req,
     x->max_tokens = req->max_tokens > 0 ? req->max_tokens : 8192;
     x->mml = req->max_model_len > 0 ? req->max_model_len : hs_model_max_context(req->model);
     x->o = *o;
+    if (req->slo) x->slo = *req->slo;
+    /* Lengths not given: the workload's means (rounded, so the plan does
+     * not hang on the sample's last digit). */
+    if (x->o.s_in <= 0 || x->o.s_out <= 0) {
+        hs_plan_lengths L;
+        double in = 1024, outl = 256;
+        if (req->workload) {
+            int rc = hs_plan_lengths_get(req->workload, &L, err);
+            if (rc) {
+                hs_hg2_ctx_destroy(x);
+                return rc;
+            }
+            in = L.in_mean > 1 ? floor(L.in_mean + 0.5) : 1;
+            outl = L.out_mean > 1 ? floor(L.out_mean + 0.5) : 1;
+        }
+        if (x->o.s_in <= 0) x->o.s_in = in;
+        if (x->o.s_out <= 0) x->o.s_out = outl;
+    }
+    o = &x->o;
     /* The planned request must be one the engine would serve. */
     if (!(o->s_in >= 1 && o->s_out >= 1 && o->s_in + o->s_out <= x->mml)) {
         int mml = x->mml;
@@ -155,6 +176,7 @@ int hs_hg2_ctx_create(hs_hg2_ctx **out, const hs_plan_req *req,
     }
     memset(x->tab, 0xff, (size_t)x->tab_cap * sizeof *x->tab);
     x->t0 = hs__hg2_now_s();
+    x->prog_tty = -1;
     if (o->trace[0] && !(x->trace = fopen(o->trace, "w"))) {
         hs_hg2_ctx_destroy(x);
         return hs_errf(err, HS_EIO, "plan_opts: trace: cannot write %s", o->trace);
@@ -201,6 +223,7 @@ int hs_hg2_to_deploy(hs_hg2_ctx *x, const hs_hg2_place *p, const char *planner,
 {
     hs_hg2_eval ev = {0};
     int K = p->K, n = p->n_gpus, rc, *idx = NULL, *mem = NULL, n_dec = 0;
+    double ttft_est = 0, tpot_est = 0;   /* s, the slowest prefill / decode group's */
     memset(out, 0, sizeof *out);
     if ((rc = hs_hg2_evaluate(x, p, &ev, err))) return rc;
     if (ev.flow <= 0) {
@@ -237,6 +260,8 @@ int hs_hg2_to_deploy(hs_hg2_ctx *x, const hs_hg2_place *p, const char *planner,
             snprintf(r.role, sizeof r.role, "%s", p->role[k] == HS_HG2_PREFILL ? "prefill"
                                                   : p->role[k] == HS_HG2_DECODE ? "decode" : "colocated");
             r.weight = ev.gflow[k];
+            if (p->role[k] == HS_HG2_PREFILL && g->lat_s > ttft_est) ttft_est = g->lat_s;
+            if (p->role[k] == HS_HG2_DECODE && g->lat_s > tpot_est) tpot_est = g->lat_s;
             hs_hg2_group_layout(x, g, &r.layout);
             if (p->role[k] == HS_HG2_PREFILL && n_dec) {
                 r.kv_route = calloc((size_t)out->n + 1, sizeof *r.kv_route);
@@ -266,6 +291,18 @@ int hs_hg2_to_deploy(hs_hg2_ctx *x, const hs_hg2_place *p, const char *planner,
             r->n_kv_route = out->n;
         }
     }
+    if (!rc) {
+        /* A plan that its own estimate says misses the run's targets is
+         * still returned (the best found), but never silently. */
+        double tt = x->o.ttft_s > 0 ? x->o.ttft_s : x->slo.ttft_ms / 1e3;
+        double tp = x->o.tpot_s > 0 ? x->o.tpot_s : x->slo.tpot_ms / 1e3;
+        if (tt > 0 && ttft_est > tt)
+            fprintf(stderr, "%s: warning: estimated TTFT %.0f ms (slowest prefill group, a %g-token prompt, no queueing) "
+                    "misses the %.0f ms target\n", planner, ttft_est * 1e3, x->o.s_in, tt * 1e3);
+        if (tp > 0 && tpot_est > tp)
+            fprintf(stderr, "%s: warning: estimated TPOT %.1f ms (slowest decode group) misses the %.1f ms target\n",
+                    planner, tpot_est * 1e3, tp * 1e3);
+    }
 out:
     if (rc) hs_deploy_free(out);
     free(idx);
@@ -281,7 +318,10 @@ int hs_hg2_plan_search(const hs_plan_req *q, const hs_hg2_opts *o, int colocated
     hs_hg2_place p = {0};
     int rc;
     if ((rc = hs_hg2_ctx_create(&x, q, o, err))) return rc;
-    if (!(rc = hs_hg2_search(x, &p, colocated, err))) rc = hs_hg2_to_deploy(x, &p, name, out, err);
+    snprintf(x->name, sizeof x->name, "%s", name);
+    rc = hs_hg2_search(x, &p, colocated, err);
+    if (x->prog_shown && isatty(2)) fprintf(stderr, "\n");
+    if (!rc) rc = hs_hg2_to_deploy(x, &p, name, out, err);
     if (!rc && !o->quiet) {
         hs_hg2_stats st;
         hs_hg2_stats_get(x, &st);

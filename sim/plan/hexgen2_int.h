@@ -53,6 +53,7 @@ struct hs_hg2_ctx {
     int bits, max_tokens;       /* weight bits; tokens a step (activations) */
     int32_t mml;                /* tokens, max model length (one lane's context) */
     hs_hg2_opts o;
+    hs_slo slo;                 /* the run's latency targets (0: none), for the plan's warning */
     int tps[8], n_tps;          /* TP caps tried: powers of two <= max_tp dividing the heads, ascending */
     double kvbtl;               /* KV bytes per token per layer, all heads */
     hs_rng rng;                 /* the searches' stream (xorshift64*, core/rng.h) */
@@ -69,6 +70,10 @@ struct hs_hg2_ctx {
     long p_n, p_cap;
     hs_hg2_stats st;
     double t0;                  /* s, monotonic clock at the start of the search */
+    double prog_next;           /* s since t0 of the next progress line */
+    int prog_tty;               /* progress shown: -1 not decided yet */
+    int prog_shown;             /* a progress line was written (end it with a newline) */
+    char name[32];              /* planner name for progress lines */
     FILE *trace;
 };
 

@@ -24,6 +24,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "plan/hexgen2_int.h"
@@ -79,11 +80,31 @@ static void note_best(hs_hg2_ctx *x, double tput)
     }
 }
 
+/* A search past a few seconds says where it is, every 2 s, on a terminal
+ * (one line rewritten) or with verbose=1; scripts reading stderr see
+ * nothing new otherwise.  "<name> search:" keeps it apart from the
+ * summary line that starts "<name>:". */
+static void progress(hs_hg2_ctx *x)
+{
+    double t;
+    if (x->prog_tty < 0) x->prog_tty = isatty(2) || !x->o.quiet;
+    if (!x->prog_tty || (x->st.evals & 63)) return;
+    t = elapsed(x);
+    if (t < 2 || t < x->prog_next) return;
+    x->prog_next = t + 2;
+    fprintf(stderr, "%s%s search: %.0f s, %ld evaluations, %ld iterations, best %.0f tokens/s estimated%s",
+            isatty(2) ? "\r\033[K" : "", x->name[0] ? x->name : "planner", t, x->st.evals, x->st.steps,
+            x->st.best_tput, isatty(2) ? "" : "\n");
+    fflush(stderr);
+    x->prog_shown = 1;
+}
+
 /* Scores a placement (output tokens/s); -1 on error. */
 static double score(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev, hs_err *err)
 {
     if (hs_hg2_evaluate(x, p, ev, err)) return -1;
     note_best(x, ev->tput);
+    progress(x);
     return ev->tput;
 }
 

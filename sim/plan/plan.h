@@ -64,6 +64,20 @@ const hs_planner_ops *hs_planner_find(const char *name);
  * blob (the struct p->opts describes).  Errors name plan_opts and the key; blob is
  * then unspecified. */
 int hs_planner_opts(const hs_planner_ops *p, const char *text, void *blob, hs_err *err);
+/* Length statistics of a workload, what planners plan for instead of
+ * hand-typed means: prompt and output tokens, mean and percentiles over
+ * the first HS_PLAN_SAMPLE requests (or workload.max_requests if fewer). */
+#define HS_PLAN_SAMPLE 200000
+typedef struct hs_plan_lengths {
+    int64_t n;                       /* requests sampled */
+    double in_mean, in_p50, in_p90, in_p99;    /* prompt tokens */
+    double out_mean, out_p50, out_p90, out_p99; /* output tokens */
+} hs_plan_lengths;
+
+/* Reads the workload's first requests into *out.  HS_EINVAL when it has
+ * none; the source's errors otherwise. */
+int hs_plan_lengths_get(const hs_workload_cfg *wc, hs_plan_lengths *out, hs_err *err);
+
 /* Prints p's option keys with their defaults and help, one per line, each
  * line starting with `indent`. */
 void hs_planner_opts_help(const hs_planner_ops *p, FILE *fp, const char *indent);
