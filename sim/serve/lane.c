@@ -365,6 +365,7 @@ static void preempt(hs_engine *e, hs_lane *l, int32_t r)
     l->preemptions++;
     e->preemptions++;
     if (e->trace && hs_sched_wants(e->trace, l->replica)) hs__trace_preempt(e, l, q);
+    if (e->tl) hs__tl_preempt(e, l, q);
 }
 
 void hs_lane_preempt(hs_engine *e, hs_lane *l, int32_t r)
