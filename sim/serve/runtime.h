@@ -386,8 +386,6 @@ void hs_lane_finish(struct hs_engine *e, hs_lane *l, int32_t r, hs_ns t);
 int hs__dec_join(struct hs_engine *e, hs_lane *l, int32_t r, hs_ns t);
 /* Notes a preemption for the schedule file (trace.c). */
 void hs__trace_preempt(struct hs_engine *e, hs_lane *l, const hs_req *q);
-/* Tells the timeline (e->tl, set) that q was evicted from l (trace.c). */
-void hs__tl_preempt(struct hs_engine *e, const hs_lane *l, const hs_req *q);
 /* 1 when the lane's invariants hold (for assert and the audit). */
 int hs_lane_sane(struct hs_engine *e, const hs_lane *l);
 

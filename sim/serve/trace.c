@@ -1,6 +1,7 @@
 /* trace.c - schedule emission: the executed schedule of the replicas that
  * e->trace wants (serve/schedule.h), written as the engine runs; and the
- * timeline observer's iterations and preemptions (e->tl, serve/sink.h).
+ * timeline observer's iterations (e->tl, serve/sink.h; its preemptions are
+ * told by lane.c, its hand-overs by handover.c).
  *
  * Lines are written when things are decided: a request when it is routed,
  * an iteration when it is scheduled (everything in it follows from the
@@ -90,9 +91,4 @@ void hs__tl_iter(hs_engine *e, const hs_lane *l, hs_ns start, hs_ns end)
     it.kv_used = l->blocks_total - l->blocks_free;
     it.kv_total = l->blocks_total;
     e->tl->iter(e->tl->ctx, &it);
-}
-
-void hs__tl_preempt(hs_engine *e, const hs_lane *l, const hs_req *q)
-{
-    if (e->tl->preempt) e->tl->preempt(e->tl->ctx, l->replica, lane_index(e, l), q->id, e->q.now);
 }
