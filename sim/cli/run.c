@@ -109,7 +109,7 @@ static void run_usage(FILE *fp, const char *cmd)
             "  --emit-trace F       write the run's timeline to F as a Chrome trace (Perfetto UI:\n"
             "                       lanes, iterations, preemptions, KV hand-overs; docs/results.md)\n"
             "  --emit-trace-limit N write at most N iterations to it (0: all; the file grows\n"
-            "                       with the run, about 250 bytes per iteration)\n"
+            "                       with the run, about 230 bytes per iteration)\n"
             "  --json-out F         write the run's metrics to F as one JSON object (the keys of\n"
             "                       benchmark_serving --save-result, the run id, config, deployment)\n"
             "  --quiet              no summary table\n", cmd);

@@ -13,7 +13,7 @@
  * whole microseconds of simulated time ("ts", "dur"), truncated, so that
  * back-to-back iterations touch without overlapping.
  *
- * Size: about 250 bytes per iteration, so the file grows with the run's
+ * Size: about 230 bytes per iteration, so the file grows with the run's
  * iterations (fast-forwarded decode steps are written one by one); `limit`
  * caps the iterations written, after which the file notes it was cut.
  * The file is written to F.tmp and renamed at close, so a failed run
