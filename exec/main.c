@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "exec.h"
 #include "info.h"
@@ -85,7 +86,9 @@ static void replay_usage(FILE *fp)
             "  --repeats N        timed runs per iteration, the median is written (default 1)\n"
             "  --out FILE         CSV file (default: stdout)\n"
             "  --check            print the KV pool's books after each iteration on stderr\n"
-            "  --quiet            no notes or summary on stderr\n");
+            "  --progress         a progress line every 2 s (done/total, elapsed, ETA) even when\n"
+            "                     stderr is not a terminal (on a terminal it is the default)\n"
+            "  --quiet            no notes or summary on stderr (nor progress, unless --progress)\n");
 }
 
 static int fail(const hs_err *err)
@@ -265,6 +268,7 @@ static int cmd_replay(int argc, char **argv)
         }
         if (!strcmp(a, "--check")) { o.check = 1; continue; }
         if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
+        if (!strcmp(a, "--progress")) { o.progress = 1; continue; }
         if (a[0] != '-' || !a[1]) {
             if (o.path) {
                 hs_errf(&err, HS_EINVAL, "replay: one schedule file only (\"%s\" and \"%s\")", o.path, a);
@@ -288,6 +292,8 @@ static int cmd_replay(int argc, char **argv)
         hs_errf(&err, HS_EINVAL, "replay: no schedule file given (see hetsim-exec replay --help)");
         return fail(&err);
     }
+    /* progress on a terminal unless --quiet; elsewhere only when asked */
+    if (!o.progress && !o.quiet && isatty(2)) o.progress = 1;
     /* The whole file is checked before a device is opened. */
     if (hs_exec_replay_plan(&r, &o, &err)) return fail(&err);
     if (hs_exec_open(&x, c.backend, c.dtype, &err)) {

@@ -37,6 +37,9 @@ typedef struct hs_exec_replay_opts {
     const char *out;           /* CSV path; NULL: stdout */
     int check;                 /* KV-pool books per iteration on stderr */
     int quiet;                 /* no notes or summary on stderr */
+    int progress;              /* a progress line on stderr every few seconds
+                                  (iterations done / total, elapsed, ETA);
+                                  redrawn in place when stderr is a terminal */
 } hs_exec_replay_opts;
 
 typedef struct hs_exec_replay hs_exec_replay;

@@ -116,15 +116,20 @@ check_eq "concurrent sweeps: 30 cases, 30 runs, no duplicate, no orphan run" \
         (select count(*) from runs r where not exists (select 1 from sweep_cases c where c.run = r.id)) from sweep_cases")" \
     "30 30 30 0"
 
-# A version-1 database (before sweep_cases and samples, and before the
-# replicas' calibration columns of version 3) is migrated and keeps its runs.
+# A version-1 database (before sweep_cases and samples, before the
+# replicas' calibration columns of version 3 and the runs' deployment and
+# the views of version 4) is migrated and keeps its runs.
 hs_run 0 "a plain run" run --requests 50 --db "$T/v1.db" --quiet
 sqlite3 "$T/v1.db" "drop table sweep_cases; drop table samples;
     alter table replicas drop column calibration; alter table replicas drop column expected_err_pct;
-    alter table replicas drop column engine; update meta set value = '1' where key = 'schema_version'"
+    alter table replicas drop column engine; drop view summary_wide; drop view requests_ms;
+    alter table runs drop column deployment; alter table runs drop column planner;
+    update meta set value = '1' where key = 'schema_version'"
 hs_run 0 "sweep into a version-1 database" sweep --set workload.max_requests=50 --grid seed=5,6 --db "$T/v1.db" --quiet
-check_eq "migrated: version 3, old run kept, 2 cases added" \
-    "$(q "$T/v1.db" "select (select value from meta where key = 'schema_version') || ' ' || (select count(*) from runs) || ' ' || (select count(*) from sweep_cases)")" "3 3 2"
+check_eq "migrated: version 4, old run kept, 2 cases added" \
+    "$(q "$T/v1.db" "select (select value from meta where key = 'schema_version') || ' ' || (select count(*) from runs) || ' ' || (select count(*) from sweep_cases)")" "4 3 2"
+check_eq "migrated: the old run has no deployment, the new ones do, all in summary_wide" \
+    "$(q "$T/v1.db" "select count(*) filter (where deployment is null) || ' ' || count(*) filter (where planner = 'uniform') || ' ' || (select count(*) from summary_wide) from runs")" "1 2 3"
 check_eq "migrated: the old run's replicas have no calibration, the new ones do" \
     "$(q "$T/v1.db" "select count(distinct run) from replicas where calibration is null") $(q "$T/v1.db" "select count(distinct run) from replicas where calibration like '%a100-80g%'")" "1 2"
 

@@ -24,6 +24,7 @@ typedef struct fx_opts {
     hs_popts po[HS_MAX_POLICIES];   /* every policy's options (fx_popt) */
     hs_perf_cfg pc;
     hs_workload_cfg wc;
+    const hs_timeline *tl;          /* optional timeline observer (sink.h) */
 } fx_opts;
 
 typedef struct fx_result {
@@ -205,6 +206,7 @@ static inline int fx_run_replicas(const fx_opts *o, const hs_engine_cfg *ec, hs_
     if ((rc = hs_source_open(&src, &o->wc, err))) return rc;
     if (!(rc = hs_engine_create(&e, ec, pol, fx_popts(o), router, reps, n, src, &sink, mml, c, err))) {
         hs_engine_stats st;
+        if (o->tl) hs_engine_set_timeline(e, o->tl);
         rc = hs_engine_run(e, err);
         hs_engine_stats_get(e, &st);
         x->arrivals = st.arrivals;

@@ -1,17 +1,22 @@
 /* test_db.c - the SQLite results writer: rows read back with plain sqlite3,
  * abort leaves nothing, reopening appends a run, newer or foreign files are
  * refused by name, identical runs give identical rows, results/schema.sql
- * builds the same schema as db.c, and the insert speed (printed). */
+ * builds the same schema as db.c, a version 3 file migrates, the views
+ * (summary_wide, requests_ms) agree with the tables, the run's deployment
+ * and planner are stored, the JSON result file has the view's keys and
+ * values, and the insert speed (printed). */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L  /* mkstemp, clock_gettime */
 #endif
 #include "out/db.h"
 
+#include <cjson/cJSON.h>
 #include <sqlite3.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "core/conf.h"
 
 #define MS HS_NS_PER_MS
 
@@ -393,6 +398,269 @@ static void test_schema_file(void)
     sqlite3_close(from_code);
 }
 
+
+/* summary_wide column -> summary metric it shows unchanged. */
+static const char *const wide_map[][2] = {
+    {"completed", "completed"}, {"dropped", "dropped"}, {"duration", "duration_s"},
+    {"num_prompts", "arrivals"}, {"iterations", "iterations"}, {"simulated_s", "simulated_s"},
+    {"request_throughput", "request_throughput"}, {"request_goodput", "goodput"},
+    {"input_throughput", "input_token_throughput"}, {"output_throughput", "output_token_throughput"},
+    {"total_token_throughput", "total_token_throughput"},
+    {"mean_ttft_ms", "ttft_mean_ms"}, {"median_ttft_ms", "ttft_p50_ms"}, {"p90_ttft_ms", "ttft_p90_ms"},
+    {"p95_ttft_ms", "ttft_p95_ms"}, {"p99_ttft_ms", "ttft_p99_ms"},
+    {"mean_tpot_ms", "tpot_mean_ms"}, {"median_tpot_ms", "tpot_p50_ms"}, {"p90_tpot_ms", "tpot_p90_ms"},
+    {"p95_tpot_ms", "tpot_p95_ms"}, {"p99_tpot_ms", "tpot_p99_ms"},
+    {"mean_itl_ms", "itl_mean_ms"}, {"median_itl_ms", "itl_p50_ms"}, {"p90_itl_ms", "itl_p90_ms"},
+    {"p95_itl_ms", "itl_p95_ms"}, {"p99_itl_ms", "itl_p99_ms"},
+    {"mean_e2el_ms", "e2el_mean_ms"}, {"median_e2el_ms", "e2el_p50_ms"}, {"p90_e2el_ms", "e2el_p90_ms"},
+    {"p95_e2el_ms", "e2el_p95_ms"}, {"p99_e2el_ms", "e2el_p99_ms"},
+    {"mean_queue_ms", "queue_mean_ms"}, {"median_queue_ms", "queue_p50_ms"}, {"p90_queue_ms", "queue_p90_ms"},
+    {"p95_queue_ms", "queue_p95_ms"}, {"p99_queue_ms", "queue_p99_ms"},
+    {"slo_attainment", "slo_attainment"}, {"preemptions", "preemptions"}, {"cost_per_hour", "cost_per_hour"},
+    {"tokens_per_dollar", "tokens_per_dollar"},
+};
+#define WIDE_N ((int)(sizeof wide_map / sizeof wide_map[0]))
+
+/* Population standard deviation of v[0..n) (what numpy's std gives). */
+static double stdev(const double *v, int n)
+{
+    double m = 0, ss = 0;
+    for (int i = 0; i < n; i++) m += v[i];
+    m /= n;
+    for (int i = 0; i < n; i++) ss += (v[i] - m) * (v[i] - m);
+    return sqrt(ss / n);
+}
+
+/* A run as `hetsim run` writes it: deployment and planner recorded, the
+ * summary with the extra counters.  Fills the requests' latencies (ms) for
+ * the std checks; returns the run id. */
+static int64_t write_full_run(hs_db *db, int nreq, int rows, double *ttft, double *tpot, int *n_tpot,
+                              double *e2e, int *n_done, int64_t *in_tok, int64_t *out_tok)
+{
+    hs_err err = {0};
+    int64_t run = -1;
+    hs_run_info info = {"{\"model\":\"llama-7b\",\"planner\":\"\"}", "abc", "wide", 7};
+    hs_slo slo = {60, 25, 0};
+    hs_metrics *m = hs_metrics_create(&slo);
+    CHECK_OK(hs_db_run_begin(db, &info, &run, &err), &err);
+    CHECK_OK(hs_db_run_deployment(db, run, "{\"model\":\"llama-7b\",\"planner\":\"hexgen2\",\"replicas\":[]}",
+                                  "hexgen2", &err), &err);
+    *n_tpot = *n_done = 0;
+    *in_tok = *out_tok = 0;
+    for (int i = 1; i <= nreq; i++) {
+        /* latencies that differ per request, so the std is not 0 */
+        hs_req_record r = mkrec(i, 2 + i % 9, i % 11 == 0);
+        if (!r.dropped) {
+            r.first_token += (i % 7) * 3 * MS;
+            r.finish += (i % 7) * 3 * MS + (i % 5) * 17 * MS;
+            ttft[*n_done] = (double)(r.first_token - r.arrival) / MS;
+            e2e[*n_done] = (double)(r.finish - r.arrival) / MS;
+            (*n_done)++;
+            tpot[(*n_tpot)++] = (double)(r.finish - r.first_token) / MS / (r.output - 1);
+            *in_tok += r.prompt;
+            *out_tok += r.output;
+        }
+        hs_metrics_request(m, &r);
+        if (rows) CHECK_OK(hs_db_request(db, run, &r, hs_metrics_slo_met(m, &r), &err), &err);
+    }
+    hs_metrics_itl(m, 20 * MS, 100);
+    hs_metric_value v[64];
+    int n = hs_metrics_summary(m, 2.5, v, 60);
+    const struct { const char *n; double v; } extra[] = {
+        {"arrivals", nreq}, {"iterations", 321}, {"simulated_s", 12.5},
+    };
+    for (size_t k = 0; k < 3; k++, n++) {
+        snprintf(v[n].name, sizeof v[n].name, "%s", extra[k].n);
+        v[n].value = extra[k].v;
+    }
+    CHECK_OK(hs_db_summary(db, run, v, n, &err), &err);
+    CHECK_OK(hs_db_run_commit(db, run, 0.5, 99, &err), &err);
+    hs_metrics_destroy(m);
+    return run;
+}
+
+static void test_wide_view_and_json(void)
+{
+    const char *path = tmp_db();
+    hs_db *db = NULL;
+    hs_err err = {0};
+    static double ttft[200], tpot[200], e2e[200];
+    int n_tpot, n_done;
+    int64_t in_tok, out_tok;
+    char sql[512];
+    CHECK_OK(hs_db_open(&db, path, &err), &err);
+    if (!db) return;
+    int64_t a = write_full_run(db, 120, 1, ttft, tpot, &n_tpot, e2e, &n_done, &in_tok, &out_tok);
+    /* the same run without per-request rows: std columns are NULL */
+    int64_t b = write_full_run(db, 120, 0, ttft, tpot, &n_tpot, e2e, &n_done, &in_tok, &out_tok);
+    /* an older-style run with no deployment recorded */
+    int64_t c = write_run(db, 10, "plain");
+
+    sqlite3 *h = raw_open(path);
+    CHECK_INT(q_int(h, "SELECT count(*) FROM summary_wide"), 3);
+    /* every mapped column is the summary's value, exactly */
+    for (int i = 0; i < WIDE_N; i++) {
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM summary_wide w JOIN summary s ON s.run = w.run AND s.metric = '%s' "
+                 "WHERE w.%s = s.value",
+                 wide_map[i][1], wide_map[i][0]);
+        /* run c has no arrivals/iterations/simulated_s rows */
+        int extra = !strcmp(wide_map[i][1], "arrivals") || !strcmp(wide_map[i][1], "iterations") ||
+                    !strcmp(wide_map[i][1], "simulated_s");
+        int64_t got = q_int(h, sql);
+        if (got != (extra ? 2 : 3)) printf("summary_wide.%s vs summary.%s\n", wide_map[i][0], wide_map[i][1]);
+        CHECK_INT(got, extra ? 2 : 3);
+    }
+    snprintf(sql, sizeof sql, "SELECT num_prompts IS NULL FROM summary_wide WHERE run = %lld", (long long)c);
+    CHECK_INT(q_int(h, sql), 1);
+    /* counts are integers, token totals exact */
+    snprintf(sql, sizeof sql, "SELECT typeof(completed) || typeof(total_input_tokens) FROM summary_wide WHERE run = %lld",
+             (long long)a);
+    char buf[4096];
+    q_dump(h, sql, buf, sizeof buf);
+    CHECK_STR(buf, "integerinteger\n");
+    snprintf(sql, sizeof sql, "SELECT total_input_tokens, total_output_tokens FROM summary_wide WHERE run = %lld",
+             (long long)a);
+    char want[128];
+    snprintf(want, sizeof want, "%lld|%lld\n", (long long)in_tok, (long long)out_tok);
+    q_dump(h, sql, buf, sizeof buf);
+    CHECK_STR(buf, want);
+    /* std from the requests rows, as numpy's std over the same values */
+    snprintf(sql, sizeof sql, "SELECT std_ttft_ms FROM summary_wide WHERE run = %lld", (long long)a);
+    CHECK_REL(q_dbl(h, sql), stdev(ttft, n_done), 1e-9);
+    snprintf(sql, sizeof sql, "SELECT std_tpot_ms FROM summary_wide WHERE run = %lld", (long long)a);
+    CHECK_REL(q_dbl(h, sql), stdev(tpot, n_tpot), 1e-9);
+    snprintf(sql, sizeof sql, "SELECT std_e2el_ms FROM summary_wide WHERE run = %lld", (long long)a);
+    CHECK_REL(q_dbl(h, sql), stdev(e2e, n_done), 1e-9);
+    CHECK(stdev(ttft, n_done) > 1);
+    snprintf(sql, sizeof sql, "SELECT std_ttft_ms IS NULL AND std_e2el_ms IS NULL FROM summary_wide WHERE run = %lld",
+             (long long)b);
+    CHECK_INT(q_int(h, sql), 1);
+    /* the deployment and planner recorded; the old-style run falls back on
+     * its config's planner, here absent */
+    snprintf(sql, sizeof sql, "SELECT planner, json_extract(deployment, '$.planner') FROM runs WHERE id = %lld",
+             (long long)a);
+    q_dump(h, sql, buf, sizeof buf);
+    CHECK_STR(buf, "hexgen2|hexgen2\n");
+    snprintf(sql, sizeof sql, "SELECT w.planner, r.deployment FROM summary_wide w JOIN runs r ON r.id = w.run "
+                              "WHERE w.run = %lld", (long long)c);
+    q_dump(h, sql, buf, sizeof buf);
+    CHECK_STR(buf, "NULL|NULL\n");
+    /* requests_ms: the same rows, latencies in ms */
+    CHECK_INT(q_int(h, "SELECT count(*) FROM requests_ms"), q_int(h, "SELECT count(*) FROM requests"));
+    CHECK_INT(q_int(h, "SELECT count(*) FROM requests q JOIN requests_ms m USING (run, id) "
+                       "WHERE m.ttft_ms IS 1000 * q.ttft AND m.tpot_ms IS 1000 * q.tpot "
+                       "AND m.e2el_ms IS 1000 * q.e2e AND m.queue_ms IS 1000 * q.queue_delay"),
+              q_int(h, "SELECT count(*) FROM requests"));
+    snprintf(sql, sizeof sql, "SELECT avg(ttft_ms) FROM requests_ms WHERE run = %lld AND NOT dropped", (long long)a);
+    double avg_ms = q_dbl(h, sql);
+    snprintf(sql, sizeof sql, "SELECT mean_ttft_ms FROM summary_wide WHERE run = %lld", (long long)a);
+    CHECK_REL(avg_ms, q_dbl(h, sql), 1e-12);
+
+    /* the JSON result file: the view's columns under the same names and
+     * values, the config and deployment as objects */
+    char jpath[128];
+    snprintf(jpath, sizeof jpath, "%s.json", path);
+    CHECK_OK(hs_db_run_json(db, a, jpath, &err), &err);
+    cJSON *j = NULL;
+    CHECK_OK(hs_json_load(jpath, &j, &err), &err);
+    sqlite3_stmt *st;
+    snprintf(sql, sizeof sql, "SELECT * FROM summary_wide WHERE run = %lld", (long long)a);
+    CHECK_INT(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+    CHECK_INT(sqlite3_step(st), SQLITE_ROW);
+    int cols = sqlite3_column_count(st);
+    CHECK(cols > 40);
+    for (int k = 0; j && k < cols; k++) {
+        const char *name = sqlite3_column_name(st, k);
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
+        CHECK(v != NULL);
+        if (!v) {
+            printf("JSON lacks %s\n", name);
+            continue;
+        }
+        switch (sqlite3_column_type(st, k)) {
+        case SQLITE_NULL: CHECK(cJSON_IsNull(v)); break;
+        case SQLITE_TEXT: CHECK(cJSON_IsString(v) && !strcmp(v->valuestring, (const char *)sqlite3_column_text(st, k))); break;
+        default: CHECK(cJSON_IsNumber(v) && v->valuedouble == sqlite3_column_double(st, k));
+        }
+    }
+    sqlite3_finalize(st);
+    static const char *const vllm_keys[] = {"request_throughput", "output_throughput", "total_token_throughput",
+                                            "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms",
+                                            "mean_tpot_ms", "median_tpot_ms", "std_tpot_ms", "p99_tpot_ms",
+                                            "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms",
+                                            "median_e2el_ms", "std_e2el_ms", "p99_e2el_ms", "request_goodput",
+                                            "completed", "duration", "total_input_tokens", "total_output_tokens"};
+    for (size_t k = 0; j && k < sizeof vllm_keys / sizeof vllm_keys[0]; k++)
+        CHECK(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, vllm_keys[k])));
+    if (j) {
+        CHECK_INT((int64_t)cJSON_GetObjectItemCaseSensitive(j, "run")->valuedouble, a);
+        CHECK(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "config")));
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "deployment");
+        CHECK(cJSON_IsObject(d) && cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(d, "replicas")));
+        CHECK_STR(cJSON_GetObjectItemCaseSensitive(j, "planner")->valuestring, "hexgen2");
+    }
+    cJSON_Delete(j);
+    unlink(jpath);
+    /* a run that does not exist, a path that cannot be written */
+    CHECK_INT(hs_db_run_json(db, 999, jpath, &err), HS_ENOTFOUND);
+    CHECK(strstr(err.msg, "999") != NULL);
+    CHECK(access(jpath, F_OK) != 0);
+    CHECK_INT(hs_db_run_json(db, a, "/nonexistent-dir/r.json", &err), HS_EIO);
+    CHECK(strstr(err.msg, "/nonexistent-dir/r.json") != NULL);
+    /* the deployment can be recorded only on the open run */
+    CHECK_INT(hs_db_run_deployment(db, a, "{}", "x", &err), HS_ESTATE);
+    sqlite3_close(h);
+    hs_db_close(db);
+}
+
+/* A version 3 file (results/schema.sql before its version 4 section) with
+ * a run in it is migrated when opened: the run shows in summary_wide with
+ * the planner from its config, and new runs record their deployment. */
+static void test_migrate_v3(void)
+{
+    const char *root = getenv("HS_ROOT");
+    if (!root || !*root) {
+        printf("HS_ROOT unset: migration test skipped\n");
+        return;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/results/schema.sql", root);
+    FILE *fp = fopen(path, "rb");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    static char text[65536];
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    text[n] = '\0';
+    fclose(fp);
+    char *v4 = strstr(text, "-- Schema version 4");
+    CHECK(v4 != NULL);
+    if (!v4) return;
+    *v4 = '\0';
+    const char *dbpath = tmp_db();
+    sqlite3 *h = raw_open(dbpath);
+    CHECK_INT(sqlite3_exec(h, text, NULL, NULL, NULL), SQLITE_OK);
+    CHECK_INT(q_int(h, "SELECT value FROM meta WHERE key = 'schema_version'"), 3);
+    CHECK_INT(sqlite3_exec(h,
+                           "INSERT INTO runs (started, config, seed, wall_s, events) VALUES "
+                           "('2024-01-01T00:00:00Z', '{\"planner\":\"exegpt\"}', 1, 0.1, 10);"
+                           "INSERT INTO summary VALUES (1, 'completed', 5), (1, 'ttft_p99_ms', 12.5);",
+                           NULL, NULL, NULL), SQLITE_OK);
+    hs_db *db = NULL;
+    hs_err err = {0};
+    CHECK_OK(hs_db_open(&db, dbpath, &err), &err);
+    if (db) {
+        write_run(db, 3, "after");
+        hs_db_close(db);
+    }
+    CHECK_INT(q_int(h, "SELECT value FROM meta WHERE key = 'schema_version'"), HS_DB_SCHEMA_VERSION);
+    char buf[256];
+    q_dump(h, "SELECT run, planner, completed, p99_ttft_ms FROM summary_wide WHERE run = 1", buf, sizeof buf);
+    CHECK_STR(buf, "1|exegpt|5|12.5\n");
+    CHECK_INT(q_int(h, "SELECT count(*) FROM summary_wide"), 2);
+    sqlite3_close(h);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -440,6 +708,8 @@ int main(void)
     test_abort_and_errors();
     test_identical_runs();
     test_schema_file();
+    test_wide_view_and_json();
+    test_migrate_v3();
     test_speed();
     remove_tmp();
     return hs_check_result();

@@ -21,6 +21,7 @@
 #include "core/conf.h"
 #include "hw/hw.h"
 #include "llm/model.h"
+#include "out/chrome.h"
 #include "out/db.h"
 #include "out/metrics.h"
 #include "plan/plan.h"
@@ -118,6 +119,12 @@ static void run_usage(FILE *fp, const char *cmd)
             "  --emit-schedule F    write every iteration of chosen replicas to F (JSON lines,\n"
             "                       for hetsim-exec replay and hetsim validate)\n"
             "  --emit-replicas L    replicas to write, e.g. 0,2 (default 0)\n"
+            "  --emit-trace F       write the run's timeline to F as a Chrome trace (Perfetto UI:\n"
+            "                       lanes, iterations, preemptions, KV hand-overs; docs/results.md)\n"
+            "  --emit-trace-limit N write at most N iterations to it (0: all; the file grows\n"
+            "                       with the run, about 230 bytes per iteration)\n"
+            "  --json-out F         write the run's metrics to F as one JSON object (the keys of\n"
+            "                       benchmark_serving --save-result, the run id, config, deployment)\n"
             "  --quiet              no summary table\n", cmd);
     names_line(fp, "  policies:            ", policy_name, 100);
     names_line(fp, "  planners:            ", planner_name, 100);
@@ -150,8 +157,14 @@ int hs_cli_trace_kind(const char *path, char *kind, size_t cap, hs_err *err)
     return 0;
 }
 
+/* Output options of `hetsim run` that are not simulation settings (they
+ * stay out of the stored configuration, so they never make two runs'
+ * cases differ). */
 typedef struct run_opts {
     int quiet;
+    const char *emit_trace;     /* Chrome trace file, NULL: none */
+    int64_t emit_trace_limit;   /* most iterations in it, 0: all */
+    const char *json_out;       /* JSON result file, NULL: none */
 } run_opts;
 
 /* Parses flags into cfg.  Returns 0, 1 for --help (printed), or an error. */
@@ -179,6 +192,23 @@ static int parse_args(int argc, char **argv, const char *cmd, hs_run_cfg *cfg,
         if (!strncmp(a, "--", 2) && !v)
             return hs_errf(err, HS_EINVAL, "%s needs a value (see hetsim %s --help)", a, cmd);
         if (!strcmp(a, "--config")) { i++; continue; }
+        if (!strcmp(a, "--emit-trace") || !strcmp(a, "--json-out")) {
+            if (!*v) return hs_errf(err, HS_EINVAL, "%s needs a file name", a);
+            *(!strcmp(a, "--json-out") ? &o->json_out : &o->emit_trace) = v;
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--emit-trace-limit")) {
+            char *end;
+            long long n;
+            errno = 0;
+            n = strtoll(v, &end, 10);
+            if (end == v || *end || errno || n < 0)
+                return hs_errf(err, HS_EINVAL, "--emit-trace-limit: \"%s\" is not a count of iterations (0: all)", v);
+            o->emit_trace_limit = n;
+            i++;
+            continue;
+        }
         if (!strcmp(a, "--set")) {
             if ((rc = hs_run_cfg_set(cfg, v, "--set", err))) return rc;
             i++;
@@ -481,6 +511,21 @@ static int open_schedule(const hs_run_cfg *cfg, const setup *s, hs_sched_writer 
     return 0;
 }
 
+/* Fails early, before any simulation, when path cannot be created: the
+ * file itself is written (whole, renamed into place) after the run. */
+static int check_writable(const char *path, const char *what, hs_err *err)
+{
+    char tmp[1100];
+    FILE *fp;
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
+        return hs_errf(err, HS_ERANGE, "%s: %s: path too long", what, path);
+    if (!(fp = fopen(tmp, "w")))
+        return hs_errf(err, HS_EIO, "%s: %s: cannot create: %s", what, tmp, strerror(errno));
+    fclose(fp);
+    remove(tmp);
+    return 0;
+}
+
 /* The sink: metrics always, per-request rows when asked. */
 typedef struct sink_ctx {
     hs_metrics *m;
@@ -622,7 +667,8 @@ int hs_cli_run(int argc, char **argv)
     hs_db *db = NULL;
     hs_engine *e = NULL;
     hs_sched_writer *sched = NULL;
-    char *cfg_json = NULL;
+    hs_chrome *chrome = NULL;
+    char *cfg_json = NULL, *dep_json = NULL;
     int rc, db_new = 0, run_open = 0;
     int64_t run_id = 0;
     double t0;
@@ -649,9 +695,13 @@ int hs_cli_run(int argc, char **argv)
     }
     if ((rc = hs_source_open(&src, &cfg.workload, &err))) goto fail;
     if (cfg.emit_schedule[0] && (rc = open_schedule(&cfg, &s, &sched, &err))) goto fail;
+    if (o.json_out && (rc = check_writable(o.json_out, "json_out", &err))) goto fail;
+    if (o.emit_trace && (rc = hs_chrome_open(&chrome, o.emit_trace, o.emit_trace_limit, &err))) goto fail;
     m = hs_metrics_create(&cfg.slo);
     cfg_json = hs_run_cfg_json(&cfg);
-    if (!m || !cfg_json) {
+    /* the deployment's content, not the path it came from */
+    dep_json = hs_deploy_to_json(&s.deploy);
+    if (!m || !cfg_json || !dep_json) {
         rc = hs_errf(&err, HS_ENOMEM, "out of memory");
         goto fail;
     }
@@ -661,6 +711,7 @@ int hs_cli_run(int argc, char **argv)
         hs_run_info ri = {cfg_json, HS_GIT_REV, cfg.label, (uint64_t)cfg.seed};
         if ((rc = hs_db_run_begin(db, &ri, &run_id, &err))) goto fail;
         run_open = 1;
+        if ((rc = hs_db_run_deployment(db, run_id, dep_json, s.deploy.planner, &err))) goto fail;
     }
     for (int32_t i = 0; i < s.deploy.n; i++) {
         char gpus[1024];
@@ -687,6 +738,14 @@ int hs_cli_run(int argc, char **argv)
                                &sink, s.max_model_len, s.cluster, &err)))
         goto fail;
     hs_engine_set_trace(e, sched);
+    if (chrome) {
+        for (int32_t i = 0; i < s.deploy.n; i++) {
+            char gpus[1024];
+            hs_layout_gpus_str(&s.replicas[i].layout, s.cluster, gpus, sizeof gpus);
+            hs_chrome_replica(chrome, i, s.replicas[i].role, gpus, s.replicas[i].n_lanes);
+        }
+        hs_engine_set_timeline(e, hs_chrome_timeline(chrome));
+    }
     if (cfg.sample_s > 0) {
         sm.busy_prev = calloc((size_t)s.deploy.n, sizeof *sm.busy_prev);
         if (!sm.busy_prev) {
@@ -744,6 +803,29 @@ int hs_cli_run(int argc, char **argv)
     /* Written only once the run is stored, so a failed run leaves no file. */
     if (cfg.emit_deployment[0] && (rc = hs_deploy_write(&s.deploy, cfg.emit_deployment, &err)))
         fprintf(stderr, "hetsim: warning: run %lld is stored, but %s\n", (long long)run_id, err.msg);
+    rc = 0;
+    /* The files asked for by name: the run is stored either way, but a
+     * missing one fails the command (a script would read it next). */
+    if (chrome) {
+        int64_t cut = hs_chrome_dropped(chrome);
+        int crc = hs_chrome_close(chrome, 0, &err);
+        chrome = NULL;
+        if (crc) {
+            fprintf(stderr, "hetsim: run %lld is stored in %s, but %s\n", (long long)run_id, cfg.db, err.msg);
+            rc = crc;
+        } else if (cut) {
+            fprintf(stderr, "hetsim: note: %s holds the first %lld iterations; --emit-trace-limit left out %lld\n",
+                    o.emit_trace, (long long)o.emit_trace_limit, (long long)cut);
+        }
+    }
+    if (o.json_out) {
+        int jrc = hs_db_run_json(db, run_id, o.json_out, &err);
+        if (jrc) {
+            fprintf(stderr, "hetsim: run %lld is stored in %s, but json_out: %s\n", (long long)run_id, cfg.db,
+                    err.msg);
+            rc = jrc;
+        }
+    }
     if (!o.quiet) {
         print_header(&cfg, &s, stdout);
         hs_metrics_print(vals, nv, stdout);
@@ -764,11 +846,13 @@ int hs_cli_run(int argc, char **argv)
     hs_metrics_destroy(m);
     hs_source_close(src);
     free(cfg_json);
+    free(dep_json);
     setup_free(&s);
-    return 0;
+    return hs_cli_exit_code(rc);
 
 fail:
     hs_sched_writer_close(sched, 1, NULL);
+    hs_chrome_close(chrome, 1, NULL);
     if (run_open) hs_db_run_abort(db);
     hs_db_close(db);
     /* A database this run created (even one whose schema failed half-way)
@@ -779,6 +863,7 @@ fail:
     hs_metrics_destroy(m);
     hs_source_close(src);
     free(cfg_json);
+    free(dep_json);
     setup_free(&s);
     fprintf(stderr, "hetsim: %s\n", err.msg[0] ? err.msg : hs_strerror(rc));
     return hs_cli_exit_code(rc);
@@ -824,6 +909,9 @@ int hs_cli_plan(int argc, char **argv)
     char *txt;
     int rc = parse_args(argc, argv, "plan", &cfg, &o, &err);
     if (rc == 1) return 0;
+    if (!rc && (o.emit_trace || o.json_out))
+        rc = hs_errf(&err, HS_EINVAL, "%s: hetsim plan runs nothing (use it with hetsim run)",
+                     o.emit_trace ? "--emit-trace" : "--json-out");
     if (!rc) rc = setup_build(&s, &cfg, 1, &err);
     /* after the plan: bad input stays one line */
     if (!rc && !o.quiet && !cfg.deployment[0]) plan_lengths(&cfg);

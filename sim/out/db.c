@@ -51,6 +51,96 @@
     "    PRIMARY KEY (run, replica, t)\n" \
     ") WITHOUT ROWID;\n"
 
+/* Version 4, as results/schema.sql has it (the same text: sqlite_master
+ * keeps each view's SQL, which test_db compares). */
+#define SCHEMA_V4 \
+    "ALTER TABLE runs ADD COLUMN deployment TEXT;\n" \
+    "ALTER TABLE runs ADD COLUMN planner TEXT;\n" \
+    "CREATE VIEW IF NOT EXISTS requests_ms AS\n" \
+    "SELECT run, id, arrival AS arrival_s, prompt AS prompt_tokens, output AS output_tokens,\n" \
+    "       replica, 1000 * ttft AS ttft_ms, 1000 * tpot AS tpot_ms, 1000 * e2e AS e2el_ms,\n" \
+    "       1000 * queue_delay AS queue_ms, preemptions, slo_met, dropped, drop_reason\n" \
+    "FROM requests;\n" \
+    "CREATE VIEW IF NOT EXISTS summary_wide AS\n" \
+    "SELECT p.run AS run, r.label AS label, r.started AS started,\n" \
+    "       coalesce(r.planner, json_extract(r.config, '$.planner')) AS planner,\n" \
+    "       CAST(p.num_prompts AS INTEGER) AS num_prompts,\n" \
+    "       CAST(p.completed AS INTEGER) AS completed,\n" \
+    "       CAST(p.dropped AS INTEGER) AS dropped,\n" \
+    "       p.duration AS duration,\n" \
+    "       CAST(round(p.input_throughput * p.duration) AS INTEGER) AS total_input_tokens,\n" \
+    "       CAST(round(p.output_throughput * p.duration) AS INTEGER) AS total_output_tokens,\n" \
+    "       p.request_throughput AS request_throughput,\n" \
+    "       p.request_goodput AS request_goodput,\n" \
+    "       p.input_throughput AS input_throughput,\n" \
+    "       p.output_throughput AS output_throughput,\n" \
+    "       p.total_token_throughput AS total_token_throughput,\n" \
+    "       p.mean_ttft_ms AS mean_ttft_ms, p.median_ttft_ms AS median_ttft_ms,\n" \
+    "       (SELECT sqrt(avg((1000 * q.ttft - p.mean_ttft_ms) * (1000 * q.ttft - p.mean_ttft_ms)))\n" \
+    "        FROM requests q WHERE q.run = p.run AND q.ttft IS NOT NULL) AS std_ttft_ms,\n" \
+    "       p.p90_ttft_ms AS p90_ttft_ms, p.p95_ttft_ms AS p95_ttft_ms, p.p99_ttft_ms AS p99_ttft_ms,\n" \
+    "       p.mean_tpot_ms AS mean_tpot_ms, p.median_tpot_ms AS median_tpot_ms,\n" \
+    "       (SELECT sqrt(avg((1000 * q.tpot - p.mean_tpot_ms) * (1000 * q.tpot - p.mean_tpot_ms)))\n" \
+    "        FROM requests q WHERE q.run = p.run AND q.tpot IS NOT NULL) AS std_tpot_ms,\n" \
+    "       p.p90_tpot_ms AS p90_tpot_ms, p.p95_tpot_ms AS p95_tpot_ms, p.p99_tpot_ms AS p99_tpot_ms,\n" \
+    "       p.mean_itl_ms AS mean_itl_ms, p.median_itl_ms AS median_itl_ms,\n" \
+    "       p.p90_itl_ms AS p90_itl_ms, p.p95_itl_ms AS p95_itl_ms, p.p99_itl_ms AS p99_itl_ms,\n" \
+    "       p.mean_e2el_ms AS mean_e2el_ms, p.median_e2el_ms AS median_e2el_ms,\n" \
+    "       (SELECT sqrt(avg((1000 * q.e2e - p.mean_e2el_ms) * (1000 * q.e2e - p.mean_e2el_ms)))\n" \
+    "        FROM requests q WHERE q.run = p.run AND q.e2e IS NOT NULL) AS std_e2el_ms,\n" \
+    "       p.p90_e2el_ms AS p90_e2el_ms, p.p95_e2el_ms AS p95_e2el_ms, p.p99_e2el_ms AS p99_e2el_ms,\n" \
+    "       p.mean_queue_ms AS mean_queue_ms, p.median_queue_ms AS median_queue_ms,\n" \
+    "       p.p90_queue_ms AS p90_queue_ms, p.p95_queue_ms AS p95_queue_ms, p.p99_queue_ms AS p99_queue_ms,\n" \
+    "       p.slo_attainment AS slo_attainment,\n" \
+    "       CAST(p.preemptions AS INTEGER) AS preemptions,\n" \
+    "       p.cost_per_hour AS cost_per_hour,\n" \
+    "       p.tokens_per_dollar AS tokens_per_dollar,\n" \
+    "       CAST(p.iterations AS INTEGER) AS iterations,\n" \
+    "       p.simulated_s AS simulated_s\n" \
+    "FROM (SELECT run,\n" \
+    "             max(CASE metric WHEN 'arrivals' THEN value END) AS num_prompts,\n" \
+    "             max(CASE metric WHEN 'completed' THEN value END) AS completed,\n" \
+    "             max(CASE metric WHEN 'dropped' THEN value END) AS dropped,\n" \
+    "             max(CASE metric WHEN 'duration_s' THEN value END) AS duration,\n" \
+    "             max(CASE metric WHEN 'request_throughput' THEN value END) AS request_throughput,\n" \
+    "             max(CASE metric WHEN 'goodput' THEN value END) AS request_goodput,\n" \
+    "             max(CASE metric WHEN 'input_token_throughput' THEN value END) AS input_throughput,\n" \
+    "             max(CASE metric WHEN 'output_token_throughput' THEN value END) AS output_throughput,\n" \
+    "             max(CASE metric WHEN 'total_token_throughput' THEN value END) AS total_token_throughput,\n" \
+    "             max(CASE metric WHEN 'ttft_mean_ms' THEN value END) AS mean_ttft_ms,\n" \
+    "             max(CASE metric WHEN 'ttft_p50_ms' THEN value END) AS median_ttft_ms,\n" \
+    "             max(CASE metric WHEN 'ttft_p90_ms' THEN value END) AS p90_ttft_ms,\n" \
+    "             max(CASE metric WHEN 'ttft_p95_ms' THEN value END) AS p95_ttft_ms,\n" \
+    "             max(CASE metric WHEN 'ttft_p99_ms' THEN value END) AS p99_ttft_ms,\n" \
+    "             max(CASE metric WHEN 'tpot_mean_ms' THEN value END) AS mean_tpot_ms,\n" \
+    "             max(CASE metric WHEN 'tpot_p50_ms' THEN value END) AS median_tpot_ms,\n" \
+    "             max(CASE metric WHEN 'tpot_p90_ms' THEN value END) AS p90_tpot_ms,\n" \
+    "             max(CASE metric WHEN 'tpot_p95_ms' THEN value END) AS p95_tpot_ms,\n" \
+    "             max(CASE metric WHEN 'tpot_p99_ms' THEN value END) AS p99_tpot_ms,\n" \
+    "             max(CASE metric WHEN 'itl_mean_ms' THEN value END) AS mean_itl_ms,\n" \
+    "             max(CASE metric WHEN 'itl_p50_ms' THEN value END) AS median_itl_ms,\n" \
+    "             max(CASE metric WHEN 'itl_p90_ms' THEN value END) AS p90_itl_ms,\n" \
+    "             max(CASE metric WHEN 'itl_p95_ms' THEN value END) AS p95_itl_ms,\n" \
+    "             max(CASE metric WHEN 'itl_p99_ms' THEN value END) AS p99_itl_ms,\n" \
+    "             max(CASE metric WHEN 'e2el_mean_ms' THEN value END) AS mean_e2el_ms,\n" \
+    "             max(CASE metric WHEN 'e2el_p50_ms' THEN value END) AS median_e2el_ms,\n" \
+    "             max(CASE metric WHEN 'e2el_p90_ms' THEN value END) AS p90_e2el_ms,\n" \
+    "             max(CASE metric WHEN 'e2el_p95_ms' THEN value END) AS p95_e2el_ms,\n" \
+    "             max(CASE metric WHEN 'e2el_p99_ms' THEN value END) AS p99_e2el_ms,\n" \
+    "             max(CASE metric WHEN 'queue_mean_ms' THEN value END) AS mean_queue_ms,\n" \
+    "             max(CASE metric WHEN 'queue_p50_ms' THEN value END) AS median_queue_ms,\n" \
+    "             max(CASE metric WHEN 'queue_p90_ms' THEN value END) AS p90_queue_ms,\n" \
+    "             max(CASE metric WHEN 'queue_p95_ms' THEN value END) AS p95_queue_ms,\n" \
+    "             max(CASE metric WHEN 'queue_p99_ms' THEN value END) AS p99_queue_ms,\n" \
+    "             max(CASE metric WHEN 'slo_attainment' THEN value END) AS slo_attainment,\n" \
+    "             max(CASE metric WHEN 'preemptions' THEN value END) AS preemptions,\n" \
+    "             max(CASE metric WHEN 'cost_per_hour' THEN value END) AS cost_per_hour,\n" \
+    "             max(CASE metric WHEN 'tokens_per_dollar' THEN value END) AS tokens_per_dollar,\n" \
+    "             max(CASE metric WHEN 'iterations' THEN value END) AS iterations,\n" \
+    "             max(CASE metric WHEN 'simulated_s' THEN value END) AS simulated_s\n" \
+    "      FROM summary GROUP BY run) AS p\n" \
+    "JOIN runs AS r ON r.id = p.run;\n"
+
 /* results/schema.sql up to version 2; the versions after it are the
  * migrations below, which the file lists at its end. */
 static const char schema_sql[] =
@@ -131,6 +221,9 @@ static const char *const migrations[HS_DB_SCHEMA_VERSION] = {
     "ALTER TABLE replicas ADD COLUMN calibration TEXT;\n"      /* e.g. a100-80g: measured table */
     "ALTER TABLE replicas ADD COLUMN expected_err_pct REAL;\n" /* cross-validated, per layer */
     "ALTER TABLE replicas ADD COLUMN engine TEXT;\n",          /* engine profile, none */
+    /* 3 -> 4: the deployment's content and planner; views in ms and in
+     * vLLM benchmark_serving names (results/schema.sql says why) */
+    SCHEMA_V4,
 };
 
 struct hs_db {
@@ -406,6 +499,25 @@ int hs_db_run_begin(hs_db *db, const hs_run_info *info, int64_t *run_id,
     return 0;
 fail:
     rollback(db);
+    return rc;
+}
+
+int hs_db_run_deployment(hs_db *db, int64_t run_id, const char *deployment_json,
+                         const char *planner, hs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if ((rc = check_run(db, run_id, err))) return rc;
+    /* once per run: not worth a persistent statement */
+    if (sqlite3_prepare_v2(db->h, "UPDATE runs SET deployment = ?1, planner = ?2 WHERE id = ?3", -1, &st,
+                           NULL) != SQLITE_OK)
+        return db_fail(db, err, "recording the deployment");
+    if (bind_text_or_null(st, 1, deployment_json) || bind_text_or_null(st, 2, planner) ||
+        sqlite3_bind_int64(st, 3, run_id))
+        rc = db_fail(db, err, "recording the deployment");
+    else
+        rc = step_done(db, st, "recording the deployment", err);
+    sqlite3_finalize(st);
     return rc;
 }
 

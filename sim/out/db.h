@@ -2,7 +2,8 @@
  *
  * A database holds many runs.  Schema (results/schema.sql is the same text,
  * versioned in table `meta` key 'schema_version'):
- *   runs(id, started, config, git_rev, seed, wall_s, events, label)
+ *   runs(id, started, config, git_rev, seed, wall_s, events, label,
+ *        deployment, planner)                               -- version 4
  *   requests(run, id, arrival, prompt, output, replica, ttft, tpot, e2e,
  *            queue_delay, preemptions, slo_met, dropped)      -- times in s
  *   replicas(run, id, role, gpus, tp, pp, bits, kv_blocks, perf_model)
@@ -10,6 +11,8 @@
  *   validations(run, device, iteration, predicted_ns, measured_ns)
  *   sweep_cases(case_key, sweep, idx, params, run, error)   -- version 2
  *   samples(run, replica, t, util, kv_used, running, waiting) -- version 2
+ *   views requests_ms (requests in ms) and summary_wide (one row per run,
+ *   vLLM benchmark_serving names)                             -- version 4
  * A run is written inside one transaction: hs_db_run_begin() opens it,
  * hs_db_run_commit() commits, hs_db_run_abort() rolls back, so a failed run
  * leaves no row anywhere.  Inserts use prepared statements. */
@@ -22,7 +25,7 @@
 #include "out/metrics.h"
 #include "serve/sink.h"
 
-#define HS_DB_SCHEMA_VERSION 3
+#define HS_DB_SCHEMA_VERSION 4
 
 typedef struct hs_db hs_db;
 
@@ -42,6 +45,11 @@ typedef struct hs_run_info {
 /* Begins a transaction and inserts the runs row; *run_id is its id. */
 int hs_db_run_begin(hs_db *db, const hs_run_info *info, int64_t *run_id,
                     hs_err *err);
+/* Records the deployment the open run serves: its JSON text (the content,
+ * serve/deploy.h's format) and the planner that made it; NULL or "" stores
+ * NULL (not recorded, unknown). */
+int hs_db_run_deployment(hs_db *db, int64_t run_id, const char *deployment_json,
+                         const char *planner, hs_err *err);
 
 typedef struct hs_replica_row {
     int32_t id;
@@ -81,6 +89,13 @@ typedef struct hs_sample_row {
 } hs_sample_row;
 
 int hs_db_sample(hs_db *db, int64_t run_id, const hs_sample_row *s, hs_err *err);
+
+/* Writes committed run run_id as one JSON object to path (atomically:
+ * a temporary renamed into place): the columns of its summary_wide row
+ * under their vLLM benchmark_serving names, then "run", "config" and
+ * "deployment" as JSON values.  HS_ENOTFOUND when the run has no summary,
+ * HS_EIO when the file cannot be written, HS_EDB on SQLite errors. */
+int hs_db_run_json(hs_db *db, int64_t run_id, const char *path, hs_err *err);
 
 /* The id of the newest run; HS_ENOTFOUND when the database has none. */
 int hs_db_latest_run(hs_db *db, int64_t *run_id, hs_err *err);

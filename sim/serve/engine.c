@@ -5,7 +5,8 @@
  * lives in lane.c, and the rest of the engine is beside it (engine_int.h):
  * the router registry and lane choice in route.c (the routers themselves in
  * routers.c), fast-forward in fastforward.c, the disaggregated KV hand-over
- * and the network event in handover.c, schedule emission in trace.c.
+ * and the network event in handover.c, schedule and timeline emission in
+ * trace.c.
  *
  * Invariants: INV-1 the clock never goes back (evq); at most one arrival is
  * queued, and the source's arrivals never go back in time (next_arrival
@@ -409,6 +410,8 @@ int hs_engine_run(hs_engine *e, hs_err *err)
         case HS__EV_ITER_END:
             l = e->lanes[ev.a];
             l->busy_ns += e->q.now - l->it.start;
+            /* a fast-forwarded run tells each of its steps (fastforward.c) */
+            if (e->tl && l->ff_k == 1) hs__tl_iter(e, l, l->it.start, e->q.now);
             if (e->policy->complete) e->policy->complete(e, l);
             else if (l->ff_k > 1) hs__ff_complete(e, l);
             else hs_lane_complete(e, l);
@@ -471,6 +474,11 @@ void hs_engine_replica_load(const hs_engine *e, int32_t i, hs_ns t, hs_replica_l
 void hs_engine_set_trace(hs_engine *e, hs_sched_writer *w)
 {
     e->trace = w;
+}
+
+void hs_engine_set_timeline(hs_engine *e, const hs_timeline *tl)
+{
+    e->tl = tl;
 }
 
 void hs_engine_on_progress(hs_engine *e, void (*fn)(void *ctx, const hs_engine *e), void *ctx)

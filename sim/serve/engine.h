@@ -75,11 +75,14 @@ void hs_engine_replica_load(const hs_engine *e, int32_t i, hs_ns t, hs_replica_l
  * own ctx.
  *  - trace: writes the executed schedule of the replicas it wants
  *    (schedule.h); turns fast-forward off.
+ *  - timeline: told every iteration, preemption and KV hand-over
+ *    (sink.h); leaves fast-forward on (each step of a run is told).
  *  - progress: called every 2^16 events.
  *  - sample: called with the state at every multiple t of period (ns,
  *    > 0) of simulated time up to the last event, before events later than
  *    t are handled; a nonzero return stops the run with that code. */
 void hs_engine_set_trace(hs_engine *e, hs_sched_writer *w);
+void hs_engine_set_timeline(hs_engine *e, const hs_timeline *tl);
 void hs_engine_on_progress(hs_engine *e, void (*fn)(void *ctx, const hs_engine *e), void *ctx);
 void hs_engine_on_sample(hs_engine *e, hs_ns period, int (*fn)(void *ctx, const hs_engine *e, hs_ns t),
                          void *ctx);

@@ -60,5 +60,8 @@ void hs__trace_iter(hs_engine *e, hs_lane *l);
 /* Writes arrival q, routed to replica q->replica, to e->trace (the caller
  * checked that the trace wants that replica). */
 void hs__trace_request(hs_engine *e, const hs_req *q);
+/* Tells e->tl (set: the caller checked) lane l's iteration from start to
+ * end, composed as l->it.shape says. */
+void hs__tl_iter(hs_engine *e, const hs_lane *l, hs_ns start, hs_ns end);
 
 #endif

@@ -83,6 +83,7 @@ void hs__ff_complete(hs_engine *e, hs_lane *l)
         l->it.shape = b0;
         l->it.shape.dec_ctx = l->sum_kv + l->n_dec;
         l->it.end = ff_step_end(rp, l, 0, start);
+        if (e->tl) hs__tl_iter(e, l, start, l->it.end);
         start = l->it.end;
         hs_lane_complete(e, l);
     }

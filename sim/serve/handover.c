@@ -46,15 +46,23 @@ static void net_reschedule(hs_engine *e)
     e->net_time = t;
 }
 
-/* Starts one flow of r's hand-over; -1 with e->fatal set. */
-static int flow(hs_engine *e, int32_t r, int from, int to, double bytes)
+/* Starts one flow of r's hand-over, adding its bytes to *sum (for the
+ * timeline); -1 with e->fatal set. */
+static int flow(hs_engine *e, int32_t r, int from, int to, double bytes, double *sum)
 {
     if (hs_net_start(e->net, e->q.now, from, to, bytes, r, NULL, NULL)) {
         hs__engine_fail(e, HS_ENOMEM, "out of memory in the engine");
         return -1;
     }
     e->pool[r].xfer_pending++;
+    *sum += bytes;
     return 0;
+}
+
+/* Tells the timeline that r's transfer from sp to dp started. */
+static void tl_begin(hs_engine *e, const hs_req *q, const hs_replica *sp, const hs_replica *dp, double bytes)
+{
+    if (e->tl && e->tl->kv_begin) e->tl->kv_begin(e->tl->ctx, q->id, sp->id, dp->id, bytes, e->q.now);
 }
 
 /* Starts every flow of incoming request r, whose blocks on decode lane dl
@@ -65,6 +73,7 @@ static void start_transfer(hs_engine *e, hs_lane *dl, int32_t r)
     const hs_replica *sp = &e->replicas[e->lanes[q->src_lane]->replica];
     const hs_replica *dp = &e->replicas[dl->replica];
     int a = 0;
+    double sum = 0;
     q->state = HS_REQ_XFER;
     q->xfer_pending = 0;
     if (sp->encdec && sp->dec_layers == 0) {
@@ -76,7 +85,8 @@ static void start_transfer(hs_engine *e, hs_lane *dl, int32_t r)
         double bytes = (double)q->prefill_len * sp->enc_out_bytes_token;
         for (int d = 0; d < dp->layout.pp; d++)
             for (int k = 0; k < dp->layout.stage[d].tp; k++)
-                if (flow(e, r, ss->gpus[k % ss->tp], dp->layout.stage[d].gpus[k], bytes)) return;
+                if (flow(e, r, ss->gpus[k % ss->tp], dp->layout.stage[d].gpus[k], bytes, &sum)) return;
+        tl_begin(e, q, sp, dp, sum);
         net_reschedule(e);
         return;
     }
@@ -90,12 +100,13 @@ static void start_transfer(hs_engine *e, hs_lane *dl, int32_t r)
                 int nf = ss->tp > ds->tp ? ss->tp : ds->tp;
                 double bytes = (double)(hi - lo) * q->prefill_len * sp->kv_bytes_token_layer / nf;
                 for (int i = 0; i < nf; i++)
-                    if (flow(e, r, ss->gpus[i % ss->tp], ds->gpus[i % ds->tp], bytes)) return;
+                    if (flow(e, r, ss->gpus[i % ss->tp], ds->gpus[i % ds->tp], bytes, &sum)) return;
             }
             c += ds->layers;
         }
         a += ss->layers;
     }
+    tl_begin(e, q, sp, dp, sum);
     net_reschedule(e);
 }
 
@@ -275,6 +286,7 @@ static void transfer_done(hs_engine *e, int32_t r)
 {
     hs_req *q = &e->pool[r];
     hs_lane *sl = e->lanes[q->src_lane], *dl = e->lanes[q->lane];
+    if (e->tl && e->tl->kv_end) e->tl->kv_end(e->tl->ctx, q->id, sl->replica, dl->replica, e->q.now);
     /* encoder output in: its first step on the decode lane projects its
      * cross KV (it joins the decode set at that step's boundary) */
     if (e->replicas[sl->replica].encdec && e->replicas[sl->replica].dec_layers == 0) q->proj_tokens = q->prefill_len;

@@ -365,6 +365,8 @@ static void preempt(hs_engine *e, hs_lane *l, int32_t r)
     l->preemptions++;
     e->preemptions++;
     if (e->trace && hs_sched_wants(e->trace, l->replica)) hs__trace_preempt(e, l, q);
+    if (e->tl && e->tl->preempt)
+        e->tl->preempt(e->tl->ctx, l->replica, (int32_t)(l - e->replicas[l->replica].lanes), q->id, e->q.now);
 }
 
 void hs_lane_preempt(hs_engine *e, hs_lane *l, int32_t r)

@@ -51,6 +51,8 @@ struct hs_engine {
     hs_sched_writer *trace;
     hs_sched_iter trace_it;   /* scratch for one iteration line */
     int32_t cap_tpre, cap_tdec, cap_tfirst, cap_tfin;
+    /* Optional: the timeline observer (sink.h); NULL when none. */
+    const hs_timeline *tl;
     /* Optional: called every 2^16 events (progress display). */
     void (*progress)(void *ctx, const struct hs_engine *e);
     void *progress_ctx;

@@ -1,5 +1,7 @@
 /* trace.c - schedule emission: the executed schedule of the replicas that
- * e->trace wants (serve/schedule.h), written as the engine runs.
+ * e->trace wants (serve/schedule.h), written as the engine runs; and the
+ * timeline observer's iterations (e->tl, serve/sink.h; its preemptions are
+ * told by lane.c, its hand-overs by handover.c).
  *
  * Lines are written when things are decided: a request when it is routed,
  * an iteration when it is scheduled (everything in it follows from the
@@ -63,4 +65,30 @@ void hs__trace_request(hs_engine *e, const hs_req *q)
 {
     hs_sched_request sr = {q->replica, q->id, q->arrival, q->prompt, e->eos[q - e->pool]};
     hs_sched_write_request(e->trace, &sr);
+}
+
+/* The lane's index within its replica (its lanes are one array). */
+static int32_t lane_index(const hs_engine *e, const hs_lane *l)
+{
+    return (int32_t)(l - e->replicas[l->replica].lanes);
+}
+
+void hs__tl_iter(hs_engine *e, const hs_lane *l, hs_ns start, hs_ns end)
+{
+    const hs_batch_shape *b = &l->it.shape;
+    hs_tl_iter it;
+    if (!e->tl->iter) return;
+    it.replica = l->replica;
+    it.lane = lane_index(e, l);
+    it.start = start;
+    it.end = end;
+    it.tokens = b->tokens;
+    it.prefill_chunks = l->it.n_chunks;
+    it.prefill_tokens = b->pre_tokens;
+    it.prefix_tokens = b->pre_prefix;
+    it.decode_seqs = b->dec_seqs;
+    it.decode_ctx = b->dec_ctx;
+    it.kv_used = l->blocks_total - l->blocks_free;
+    it.kv_total = l->blocks_total;
+    e->tl->iter(e->tl->ctx, &it);
 }
