@@ -125,7 +125,7 @@ def load_runs(con, sweep):
     if sweep and has_table(con, "sweep_members"):
         # every case the sweep asked for, including those another stored
         rows = con.execute(
-            "SELECT r.id, r.config, m.params FROM runs r JOIN sweep_cases c ON c.run = r.id "
+            "SELECT r.id, r.config, r.label, m.params FROM runs r JOIN sweep_cases c ON c.run = r.id "
             "JOIN sweep_members m ON m.case_key = c.case_key "
             "WHERE m.sweep = ? AND r.wall_s IS NOT NULL ORDER BY r.id", (sweep,)).fetchall()
     elif sweep:
