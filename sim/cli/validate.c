@@ -308,7 +308,9 @@ static int parse_int(const char *flag, const char *v, long long lo, long long hi
     char *end;
     long long x = strtoll(v, &end, 10);
     if (end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "hetsim: validate: %s: \"%s\" is not an integer in [%lld, %lld]\n", flag, v,
+        char e[128];
+        hs_err_escape(e, sizeof e, v, strlen(v));
+        fprintf(stderr, "hetsim: validate: %s: \"%s\" is not an integer in [%lld, %lld]\n", flag, e,
                 lo, hi);
         return 2;
     }
@@ -347,7 +349,9 @@ int hs_cli_validate(int argc, char **argv)
         }
         if (strcmp(argv[i], "--schedule") && strcmp(argv[i], "--measured") && strcmp(argv[i], "--db") &&
             strcmp(argv[i], "--replica") && strcmp(argv[i], "--run")) {
-            fprintf(stderr, "hetsim: validate: unknown option \"%s\" (see hetsim validate --help)\n", argv[i]);
+            char e[128];
+            hs_err_escape(e, sizeof e, argv[i], strlen(argv[i]));
+            fprintf(stderr, "hetsim: validate: unknown option \"%s\" (see hetsim validate --help)\n", e);
             return 2;
         }
         if (!v) {
