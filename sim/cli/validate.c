@@ -67,6 +67,7 @@ static int cmp_id(const void *a, const void *b)
 static vreq *find_req(vdata *d, int64_t id)
 {
     vreq key = {.id = id};
+    if (d->n_req == 0) return NULL; /* bsearch(NULL, 0) is undefined */
     return bsearch(&key, d->req, (size_t)d->n_req, sizeof *d->req, cmp_id);
 }
 
