@@ -20,6 +20,10 @@ int hs_cli_report(int argc, char **argv);
 #include "core/err.h"
 int hs_cli_trace_kind(const char *path, char *kind, size_t cap, hs_err *err);
 
+/* validate's readers and measured timeline without a database (fuzzing). */
+#include <stdint.h>
+int hs_cli_validate_check(const char *sched, const char *measured, int32_t replica, hs_err *err);
+
 /* Maps an HS_E* code to the exit code (2 for input errors). */
 int hs_cli_exit_code(int rc);
 

@@ -57,6 +57,10 @@ int main(int argc, char **argv)
     for (int i = 0; hs_planners[i]; i++)
         if (hs_planners[i]->command && !strcmp(argv[1], hs_planners[i]->name))
             return hs_planners[i]->command(argc - 1, argv + 1);
-    fprintf(stderr, "hetsim: unknown command \"%s\" (see hetsim --help)\n", argv[1]);
+    {
+        char cmd[128]; /* escaped: the error stays one line */
+        hs_err_escape(cmd, sizeof cmd, argv[1], strlen(argv[1]));
+        fprintf(stderr, "hetsim: unknown command \"%s\" (see hetsim --help)\n", cmd);
+    }
     return 2;
 }

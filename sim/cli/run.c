@@ -685,6 +685,8 @@ int hs_cli_run(int argc, char **argv)
     rc = parse_args(argc, argv, "run", &cfg, &o, &err);
     if (rc == 1) return 0;
     if (rc) goto fail;
+    /* before planning and simulating, which can take long */
+    if ((rc = hs_db_check_writable(cfg.db, &err))) goto fail;
     if ((rc = setup_build(&s, &cfg, 1, &err))) goto fail;
     if (s.deploy.n_attn && !s.policy->attn_offload) {
         char alt[256];

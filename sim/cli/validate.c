@@ -31,6 +31,9 @@
 #include "out/db.h"
 #include "serve/schedule.h"
 
+/* The longest measured iteration accepted, ns (one hour). */
+#define HS_VALIDATE_MAX_NS 3.6e12
+
 typedef struct vreq {
     int64_t id;
     hs_ns arrival;
@@ -64,6 +67,7 @@ static int cmp_id(const void *a, const void *b)
 static vreq *find_req(vdata *d, int64_t id)
 {
     vreq key = {.id = id};
+    if (d->n_req == 0) return NULL; /* bsearch(NULL, 0) is undefined */
     return bsearch(&key, d->req, (size_t)d->n_req, sizeof *d->req, cmp_id);
 }
 
@@ -141,7 +145,7 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
         rc = hs_errf(err, HS_ENOTFOUND, "%s: no replica %d in this schedule", path, replica);
         goto out;
     }
-    qsort(d->req, (size_t)d->n_req, sizeof *d->req, cmp_id);
+    if (d->n_req > 0) qsort(d->req, (size_t)d->n_req, sizeof *d->req, cmp_id);
     for (int64_t k = 0; k < n_ev; k++) {
         vreq *v = find_req(d, ev_id[k]);
         if (!v) {
@@ -214,6 +218,13 @@ static int read_measured(vdata *d, const char *path, hs_err *err)
             return hs_errf(err, HS_EPARSE, "%s:%ld: expected ITERATION,NANOSECONDS with a positive time",
                            path, lineno);
         }
+        /* Bounded so that llround() and the measured timeline (a sum of
+         * these) stay in int64 ns; no iteration takes an hour. */
+        if (ns > HS_VALIDATE_MAX_NS) {
+            fclose(fp);
+            return hs_errf(err, HS_ERANGE, "%s:%ld: measured time %g ns is more than an hour (%.0f ns)",
+                           path, lineno, ns, HS_VALIDATE_MAX_NS);
+        }
         if (it != rows || it >= d->n_it) {
             fclose(fp);
             return hs_errf(err, HS_EPARSE, "%s:%ld: iteration %lld: expected %lld (the schedule has %lld)",
@@ -239,6 +250,47 @@ static void free_data(vdata *d)
     free(d->meas);
 }
 
+/* The measured end of every iteration (see the top of the file). */
+static int timeline(const vdata *d, hs_ns *mend, const char *measured, hs_err *err)
+{
+    for (int64_t i = 0; i < d->n_it; i++) {
+        hs_ns st = d->start[i];
+        if (i > 0) st = d->chained[i] ? mend[i - 1] : (st > mend[i - 1] ? st : mend[i - 1]);
+        if (st < d->arrived[i]) st = d->arrived[i];
+        /* measured times are bounded, schedule times are int64: in double,
+         * so that the check itself cannot overflow */
+        if ((double)st + d->meas[i] + d->ovh[i] > 9e18 || (double)st + d->meas[i] + d->ovh[i] < -9e18)
+            return hs_errf(err, HS_ERANGE, "%s: iteration %lld: the measured timeline leaves int64 ns",
+                           measured, (long long)i);
+        mend[i] = st + llround(d->meas[i] + d->ovh[i]);
+    }
+    return 0;
+}
+
+int hs_cli_validate_check(const char *sched, const char *measured, int32_t replica, hs_err *err)
+{
+    vdata d;
+    hs_ns *mend = NULL;
+    int rc;
+    memset(&d, 0, sizeof d);
+    if ((rc = read_schedule(&d, sched, replica, err))) goto out;
+    if (d.n_it == 0) {
+        rc = hs_errf(err, HS_EINVAL, "%s: replica %d ran no iteration (the schedule has no iteration rows)",
+                     sched, replica);
+        goto out;
+    }
+    if ((rc = read_measured(&d, measured, err))) goto out;
+    if (!(mend = malloc((size_t)d.n_it * sizeof *mend))) {
+        rc = hs_errf(err, HS_ENOMEM, "out of memory");
+        goto out;
+    }
+    rc = timeline(&d, mend, measured, err);
+out:
+    free(mend);
+    free_data(&d);
+    return rc;
+}
+
 /* Percentile q (0..100) of v[0..n) (sorted in place). */
 static double pct(double *v, size_t n, double q)
 {
@@ -257,7 +309,9 @@ static int parse_int(const char *flag, const char *v, long long lo, long long hi
     char *end;
     long long x = strtoll(v, &end, 10);
     if (end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "hetsim: validate: %s: \"%s\" is not an integer in [%lld, %lld]\n", flag, v,
+        char e[128];
+        hs_err_escape(e, sizeof e, v, strlen(v));
+        fprintf(stderr, "hetsim: validate: %s: \"%s\" is not an integer in [%lld, %lld]\n", flag, e,
                 lo, hi);
         return 2;
     }
@@ -296,7 +350,9 @@ int hs_cli_validate(int argc, char **argv)
         }
         if (strcmp(argv[i], "--schedule") && strcmp(argv[i], "--measured") && strcmp(argv[i], "--db") &&
             strcmp(argv[i], "--replica") && strcmp(argv[i], "--run")) {
-            fprintf(stderr, "hetsim: validate: unknown option \"%s\" (see hetsim validate --help)\n", argv[i]);
+            char e[128];
+            hs_err_escape(e, sizeof e, argv[i], strlen(argv[i]));
+            fprintf(stderr, "hetsim: validate: unknown option \"%s\" (see hetsim validate --help)\n", e);
             return 2;
         }
         if (!v) {
@@ -319,12 +375,14 @@ int hs_cli_validate(int argc, char **argv)
         fprintf(stderr, "hetsim: validate: --schedule and --measured are required\n");
         return 2;
     }
-    if ((rc = read_schedule(&d, sched, replica, &err)) || (rc = read_measured(&d, measured, &err)))
-        goto fail;
+    if ((rc = read_schedule(&d, sched, replica, &err))) goto fail;
+    /* before the measured file, whose every row would then be "unexpected" */
     if (d.n_it == 0) {
-        rc = hs_errf(&err, HS_EINVAL, "%s: replica %d ran no iteration", sched, replica);
+        rc = hs_errf(&err, HS_EINVAL, "%s: replica %d ran no iteration (the schedule has no iteration rows)",
+                     sched, replica);
         goto fail;
     }
+    if ((rc = read_measured(&d, measured, &err))) goto fail;
     iti = malloc((size_t)d.n_it * sizeof *iti);
     pred = malloc((size_t)d.n_it * sizeof *pred);
     meas = malloc((size_t)d.n_it * sizeof *meas);
@@ -336,16 +394,13 @@ int hs_cli_validate(int argc, char **argv)
         rc = hs_errf(&err, HS_ENOMEM, "out of memory");
         goto fail;
     }
+    if ((rc = timeline(&d, mend, measured, &err))) goto fail;
     for (int64_t i = 0; i < d.n_it; i++) {
         double p = (double)(d.end[i] - d.start[i]) - d.ovh[i];
-        hs_ns st = d.start[i];
         iti[i] = i;
         pred[i] = llround(p);
         meas[i] = llround(d.meas[i]);
         ape[i] = fabs(p - d.meas[i]) / d.meas[i] * 100.0;
-        if (i > 0) st = d.chained[i] ? mend[i - 1] : (st > mend[i - 1] ? st : mend[i - 1]);
-        if (st < d.arrived[i]) st = d.arrived[i];
-        mend[i] = st + llround(d.meas[i] + d.ovh[i]);
     }
     if ((rc = hs_db_open(&db, dbpath, &err))) goto fail;
     if (run < 0 && (rc = hs_db_latest_run(db, &run, &err))) goto fail;

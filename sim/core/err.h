@@ -9,6 +9,7 @@
 #define HS_ERR_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #define HS_ERRNO_MAP(X)                                   \
     X(NOMEM, "out of memory")                             \
@@ -49,6 +50,14 @@ int hs_err_prefix(hs_err *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 void hs_err_clear(hs_err *err);
+
+/* Copies src[0..n) (stopping early at a NUL) into dst (cap bytes, always
+ * NUL-terminated when cap > 0) with control characters escaped as \n, \r,
+ * \t or \xHH, truncating at a whole escape.  Returns the length written.
+ * hs_errf and hs_err_prefix apply it to every message, so an error stays
+ * one line whatever bytes the input held; code that prints input to stderr
+ * itself uses it too. */
+size_t hs_err_escape(char *dst, size_t cap, const char *src, size_t n);
 const char *hs_strerror(int code);
 
 /* The process exit code of an HS_E* code: 0 success, 1 a runtime failure

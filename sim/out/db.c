@@ -22,11 +22,13 @@
 #include "out/db_int.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The tables version 2 added: part of the schema text and the 1 -> 2
  * migration, so both create them identically. */
@@ -424,6 +426,38 @@ int hs_db_open(hs_db **out, const char *path, hs_err *err)
 fail:
     hs_db_close(db);
     return rc;
+}
+
+int hs_db_check_writable(const char *path, hs_err *err)
+{
+    char dir[4096];
+    const char *slash;
+    sqlite3 *h = NULL;
+    int rc;
+    if (!path || !*path) return hs_errf(err, HS_EINVAL, "database path is empty");
+    slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    if (access(path, F_OK) != 0) {
+        if (access(dir, W_OK | X_OK) != 0)
+            return hs_errf(err, HS_EIO, "%s: cannot create the database: folder %s: %s", path, dir,
+                           strerror(errno));
+        return 0;
+    }
+    rc = sqlite3_open_v2(path, &h, SQLITE_OPEN_READWRITE, NULL);
+    if (rc != SQLITE_OK || sqlite3_db_readonly(h, "main") == 1) {
+        rc = hs_errf(err, HS_EIO, "%s: the database is not writable%s%s", path,
+                     rc != SQLITE_OK ? ": " : " (read-only file)",
+                     rc != SQLITE_OK ? (h ? sqlite3_errmsg(h) : sqlite3_errstr(rc)) : "");
+        sqlite3_close(h);
+        return rc;
+    }
+    sqlite3_close(h);
+    if (access(dir, W_OK | X_OK) != 0)
+        return hs_errf(err, HS_EIO, "%s: the database's folder %s takes no new files (for its journal): %s",
+                       path, dir, strerror(errno));
+    return 0;
 }
 
 void hs_db_close(hs_db *db)

@@ -35,6 +35,13 @@ typedef struct hs_db hs_db;
 int hs_db_open(hs_db **out, const char *path, hs_err *err);
 void hs_db_close(hs_db *db);
 
+/* Checks, without creating or changing anything, that a run could be
+ * written to path: an existing file must open read-write, and its folder
+ * (or, for a new file, the folder it would be created in) must take new
+ * files (SQLite's journal).  Lets a command fail before simulating rather
+ * than at its first write.  Returns 0, or HS_EIO with the reason. */
+int hs_db_check_writable(const char *path, hs_err *err);
+
 typedef struct hs_run_info {
     const char *config_json;  /* the whole effective configuration */
     const char *git_rev;      /* may be "" */

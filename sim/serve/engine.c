@@ -34,6 +34,8 @@ const hs_field hs_engine_cfg_fields[] = {
     HS_FIELD_NUM(hs_engine_cfg, audit, HS_F_BOOL, 0, 0, 0, 1, "check invariants after every event"),
     HS_FIELD_NUM(hs_engine_cfg, fast_forward, HS_F_BOOL, 0, 1, 0, 1, "simulate runs of decode-only steps in one event"),
     HS_FIELD_NUM(hs_engine_cfg, prefill_lanes, HS_F_INT, 0, 1, 1, 8, "lanes per stage of prefill replicas (batches in flight per stage)"),
+    /* the bound keeps the pool's int32 capacity from overflowing (2^30 slots) */
+    HS_FIELD_NUM(hs_engine_cfg, max_pending_mb, HS_F_INT, 0, 4096, 1, 262144, "MiB for requests in flight (256 bytes each); more stops the run with an error"),
     {0},
 };
 
@@ -154,6 +156,8 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
     e = calloc(1, sizeof *e);
     if (!e) return hs_errf(err, HS_ENOMEM, "out of memory creating the engine");
     e->cfg = *cfg;
+    /* callers that fill the struct by hand, not from the schema, leave it 0 */
+    if (e->cfg.max_pending_mb <= 0) e->cfg.max_pending_mb = 4096;
     e->policy = policy;
     if (popts) memcpy(e->popts.b, popts, policy->opts_size);
     else hs_policy_opts_defaults(policy, &e->popts);
@@ -297,12 +301,17 @@ static void try_start(hs_engine *e, hs_lane *l)
 static int on_arrival(hs_engine *e)
 {
     const hs_arrival *a = &e->pending;
-    int32_t r = pool_get(e);
+    int32_t r;
     hs_req *q;
     hs_replica *rp;
     hs_lane *l;
     int32_t to, *out;
-    if (r < 0) return HS_ENOMEM;
+    /* checked before the pool grows, so an overloaded run stops with a
+     * clear error rather than exhausting the host's memory */
+    if ((e->arrivals - e->completed - e->dropped + 1) * HS_REQ_BYTES >
+        (int64_t)e->cfg.max_pending_mb << 20)
+        return HS_ERANGE;
+    if ((r = pool_get(e)) < 0) return HS_ENOMEM;
     q = &e->pool[r];
     out = &e->eos[r];
     memset(q, 0, sizeof *q);
@@ -377,6 +386,36 @@ int hs_engine_audit(hs_engine *e)
     return 1;
 }
 
+/* 1 when no lane has an iteration in flight: until the next event the
+ * state, and so every sample, is then constant. */
+static int all_idle(const hs_engine *e)
+{
+    for (int32_t i = 0; i < e->n_lanes; i++)
+        if (e->lanes[i]->busy) return 0;
+    return 1;
+}
+
+/* Takes the samples due before an event at time t.  Across an idle gap only
+ * the first and the last sample are taken: the ones between would repeat
+ * the last one (nothing runs, nothing arrives), and a trace with a gap of
+ * years would otherwise write millions of identical rows.  The last one is
+ * kept so that the sample after the gap measures the same interval (and
+ * utilisation) as without the skip. */
+static int sample_until(hs_engine *e, hs_ns t)
+{
+    int rc;
+    while (t > e->sample_next) {
+        if ((rc = e->sample(e->sample_ctx, e, e->sample_next))) return rc;
+        /* the last multiple of the period before t */
+        hs_ns last = e->sample_next + (t - 1 - e->sample_next) / e->sample_period * e->sample_period;
+        if (last > e->sample_next + e->sample_period && all_idle(e))
+            e->sample_next = last;
+        else
+            e->sample_next += e->sample_period;
+    }
+    return 0;
+}
+
 int hs_engine_run(hs_engine *e, hs_err *err)
 {
     hs_event ev;
@@ -390,13 +429,20 @@ int hs_engine_run(hs_engine *e, hs_err *err)
         hs_lane *l;
         /* Samples see the state at their instant: every event up to it is
          * handled, none after it. */
-        while (e->sample && e->sample_period > 0 && ev.time > e->sample_next) {
-            if ((rc = e->sample(e->sample_ctx, e, e->sample_next))) return rc;
-            e->sample_next += e->sample_period;
-        }
+        if (e->sample && e->sample_period > 0 && ev.time > e->sample_next &&
+            (rc = sample_until(e, ev.time)))
+            return rc;
         switch (ev.type) {
         case HS__EV_ARRIVAL:
-            if ((rc = on_arrival(e))) return hs_errf(err, rc, "out of memory for requests");
+            if ((rc = on_arrival(e)) == HS_ERANGE)
+                return hs_errf(err, rc,
+                               "request %lld: %lld requests in flight exceed engine.max_pending_mb "
+                               "(%d MiB at %d bytes each); the cluster falls behind the arrivals: "
+                               "lower the rate or raise engine.max_pending_mb",
+                               (long long)e->pending.id,
+                               (long long)(e->arrivals - e->completed - e->dropped),
+                               e->cfg.max_pending_mb, HS_REQ_BYTES);
+            if (rc) return hs_errf(err, rc, "out of memory for requests");
             if ((rc = next_arrival(e, err))) return rc;
             break;
         case HS__EV_KICK:

@@ -80,7 +80,10 @@ void hs_engine_replica_load(const hs_engine *e, int32_t i, hs_ns t, hs_replica_l
  *  - progress: called every 2^16 events.
  *  - sample: called with the state at every multiple t of period (ns,
  *    > 0) of simulated time up to the last event, before events later than
- *    t are handled; a nonzero return stops the run with that code. */
+ *    t are handled; a nonzero return stops the run with that code.  In a
+ *    gap where no iteration runs, only the gap's first and last multiples
+ *    are sampled (the others would repeat the last), so a trace with a long
+ *    idle gap costs two samples, not one per period. */
 void hs_engine_set_trace(hs_engine *e, hs_sched_writer *w);
 void hs_engine_set_timeline(hs_engine *e, const hs_timeline *tl);
 void hs_engine_on_progress(hs_engine *e, void (*fn)(void *ctx, const hs_engine *e), void *ctx);

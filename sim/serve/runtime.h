@@ -286,7 +286,14 @@ typedef struct hs_engine_cfg {
     int audit;               /* 1: check invariants after every event (tests) */
     int fast_forward;        /* 1: runs of decode-only steps in one event */
     int prefill_lanes;       /* lanes per stage of prefill replicas */
+    int max_pending_mb;      /* MiB for requests in flight, at HS_REQ_BYTES each */
 } hs_engine_cfg;
+
+/* Memory budget of one request in flight, bytes: its pool slot (hs_req and
+ * its output length) and the pool's doubling slack; measured RSS growth is
+ * about 225 bytes per pending request (README, Limits).  A run whose
+ * requests in flight would exceed max_pending_mb stops with HS_ERANGE. */
+#define HS_REQ_BYTES 256
 
 void hs_engine_cfg_defaults(hs_engine_cfg *c);
 /* Largest forward pass the latency tables are built for (8 MB per stage). */

@@ -336,7 +336,8 @@ int hs_sched_next(hs_sched_reader *r, hs_sched_header *h, hs_sched_request *q,
         }
         r->lineno++;
         if (n <= 1) continue;
-        o = cJSON_Parse(r->line);
+        /* one object per line: text after it is an error, not ignored */
+        o = cJSON_ParseWithOpts(r->line, NULL, 1);
         if (!o || !cJSON_IsObject(o)) {
             cJSON_Delete(o);
             return BAD("%s:%ld: not a JSON object", r->path, r->lineno);

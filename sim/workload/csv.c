@@ -127,9 +127,20 @@ int hs__parse_timestamp(const char *s, size_t len, hs_ns *out, const char **why)
         *why = "unexpected characters after the time";
         return -1;
     }
-    /* Local time = UTC + zone, so UTC = local - zone. */
-    *out = ((hs__days_from_civil(y, (int)mo, (int)d) * 86400 + h * 3600 + mi * 60 +
-             sec - zone) * HS_NS_PER_S) + frac;
+    /* Local time = UTC + zone, so UTC = local - zone.  The seconds cannot
+     * overflow (4-digit years); the nanoseconds can: int64 ns since the
+     * epoch end in April 2262.  Times before the epoch are rejected too, so
+     * the difference of any two accepted timestamps fits as well. */
+    {
+        int64_t secs = hs__days_from_civil(y, (int)mo, (int)d) * 86400 + h * 3600 + mi * 60 +
+                       sec - zone;
+        if (secs < 0 || secs > (INT64_MAX - (HS_NS_PER_S - 1)) / HS_NS_PER_S) {
+            *why = "outside the range of int64 nanoseconds since the Unix epoch "
+                   "(1970-01-01 to 2262-04-11 UTC)";
+            return -1;
+        }
+        *out = secs * HS_NS_PER_S + frac;
+    }
     return 0;
 
 bad_date:

@@ -369,8 +369,18 @@ static int next_azure(hs_source *s, hs_arrival *a, hs_err *err)
         if (off < s->win_start) continue;
         if (s->win_end > 0 && off >= s->win_end) return 0; /* rows are sorted: done */
         off -= s->win_start;
-        a->arrival = s->cfg.time_scale == 1 ? off
-                   : (hs_ns)llround((double)off / s->cfg.time_scale);
+        {
+            /* Bounded so that the clock, and every completion time the
+             * engine adds to it, stays far from int64 overflow. */
+            double t = (double)off / s->cfg.time_scale;
+            if (t > (double)HS__ARRIVAL_MAX_NS)
+                return hs_errf(err, HS_ERANGE,
+                               "%s:%ld: arrival %.0f s after the first row%s is beyond the "
+                               "simulated horizon of 200 years",
+                               s->csv.lines.path, row.line, t / 1e9,
+                               s->cfg.time_scale == 1 ? "" : " (after workload.time_scale)");
+            a->arrival = s->cfg.time_scale == 1 ? off : (hs_ns)llround(t);
+        }
         a->prompt = row.prompt;
         a->output = row.output;
         return 1;

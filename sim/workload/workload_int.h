@@ -24,6 +24,10 @@
 /* Token counts above this are rejected as absurd (no model has such a context). */
 #define HS__TOKENS_ABSURD 10000000
 
+/* Arrival times (ns after the trace's first row) above this are errors: 200
+ * years, leaving over 90 years of int64 ns headroom for the run itself. */
+#define HS__ARRIVAL_MAX_NS (INT64_C(200) * 36525 * 864 * 1000000000)
+
 /* ---- timestamps (csv.c) ------------------------------------------------ */
 
 /* Days since 1970-01-01 of the proleptic Gregorian date y-m-d (Howard
@@ -34,6 +38,7 @@ int64_t hs__days_from_civil(int64_t y, int m, int d);
  * accepted as the separator; fraction digits beyond 9 are truncated) into
  * absolute ns since the Unix epoch, UTC.  Integer arithmetic only, no libc
  * time functions, so the result never depends on the host's time zone.
+ * Times outside [1970-01-01, 2262-04-11] UTC (int64 ns) are rejected.
  * Returns 0, or -1 with *why set to a static description. */
 int hs__parse_timestamp(const char *s, size_t len, hs_ns *out, const char **why);
 
