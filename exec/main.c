@@ -417,6 +417,6 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "replay")) return cmd_replay(argc - 1, argv + 1);
     if (!strcmp(argv[1], "fingerprint")) return cmd_fingerprint(argc - 1, argv + 1);
-    fprintf(stderr, "hetsim-exec: unknown command \"%s\" (see hetsim-exec --help)\n", argv[1]);
+    hs_eprintf("hetsim-exec: unknown command \"%s\" (see hetsim-exec --help)\n", argv[1]);
     return 2;
 }

@@ -112,4 +112,15 @@ fi
 chmod 755 "$T"
 check_eq "read-only --db untouched" "$(q "$T/ro.db" "select count(*) from runs")" 1
 
+# The other commands' own error lines are escaped too, and search checks
+# its database before printing or probing anything.
+hs_run 2 "F5 search mode" search "$(printf 'cap\nx')"
+one_line "F5 search mode"
+check_grep "F5 search mode escaped" "$T/err" 'unknown mode "cap\\nx"'
+hs_run 2 "F5 report --format" report --db "$T/f5.db" --format "$(printf 'p\033[31m')"
+one_line "F5 report --format"
+hs_run 2 "search: unwritable --db" search capacity --db "$T/no/such/dir/s.db" --lo 1 --hi 2 --need 'slo_attainment>=0.9'
+one_line "search: unwritable --db"
+check_eq "search: nothing printed before the error" "$(cat "$T/out")" ""
+
 e2e_finish

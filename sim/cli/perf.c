@@ -72,14 +72,14 @@ static int int_list(const char *opt, const char *s, long lo, long hi, long *v, i
         char *end;
         long x = strtol(p, &end, 10);
         if (end == p || x < lo || x > hi || (*end && *end != ',') || n == cap) {
-            fprintf(stderr, "hetsim: perf step: %s \"%s\": expected up to %d integers in %ld..%ld, comma-separated\n",
+            hs_eprintf("hetsim: perf step: %s \"%s\": expected up to %d integers in %ld..%ld, comma-separated\n",
                     opt, s, cap, lo, hi);
             return -1;
         }
         v[n++] = x;
         p = *end ? end + 1 : end;
     }
-    if (!n) fprintf(stderr, "hetsim: perf step: %s: empty list\n", opt);
+    if (!n) hs_eprintf("hetsim: perf step: %s: empty list\n", opt);
     return n ? n : -1;
 }
 
@@ -118,7 +118,7 @@ static int perf_step(int argc, char **argv)
             return 0;
         }
         if (i + 1 >= argc) {
-            fprintf(stderr, "hetsim: perf step: %s needs a value (see hetsim perf --help)\n", a);
+            hs_eprintf("hetsim: perf step: %s needs a value (see hetsim perf --help)\n", a);
             return 2;
         }
         if (!strcmp(a, "--model")) model = argv[++i];
@@ -138,21 +138,21 @@ static int perf_step(int argc, char **argv)
             const char *kv = argv[++i], *eq = strchr(kv, '=');
             char key[64];
             if (!eq || strncmp(kv, "perf.", 5) || (size_t)(eq - kv - 5) >= sizeof key) {
-                fprintf(stderr, "hetsim: perf step: --set \"%s\": expected perf.KEY=VALUE\n", kv);
+                hs_eprintf("hetsim: perf step: --set \"%s\": expected perf.KEY=VALUE\n", kv);
                 return 2;
             }
             snprintf(key, sizeof key, "%.*s", (int)(eq - kv - 5), kv + 5);
             if ((rc = hs_conf_set(&cfg, hs_perf_cfg_fields, key, eq + 1, "--set", &err))) {
-                fprintf(stderr, "hetsim: perf step: %s\n", err.msg);
+                hs_eprintf("hetsim: perf step: %s\n", err.msg);
                 return 2;
             }
         } else {
-            fprintf(stderr, "hetsim: perf step: unexpected argument \"%s\" (see hetsim perf --help)\n", a);
+            hs_eprintf("hetsim: perf step: unexpected argument \"%s\" (see hetsim perf --help)\n", a);
             return 2;
         }
     }
     if (!model || !cluster) {
-        fprintf(stderr, "hetsim: perf step: --model and --cluster are required\n");
+        hs_eprintf("hetsim: perf step: --model and --cluster are required\n");
         return 2;
     }
     if ((rc = hs_model_find(&m, model, &err)) || (rc = hs_cluster_find(&c, cluster, &err))) goto out;
@@ -197,7 +197,7 @@ static int perf_step(int argc, char **argv)
     hs_perf_free(&p);
 out:
     hs_cluster_destroy(c);
-    if (rc) fprintf(stderr, "hetsim: perf step: %s\n", err.msg);
+    if (rc) hs_eprintf("hetsim: perf step: %s\n", err.msg);
     return hs_cli_exit_code(rc);
 }
 
@@ -211,7 +211,7 @@ int hs_cli_perf(int argc, char **argv)
     }
     if (!strcmp(argv[1], "import-vidur")) {
         if (argc != 4) {
-            fprintf(stderr, "hetsim: perf import-vidur: expected VIDUR_DIR OUT_DIR\n");
+            hs_eprintf("hetsim: perf import-vidur: expected VIDUR_DIR OUT_DIR\n");
             return 2;
         }
         rc = hs_vidur_import_all(argv[2], argv[3], stdout, &err);
@@ -219,7 +219,7 @@ int hs_cli_perf(int argc, char **argv)
         rc = hs_fit_report(argc > 2 ? argv[2] : NULL, stdout, &err);
     } else if (!strcmp(argv[1], "crossval")) {
         if (argc != 3) {
-            fprintf(stderr, "hetsim: perf crossval: expected VIDUR_DIR (Vidur's data folder)\n");
+            hs_eprintf("hetsim: perf crossval: expected VIDUR_DIR (Vidur's data folder)\n");
             return 2;
         }
         rc = hs_perf_crossval(argv[2], stdout, &err);
@@ -231,7 +231,7 @@ int hs_cli_perf(int argc, char **argv)
             if (!strcmp(argv[i], "--out") && i + 1 < argc) {
                 out = argv[++i];
             } else if (argv[i][0] == '-' || dirs) {
-                fprintf(stderr, "hetsim: perf calibrate: unexpected argument \"%s\" (see hetsim perf --help)\n", argv[i]);
+                hs_eprintf("hetsim: perf calibrate: unexpected argument \"%s\" (see hetsim perf --help)\n", argv[i]);
                 return 2;
             } else {
                 dirs = argv[i];
@@ -254,7 +254,7 @@ int hs_cli_perf(int argc, char **argv)
                               : !strcmp(a, "--display") ? &o.display : !strcmp(a, "--source") ? &o.source
                               : !strcmp(a, "--licence") ? &o.licence : NULL;
             if ((slot || !strcmp(a, "--collective-launch-us")) && i + 1 >= argc) {
-                fprintf(stderr, "hetsim: perf fit-overhead: %s needs a value\n", a);
+                hs_eprintf("hetsim: perf fit-overhead: %s needs a value\n", a);
                 return 2;
             }
             if (slot) {
@@ -263,19 +263,19 @@ int hs_cli_perf(int argc, char **argv)
                 char *end;
                 double v = strtod(argv[++i], &end);
                 if (end == argv[i] || *end || !(v >= 0) || v > 1e5) {
-                    fprintf(stderr, "hetsim: perf fit-overhead: --collective-launch-us \"%s\": expected a number in 0..1e5\n", argv[i]);
+                    hs_eprintf("hetsim: perf fit-overhead: --collective-launch-us \"%s\": expected a number in 0..1e5\n", argv[i]);
                     return 2;
                 }
                 o.collective_launch_us = v;
             } else if (a[0] == '-' || csv) {
-                fprintf(stderr, "hetsim: perf fit-overhead: unexpected argument \"%s\" (see hetsim perf --help)\n", a);
+                hs_eprintf("hetsim: perf fit-overhead: unexpected argument \"%s\" (see hetsim perf --help)\n", a);
                 return 2;
             } else {
                 csv = a;
             }
         }
         if (!csv) {
-            fprintf(stderr, "hetsim: perf fit-overhead: expected Vidur's cpu_overheads.csv\n");
+            hs_eprintf("hetsim: perf fit-overhead: expected Vidur's cpu_overheads.csv\n");
             return 2;
         }
         rc = hs_ovh_report(csv, &o, stdout, NULL, NULL, &err);
@@ -285,7 +285,7 @@ int hs_cli_perf(int argc, char **argv)
         for (int i = 2; i < argc; i++) {
             const char *a = argv[i];
             if ((!strcmp(a, "--fit") || !strcmp(a, "--tflops") || !strcmp(a, "--gbs")) && i + 1 >= argc) {
-                fprintf(stderr, "hetsim: perf compare: %s needs a value\n", a);
+                hs_eprintf("hetsim: perf compare: %s needs a value\n", a);
                 return 2;
             }
             if (!strcmp(a, "--fit")) {
@@ -294,27 +294,27 @@ int hs_cli_perf(int argc, char **argv)
                 char *end;
                 double v = strtod(argv[++i], &end);
                 if (end == argv[i] || *end || !(v > 0) || v > 1e7) {
-                    fprintf(stderr, "hetsim: perf compare: %s \"%s\": expected a positive number\n", a, argv[i]);
+                    hs_eprintf("hetsim: perf compare: %s \"%s\": expected a positive number\n", a, argv[i]);
                     return 2;
                 }
                 if (a[2] == 't') o.tflops = v;
                 else o.gbs = v;
             } else if (a[0] == '-' || dir) {
-                fprintf(stderr, "hetsim: perf compare: unexpected argument \"%s\" (see hetsim perf --help)\n", a);
+                hs_eprintf("hetsim: perf compare: unexpected argument \"%s\" (see hetsim perf --help)\n", a);
                 return 2;
             } else {
                 dir = a;
             }
         }
         if (!dir) {
-            fprintf(stderr, "hetsim: perf compare: expected a table directory (holding meta.json)\n");
+            hs_eprintf("hetsim: perf compare: expected a table directory (holding meta.json)\n");
             return 2;
         }
         rc = hs_perf_compare(dir, &o, NULL, stdout, &err);
     } else {
-        fprintf(stderr, "hetsim: perf: unknown command \"%s\" (see hetsim perf --help)\n", argv[1]);
+        hs_eprintf("hetsim: perf: unknown command \"%s\" (see hetsim perf --help)\n", argv[1]);
         return 2;
     }
-    if (rc) fprintf(stderr, "hetsim: %s\n", err.msg);
+    if (rc) hs_eprintf("hetsim: %s\n", err.msg);
     return hs_cli_exit_code(rc);
 }

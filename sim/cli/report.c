@@ -84,11 +84,11 @@ int hs_cli_report(int argc, char **argv)
         }
         if (strcmp(a, "--db") && strcmp(a, "--out") && strcmp(a, "--sweep") && strcmp(a, "--format") &&
             strcmp(a, "--slo-ttft") && strcmp(a, "--slo-tpot")) {
-            fprintf(stderr, "hetsim: unknown option \"%s\" (see hetsim report --help)\n", a);
+            hs_eprintf("hetsim: unknown option \"%s\" (see hetsim report --help)\n", a);
             return 2;
         }
         if (!v) {
-            fprintf(stderr, "hetsim: %s needs a value (see hetsim report --help)\n", a);
+            hs_eprintf("hetsim: %s needs a value (see hetsim report --help)\n", a);
             return 2;
         }
         i++;
@@ -108,30 +108,30 @@ int hs_cli_report(int argc, char **argv)
         x = strtod(v, &end);
         /* Checked here, so a bad value is one line, not a Python usage dump. */
         if (end == v || *end || errno || !(x >= 0 && x <= 1e9)) {
-            fprintf(stderr, "hetsim: %s: \"%s\" is not a number of ms in [0, 1e9]\n",
+            hs_eprintf("hetsim: %s: \"%s\" is not a number of ms in [0, 1e9]\n",
                     k ? "--slo-tpot" : "--slo-ttft", v);
             return 2;
         }
     }
     if (strcmp(fmt, "png") && strcmp(fmt, "svg")) {
-        fprintf(stderr, "hetsim: --format: \"%s\" is not png or svg\n", fmt);
+        hs_eprintf("hetsim: --format: \"%s\" is not png or svg\n", fmt);
         return 2;
     }
     if (stat(db, &sb) != 0) {
-        fprintf(stderr, "hetsim: %s: cannot open: %s\n", db, strerror(errno));
+        hs_eprintf("hetsim: %s: cannot open: %s\n", db, strerror(errno));
         return 2;
     }
     if (!py || !*py) py = "/usr/bin/python3";
     if (script_env && *script_env) snprintf(script, sizeof script, "%s", script_env);
     else snprintf(script, sizeof script, "%s/tools/report.py", hs_data_root());
     if (access(script, R_OK) != 0) {
-        fprintf(stderr, "hetsim: %s: the report script is missing (set HS_REPORT_SCRIPT)\n", script);
+        hs_eprintf("hetsim: %s: the report script is missing (set HS_REPORT_SCRIPT)\n", script);
         return 1;
     }
     {
         char *chk[] = {(char *)py, "-c", "import matplotlib", NULL};
         if (access(py, X_OK) != 0 || run_child(chk, 1) != 0) {
-            fprintf(stderr, "hetsim: report skipped: %s cannot import matplotlib "
+            hs_eprintf("hetsim: report skipped: %s cannot import matplotlib "
                             "(install python3-matplotlib, or set HS_PYTHON)\n", py);
             return require ? 3 : 0;
         }
@@ -152,7 +152,7 @@ int hs_cli_report(int argc, char **argv)
         rc = run_child(args, 0);
     }
     if (rc != 0) {
-        fprintf(stderr, "hetsim: report: %s failed (exit %d)\n", script, rc);
+        hs_eprintf("hetsim: report: %s failed (exit %d)\n", script, rc);
         return rc == 2 ? 2 : 1;
     }
     return 0;

@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "cli/sweep.h"
 #include "core/str.h"
+#include "out/db.h"
 #include "out/metrics.h"
 
 static double round_sig(double x, int sig)
@@ -180,7 +181,7 @@ static int cap_probe(void *vctx, double x, int *pass, hs_err *err)
     if ((rc = hs_sweep_exec(c->probes, &failed, err))) return rc;
     if ((rc = case_passes(c->probes, pos, c->needs, c->n_needs, pass, err))) return rc;
     if (!hs_sweep_quiet(c->probes))
-        fprintf(stderr, "hetsim search: %s: %s\n", kv, *pass ? "meets the target" : "misses the target");
+        hs_eprintf("hetsim search: %s: %s\n", kv, *pass ? "meets the target" : "misses the target");
     return 0;
 }
 
@@ -458,7 +459,7 @@ int hs_cli_search(int argc, char **argv)
     }
     mode = argv[1];
     if (strcmp(mode, "capacity") && strcmp(mode, "cheapest") && strcmp(mode, "pareto")) {
-        fprintf(stderr, "hetsim: search: unknown mode \"%s\" (capacity, cheapest, pareto)\n", mode);
+        hs_eprintf("hetsim: search: unknown mode \"%s\" (capacity, cheapest, pareto)\n", mode);
         return 2;
     }
     snprintf(name, sizeof name, "search-%s", mode);
@@ -543,6 +544,8 @@ int hs_cli_search(int argc, char **argv)
     /* Expanding read the spec's "set" into the groups' base; the probes
      * must run on it too. */
     if ((rc = hs_sweep_copy_base(probes, groups, &err))) goto fail;
+    /* before any probe or header: a database it cannot write is one line */
+    if ((rc = hs_db_check_writable(hs_sweep_db_path(probes), &err))) goto fail;
 
     if (!strcmp(mode, "capacity")) {
         if (!(bc.hi > bc.lo)) {
@@ -607,7 +610,7 @@ done:
     hs_sweep_destroy(probes);
     return 0;
 fail:
-    fprintf(stderr, "hetsim: %s\n", err.msg[0] ? err.msg : hs_strerror(rc));
+    hs_eprintf("hetsim: %s\n", err.msg[0] ? err.msg : hs_strerror(rc));
     hs_sweep_destroy(groups);
     hs_sweep_destroy(probes);
     return hs_cli_exit_code(rc);

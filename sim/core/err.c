@@ -27,6 +27,21 @@ size_t hs_err_escape(char *dst, size_t cap, const char *src, size_t n)
     return o;
 }
 
+void hs_eprintf(const char *fmt, ...)
+{
+    char raw[HS_ERR_MSG_MAX], out[HS_ERR_MSG_MAX];
+    va_list ap;
+    size_t n;
+    int nl;
+    va_start(ap, fmt);
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    va_end(ap);
+    n = strlen(raw);
+    nl = n && raw[n - 1] == '\n';
+    hs_err_escape(out, sizeof out, raw, n - (size_t)nl);
+    fprintf(stderr, "%s%s", out, nl ? "\n" : "");
+}
+
 /* Rewrites err->msg with its control characters escaped, so that a newline
  * or terminal escape taken from the input (a JSON key, a flag's value)
  * cannot split the one-line message or drive the user's terminal. */

@@ -58,6 +58,11 @@ void hs_err_clear(hs_err *err);
  * one line whatever bytes the input held; code that prints input to stderr
  * itself uses it too. */
 size_t hs_err_escape(char *dst, size_t cap, const char *src, size_t n);
+
+/* Prints one formatted line to stderr with hs_err_escape applied to
+ * everything but its final newline: for messages that quote command-line
+ * values themselves instead of going through an hs_err. */
+void hs_eprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *hs_strerror(int code);
 
 /* The process exit code of an HS_E* code: 0 success, 1 a runtime failure
