@@ -43,6 +43,37 @@ for pair in models:models gpus:profiles/gpus clusters:profiles/clusters; do
     check_eq "list $cat covers $dir/*.json" "$missing" ""
 done
 
+# list clusters teaches the shorthand: its grammar, an example, and every
+# GPU it takes (each of which then works as a one-node cluster); list gpus
+# shows the links a shorthand gives (node and network per GPU).
+if hs_run 0 "list clusters: shorthand" list clusters; then
+    cp "$T/out" "$T/clusters.out"  # hs_run below overwrites $T/out
+    check_grep "list clusters: the grammar" "$T/out" 'NODESxGPUSxGPU\[\+\.\.\.\]'
+    check_grep "list clusters: an example" "$T/out" '^  4x8xh100-sxm-80g '
+    gpuline=$(grep -A1 'GPU is one of:' "$T/clusters.out" | tail -n 1)
+    missing=""
+    for f in "$HS_ROOT"/profiles/gpus/*.json; do
+        g=$(basename "$f" .json)
+        case " $gpuline " in *" $g "*) ;; *) missing="$missing $g" ;; esac
+    done
+    check_eq "list clusters: names every GPU file" "$missing" ""
+    for g in $gpuline; do
+        hs_run 0 "shorthand 1x2x$g from the list works" plan --model tiny-test --cluster "1x2x$g" --quiet ||
+            break
+    done
+    # the listed examples are clusters as written
+    for ex in $(grep -oE '^  [0-9x]+[a-z0-9x+-]+ ' "$T/clusters.out"); do
+        hs_run 0 "listed example $ex works" plan --model tiny-test --cluster "$ex" --quiet
+    done
+fi
+if hs_run 0 "list gpus: link defaults" list gpus; then
+    check_grep "list gpus: link columns" "$T/out" '^gpu .* node GB/s +node us +net GB/s +net us$'
+    # h100-sxm-80g.json: NVLink 450 GB/s, 3 us; 400 Gb/s = 50 GB/s, 10 us
+    check_grep "list gpus: h100 links" "$T/out" '^h100-sxm-80g .* 450\.0 +3\.0 +50\.0 +10\.0$'
+    # a GPU file without intra_*/inter_*: PCIe, 5 us; 12.5 GB/s, 20 us
+    check_grep "list gpus: l40s default links" "$T/out" '^l40s .* 32\.0 +5\.0 +12\.5 +20\.0$'
+fi
+
 if hs_run 2 "list nonsense" list nonsense; then
     check_grep "list nonsense: message" "$T/err" 'unknown category "nonsense"'
     check_eq "list nonsense: one stderr line" "$(awk 'END { print NR }' "$T/err")" 1

@@ -6,7 +6,10 @@
 # database has validations, and skips cleanly without matplotlib.  From
 # report.json (the numbers behind the figures): time_scale is a rate axis,
 # series are named by --label or the varying keys only, SLO targets come
-# from --slo-* or the runs, Pareto panels never mix rates.  Skips
+# from --slo-* or the runs, Pareto panels never mix rates.  The runs table
+# has a readable column per key that varies (what all runs share is said
+# once); runs from a planner's deployment file are labelled by the planner
+# (runs.planner), not the configuration's default.  Skips
 # (77) when /usr/bin/python3 cannot import matplotlib.
 set -u
 . "$(dirname "$0")/fixtures/lib.sh"
@@ -35,6 +38,13 @@ if hs_run 0 "report" report --db "$T/r.db" --out "$T/rep" --sweep demo; then
         check_grep "report: index.html links $f.png" "$T/rep/index.html" "src='$f.png'"
     done
     check_eq "report: run table lists the 200 runs" "$(grep -c '^<tr><td>' "$T/rep/index.html")" 200
+    check_eq "runs table: a column per swept key, readable" \
+        "$(/usr/bin/python3 -c 'import json,sys; print(sorted(json.load(open(sys.argv[1]))["runs_table"]["columns"]))' "$T/rep/report.json")" \
+        "['max replicas', 'policy', 'rate (req/s)', 'seed']"
+    check_grep "runs table: readable headers" "$T/rep/index.html" "<th>run</th><th>[a-z (/s)]+</th>.*<th>TTFT p99 \(ms\)</th>"
+    check_eq "runs table: no raw key=value settings" "$(grep -c "<td class='l'>[^<]*=" "$T/rep/index.html")" 0
+    check_eq "runs table: no dotted keys" "$(grep -c 'workload\.rate' "$T/rep/index.html")" 0
+    check_grep "runs table: what all runs share, once" "$T/rep/index.html" "^<p>All runs: model llama-2-70b, cluster default"
 fi
 # A timed trace sped up by time_scale is a rate axis: offered rate = the
 # fixture's 2 req/s x scale; series labelled by the varying key only.
@@ -55,6 +65,27 @@ if hs_run 0 "report of the time_scale sweep" report --db "$T/ts.db" --out "$T/ts
         "$(jq '" ".join("%s:%d" % (p["rate"], len(p["points"])) for p in d["pareto"])')" "2:2 4:2 8:2"
     check_grep "pareto: caption explains overloaded points" "$T/ts/index.html" "overloaded \(queueing delay"
     check_grep "SLO stated on the page" "$T/ts/index.html" "SLO targets drawn: TTFT 1500 ms, TPOT 100 ms"
+    check_eq "runs table: cluster, time scale and the offered rate it makes" \
+        "$(jq 'sorted(d["runs_table"]["columns"])')" "['cluster', 'offered (req/s)', 'time scale']"
+    check_eq "runs table: the trace is shared, by its base name" "$(jq 'd["runs_table"]["shared"]["trace"]')" "azure-mini"
+fi
+# A planner's deployment file replayed beside a plain run: its series and
+# its row name the planner that made it (runs.planner), not "uniform".
+hs_run 0 "plan distserve for the report" plan --planner distserve --model llama-2-70b --cluster hexgen2-homo-h100x8 \
+    --plan-opts in=512,out=128,iters=10 --emit-deployment "$T/dep.json" --quiet
+hs_run 0 "run the deployment" run --deployment "$T/dep.json" --router weighted --requests 60 --rate 2 --db "$T/pl.db" --quiet
+hs_run 0 "a plain run beside it" run --cluster hexgen2-homo-h100x8 --requests 60 --rate 2 --db "$T/pl.db" --quiet
+if hs_run 0 "report of the planner runs" report --db "$T/pl.db" --out "$T/pl"; then
+    J="$T/pl/report.json"
+    check_eq "planner: series named by the deployment's planner" \
+        "$(jq '" | ".join(sorted(d["cdf"]))')" "deployment=dep, planner=distserve, router=weighted | planner=uniform, router=lor"
+    check_grep "planner: the row says distserve" "$T/pl/index.html" "^<tr><td>1</td><td class='l'>dep</td><td class='l'>distserve</td>"
+    # a database from before runs.planner (whose configuration kept the
+    # default planner name): the deployment run claims no planner
+    sqlite3 "$T/pl.db" "update runs set planner = null, config = json_set(config, '$.planner', 'uniform')"
+    hs_run 0 "report without runs.planner" report --db "$T/pl.db" --out "$T/pl0"
+    check_eq "no runs.planner: no planner claimed for the deployment" \
+        "$(J=$T/pl0/report.json jq '" | ".join(sorted(d["cdf"]))')" "deployment=dep, router=weighted | planner=uniform, router=lor"
 fi
 # Plain runs: --label names the series; the rate appears only where runs differ.
 for c in dgx-a100 h100x8; do

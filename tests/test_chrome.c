@@ -4,7 +4,10 @@
  * fast-forwarded run is its own event), lanes' iterations never overlap,
  * every preemption is an instant event, every KV hand-over a begin/end
  * pair on the receiving replica, the limit cuts and says so, and a failed
- * run or an unwritable path leaves no file. */
+ * run or an unwritable path leaves no file.  What Perfetto's JSON importer
+ * needs beyond the format: no pid or tid 0 (its idle task), a tid that
+ * names one lane of one replica (it keys thread names by tid alone),
+ * displayTimeUnit first and otherData after the events. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L  /* mkdtemp */
 #endif
@@ -30,7 +33,7 @@ static const char *tmp_path(const char *name)
 
 /* What a parsed trace holds, with its structural checks done. */
 typedef struct summary {
-    int64_t iters, preempts, kv_b, kv_e, names, cut, bad;
+    int64_t iters, preempts, kv_b, kv_e, names, threads, cut, bad;
     int64_t tokens;         /* sum of args.tokens over iterations */
     cJSON *root;
 } summary;
@@ -46,13 +49,40 @@ static double num(const cJSON *o, const char *k)
     return cJSON_IsNumber(v) ? v->valuedouble : -1;
 }
 
+/* The file's text (caller frees), for checks on key order. */
+static char *slurp(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+    if (!fp) return NULL;
+    if (!fseek(fp, 0, SEEK_END) && (n = ftell(fp)) >= 0 && !fseek(fp, 0, SEEK_SET) && (buf = malloc((size_t)n + 1))) {
+        buf[fread(buf, 1, (size_t)n, fp)] = '\0';
+    }
+    fclose(fp);
+    return buf;
+}
+
 /* Parses path and checks every event against the trace-event format:
  * fields each phase needs, per (pid, tid) iterations in time order without
- * overlap (written at their ends, per lane in order), b/e paired by id. */
+ * overlap (written at their ends, per lane in order), b/e paired by id;
+ * pid = replica + 1, tid = pid * 10000 + lane (never 0, unique per lane). */
 static summary read_trace(const char *path, int32_t n_replicas)
 {
     summary s = {0};
     hs_err err = {0};
+    char *text = slurp(path);
+    CHECK(text != NULL);
+    if (text) {
+        /* displayTimeUnit is read from the first chunk only; keys after an
+         * unknown one are skipped by older importers, so the events come
+         * before otherData */
+        const char *ev = strstr(text, "\"traceEvents\""), *od = strstr(text, "\"otherData\"");
+        static const char head[] = "{\"displayTimeUnit\":\"ms\",";
+        CHECK(!strncmp(text, head, sizeof head - 1));
+        CHECK(ev != NULL && od != NULL && ev < od);
+        free(text);
+    }
     CHECK_OK(hs_json_load(path, &s.root, &err), &err);
     if (!s.root) return s;
     const cJSON *evs = member(s.root, "traceEvents");
@@ -67,14 +97,24 @@ static summary read_trace(const char *path, int32_t n_replicas)
         const cJSON *ph = member(e, "ph");
         const cJSON *name = member(e, "name");
         const cJSON *args = member(e, "args");
-        int pid = (int)num(e, "pid"), tid = (int)num(e, "tid");
-        if (!cJSON_IsString(ph) || !cJSON_IsString(name) || pid < 0 || pid >= n_replicas || tid < 0 || tid >= 64) {
+        /* back to 0-based replica and lane */
+        double rpid = num(e, "pid"), rtid = num(e, "tid");
+        int pid = (int)rpid - 1, tid = (int)(rtid - rpid * 10000);
+        if (!cJSON_IsString(ph) || !cJSON_IsString(name) || rpid < 1 || rtid < 1 || pid >= n_replicas || tid < 0 ||
+            tid >= 64) {
             s.bad++;
             continue;
         }
         char p = ph->valuestring[0];
         if (p == 'M') {
+            char want[32];
             s.names += !strcmp(name->valuestring, "process_name");
+            if (!strcmp(name->valuestring, "thread_name")) {
+                /* the tid Perfetto names is the lane's own */
+                snprintf(want, sizeof want, "lane %d", tid);
+                s.threads++;
+                if (!cJSON_IsString(member(args, "name")) || strcmp(member(args, "name")->valuestring, want)) s.bad++;
+            }
         } else if (p == 'X') {
             double ts = num(e, "ts"), dur = num(e, "dur");
             s.iters++;
@@ -134,6 +174,7 @@ static void test_iterations_and_preemptions(void)
     CHECK_INT(a.iters, on.iterations);
     CHECK_INT(a.preempts, on.preemptions);
     CHECK_INT(a.names, 1);
+    CHECK_INT(a.threads, 1);
     CHECK_INT(a.cut, 0);
     printf("pressure: %lld iterations, %lld preemptions, %lld tokens in the trace\n", (long long)a.iters,
            (long long)a.preempts, (long long)a.tokens);
@@ -163,6 +204,8 @@ static void test_handovers(void)
     summary s = read_trace(tmp_path("disagg.json"), 8);
     CHECK_INT(s.bad, 0);
     CHECK_INT(s.iters, x.iterations);
+    CHECK_INT(s.names, 8);
+    CHECK_INT(s.threads, 8);
     /* every completed request was prefilled on one replica and decoded on
      * another: one hand-over each, begun and ended */
     CHECK_INT(s.kv_b, x.completed);

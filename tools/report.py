@@ -95,17 +95,25 @@ def short_value(v):
     return s
 
 
-def describe(cfg, label):
+def fix_planner(params, planner):
+    """A run's planner is the one that made its deployment: runs.planner
+    (schema 4), also for a deployment file, whatever default planner name
+    the configuration carries; an older database without it shows no
+    planner for a deployment file's runs."""
+    if planner and ("planner" in params or params.get("deployment")):
+        params["planner"] = planner
+    elif params.get("deployment") and params.get("planner") == "uniform":
+        del params["planner"]
+
+
+def describe(cfg, label, planner=None):
     params = {}
     for k in DESCRIBE:
         v = label if k == "label" else cfg_get(cfg, k)
         if v in (None, ""):
             continue
         params[k] = v
-    # A run from a deployment file is that deployment, whatever the
-    # default planner name its configuration carries.
-    if params.get("deployment") and params.get("planner") == "uniform":
-        del params["planner"]
+    fix_planner(params, planner)
     if cfg_get(cfg, "workload.kind") in TIMED_TRACES:
         params.pop("workload.preset", None)
     return params
@@ -122,23 +130,25 @@ def load_runs(con, sweep):
     summary, offered rate."""
     runs = []
     have_cases = has_table(con, "sweep_cases")
+    # runs.planner: the planner that made the run's deployment (schema 4)
+    pcol = "r.planner" if any(c[1] == "planner" for c in con.execute("PRAGMA table_info(runs)")) else "NULL"
     if sweep and has_table(con, "sweep_members"):
         # every case the sweep asked for, including those another stored
         rows = con.execute(
-            "SELECT r.id, r.config, r.label, m.params FROM runs r JOIN sweep_cases c ON c.run = r.id "
-            "JOIN sweep_members m ON m.case_key = c.case_key "
+            "SELECT r.id, r.config, r.label, " + pcol + " AS planner, m.params FROM runs r "
+            "JOIN sweep_cases c ON c.run = r.id JOIN sweep_members m ON m.case_key = c.case_key "
             "WHERE m.sweep = ? AND r.wall_s IS NOT NULL ORDER BY r.id", (sweep,)).fetchall()
     elif sweep:
         rows = con.execute(
-            "SELECT r.id, r.config, r.label, c.params FROM runs r JOIN sweep_cases c ON c.run = r.id "
-            "WHERE c.sweep = ? AND r.wall_s IS NOT NULL ORDER BY r.id", (sweep,)).fetchall()
+            "SELECT r.id, r.config, r.label, " + pcol + " AS planner, c.params FROM runs r "
+            "JOIN sweep_cases c ON c.run = r.id WHERE c.sweep = ? AND r.wall_s IS NOT NULL ORDER BY r.id", (sweep,)).fetchall()
     elif have_cases:
         rows = con.execute(
-            "SELECT r.id, r.config, r.label, c.params FROM runs r LEFT JOIN sweep_cases c ON c.run = r.id "
-            "WHERE r.wall_s IS NOT NULL GROUP BY r.id ORDER BY r.id").fetchall()
+            "SELECT r.id, r.config, r.label, " + pcol + " AS planner, c.params FROM runs r "
+            "LEFT JOIN sweep_cases c ON c.run = r.id WHERE r.wall_s IS NOT NULL GROUP BY r.id ORDER BY r.id").fetchall()
     else:
-        rows = con.execute("SELECT id, config, label, NULL AS params FROM runs WHERE wall_s IS NOT NULL "
-                           "ORDER BY id").fetchall()
+        rows = con.execute("SELECT r.id, r.config, r.label, " + pcol + " AS planner, NULL AS params FROM runs r "
+                           "WHERE r.wall_s IS NOT NULL ORDER BY r.id").fetchall()
     for row in rows:
         try:
             cfg = json.loads(row["config"])
@@ -147,15 +157,15 @@ def load_runs(con, sweep):
         label = row["label"] or ""
         if row["params"]:
             params = json.loads(row["params"])
-            if "deployment" in params and params.get("planner") == "uniform":
-                del params["planner"]
+            fix_planner(params, row["planner"])
         else:
-            params = describe(cfg, label)
+            params = describe(cfg, label, row["planner"])
         w = cfg.get("workload", {})
         scale = w.get("time_scale") or 1.0
         timed = w.get("kind") in TIMED_TRACES
         rate = None if timed else (w.get("rate") or 0) * scale or None
         runs.append({"id": row["id"], "cfg": cfg, "params": params, "label": label, "rate": rate,
+                     "base": describe(cfg, label, row["planner"]), "swept": bool(row["params"]),
                      "scale": scale, "timed": timed, "approx": False, "m": {}})
     byid = {r["id"]: r for r in runs}
     for mrow in con.execute("SELECT run, metric, value FROM summary"):
@@ -608,9 +618,68 @@ def fig_validation(con, runs, out, fmt, figs, notes):
          "Predicted (simulator) versus measured (executor) iteration times, one point per iteration.")
 
 
+# Column headers of the runs table for keys a plain rewrite would leave
+# cryptic; other keys drop "workload." and turn "_" into spaces.
+READABLE = {RATE_KEY: "rate (req/s)", SCALE_KEY: "time scale", "workload.path": "trace",
+            "workload.kind": "workload kind", "workload.preset": "preset", "tp": "TP", "pp": "PP",
+            "workload.max_requests": "requests", "slo.ttft_ms": "TTFT SLO (ms)", "slo.tpot_ms": "TPOT SLO (ms)"}
+
+
+def readable_key(k):
+    if k in READABLE:
+        return READABLE[k]
+    if k.startswith("workload."):
+        k = k[len("workload."):]
+    return k.replace("_", " ")
+
+
+def readable_value(v):
+    if isinstance(v, float):
+        return "%g" % v
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True)
+    return short_value(v)
+
+
+def run_settings(r):
+    """What the runs table knows of r: a few configuration keys (model,
+    cluster, planner, ...) under its swept keys."""
+    d = dict(r["base"])
+    d.update(r["params"])
+    # 0 is these keys' default ("smallest that fits", "all", "none"):
+    # shown only when swept
+    for k in ("tp", "max_replicas", "prefill_replicas"):
+        if d.get(k) == 0 and not (r["swept"] and k in r["params"]):
+            del d[k]
+    if r["label"]:
+        d.setdefault("label", r["label"])
+    return d
+
+
+def table_keys(runs):
+    """The runs table's setting columns: the keys whose values differ
+    between the runs (first-seen order), and those every run shares (said
+    once above the table)."""
+    keys = []
+    for r in runs:
+        for k in run_settings(r):
+            if k not in keys:
+                keys.append(k)
+    varying, shared = [], {}
+    for k in keys:
+        vals = {readable_value(run_settings(r)[k]) if k in run_settings(r) else "" for r in runs}
+        if len(vals) > 1:
+            varying.append(k)
+        else:
+            shared[k] = vals.pop()
+    return varying, shared
+
+
 def write_html(out, db, sweep, runs, figs, notes, slo):
     cols = ["request_throughput", "goodput", "slo_attainment", "ttft_p99_ms", "tpot_p99_ms",
             "e2el_p99_ms", "cost_per_hour"]
+    col_heads = ["throughput (req/s)", "goodput (req/s)", "SLO attainment", "TTFT p99 (ms)", "TPOT p99 (ms)",
+                 "E2E p99 (ms)", "cost ($/h)"]
     p = []
     p.append("<!doctype html><html><head><meta charset='utf-8'><title>hetsim report</title>")
     p.append("<style>body{font-family:sans-serif;margin:2em;max-width:1400px}img{max-width:100%;"
@@ -632,12 +701,25 @@ def write_html(out, db, sweep, runs, figs, notes, slo):
             html.escape(f), html.escape(f), html.escape(cap), html.escape(f), html.escape(f), html.escape(f)))
     if notes:
         p.append("<h2>Not drawn</h2><ul>" + "".join("<li>%s</li>" % html.escape(n) for n in notes) + "</ul>")
-    p.append("<h2 id='runs'>Runs</h2><table><tr><th>run</th><th>settings</th>%s</tr>" %
-             "".join("<th>%s</th>" % c for c in cols))
+    # Only what tells the runs apart gets a column (readable names, file
+    # paths by base name); what they all share is said once.
+    varying, shared = table_keys(runs)
+    offered = RATE_KEY not in varying and len({r["rate"] for r in runs}) > 1
+    heads = [readable_key(k) for k in varying] + (["offered (req/s)"] if offered else [])
+    DATA["runs_table"] = {"columns": heads, "shared": {readable_key(k): v for k, v in shared.items() if v}}
+    p.append("<h2 id='runs'>Runs</h2>")
+    if any(shared.values()):
+        p.append("<p>All runs: %s.</p>" % html.escape(", ".join(
+            "%s %s" % (readable_key(k), v) for k, v in shared.items() if v)))
+    p.append("<table><tr><th>run</th>%s</tr>" % "".join("<th>%s</th>" % html.escape(h) for h in heads + col_heads))
     for r in runs[:1000]:
-        settings = " ".join("%s=%s" % (k, v) for k, v in r["params"].items())
+        d = run_settings(r)
+        cells = [readable_value(d[k]) if k in d else "" for k in varying]
+        if offered:
+            cells.append("%.3g" % r["rate"] if r["rate"] else "")
         vals = "".join("<td>%s</td>" % ("%.4g" % r["m"][c] if c in r["m"] else "") for c in cols)
-        p.append("<tr><td>%d</td><td class='l'>%s</td>%s</tr>" % (r["id"], html.escape(settings), vals))
+        p.append("<tr><td>%d</td>%s%s</tr>" % (r["id"], "".join("<td class='l'>%s</td>" % html.escape(c)
+                                                               for c in cells), vals))
     p.append("</table>")
     if len(runs) > 1000:
         p.append("<p>(first 1000 of %d runs)</p>" % len(runs))

@@ -86,7 +86,10 @@ static int list_gpus(void)
         fprintf(stderr, "hetsim: cannot read %s/profiles/gpus\n", hs_data_root());
         return 2;
     }
-    printf("%-14s %10s %8s %9s %10s %8s\n", "gpu", "fp16 TF/s", "mem GiB", "mem GB/s", "nvlink GB/s", "$/h");
+    /* node/net: the links a cluster shorthand gives a node of this GPU
+     * (inside the node, and per GPU between nodes) */
+    printf("%-14s %10s %8s %9s %10s %8s %10s %7s %9s %6s\n", "gpu", "fp16 TF/s", "mem GiB", "mem GB/s", "nvlink GB/s",
+           "$/h", "node GB/s", "node us", "net GB/s", "net us");
     for (int i = 0; i < n; i++) {
         hs_gpu g;
         hs_err err = {0};
@@ -95,8 +98,9 @@ static int list_gpus(void)
             bad = 1;
             continue;
         }
-        printf("%-14s %10.1f %8.0f %9.0f %10.1f %8.2f\n", g.name, g.flops16 / 1e12,
-               g.mem_bytes / 1073741824.0, g.mem_bw / 1e9, g.nvlink_bw / 1e9, g.price_per_hour);
+        printf("%-14s %10.1f %8.0f %9.0f %10.1f %8.2f %10.1f %7.1f %9.1f %6.1f\n", g.name, g.flops16 / 1e12,
+               g.mem_bytes / 1073741824.0, g.mem_bw / 1e9, g.nvlink_bw / 1e9, g.price_per_hour,
+               g.intra_bw / 1e9, g.intra_lat * 1e6, g.inter_bw / 1e9, g.inter_lat * 1e6);
     }
     free_names(names, n);
     return bad ? 2 : 0;
@@ -123,6 +127,19 @@ static int list_clusters(void)
                hs_cluster_price(c, NULL, 0), c->description);
         hs_cluster_destroy(c);
     }
+    free_names(names, n);
+    /* The grammar of hs_cluster_find's shorthand and the GPUs it takes, so
+     * that a cluster needs no file and no reading of docs. */
+    printf("\nor a shorthand, NODESxGPUSxGPU[+...] (GPUSxGPU: one node), wherever a cluster is named:\n"
+           "  4x8xh100-sxm-80g                 4 nodes of 8 H100 SXM\n"
+           "  1x4xh100-sxm-80g+1x4xa100-80g    one node of each\n"
+           "links from the GPU's defaults (hetsim list gpus: node, net); GPU is one of:\n ");
+    if (list_json("profiles/gpus", &names, &n)) {
+        fprintf(stderr, "hetsim: cannot read %s/profiles/gpus\n", hs_data_root());
+        return 2;
+    }
+    for (int i = 0; i < n; i++) printf(" %s", names[i]);
+    printf("\n");
     free_names(names, n);
     return bad ? 2 : 0;
 }

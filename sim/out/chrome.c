@@ -2,10 +2,18 @@
  *
  * Events are streamed with stdio as the engine reports them (nothing is
  * kept per event), so memory stays O(1) in the run's length.  The JSON
- * object is {"displayTimeUnit":..., "otherData":{...}, "traceEvents":[...]},
- * traceEvents last so the array can grow to the end of the run; close
+ * object is {"displayTimeUnit":..., "traceEvents":[...], "otherData":{...}}:
+ * displayTimeUnit first, because Perfetto's importer reads it only from the
+ * file's first chunk; otherData last, because older importers stop at a
+ * key they do not know, and after the events nothing is lost.  close
  * writes the closing brackets, after a global instant event when the limit
- * cut the iterations.  The first write error is kept (ferror) and
+ * cut the iterations.
+ *
+ * Ids: pid = replica + 1 and tid = (replica + 1) * HS_CHROME_TID_STRIDE +
+ * lane.  Perfetto treats pid 0 and tid 0 as the kernel's idle task
+ * ("swapper"), and keys thread names by tid alone (Linux tids are unique
+ * system-wide), so neither may be 0 and a tid names one lane of one
+ * replica.  The names ("replica 0", "lane 0") keep the 0-based indices.  The first write error is kept (ferror) and
  * reported at close, since the engine's callbacks cannot fail. */
 #include "out/chrome.h"
 
@@ -14,6 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* More than a replica's lanes (stages x engine.prefill_lanes <= 128 x 8). */
+#define HS_CHROME_TID_STRIDE 10000
 
 struct hs_chrome {
     FILE *fp;
@@ -60,6 +71,13 @@ static void put_us(FILE *fp, const char *key, hs_ns ns)
     fprintf(fp, "\"%s\":%" PRId64, key, us(ns));
 }
 
+/* "pid":..,"tid":.. of a replica's lane (see the top of the file). */
+static void put_ids(FILE *fp, int32_t replica, int32_t lane)
+{
+    fprintf(fp, "\"pid\":%" PRId64 ",\"tid\":%" PRId64, (int64_t)replica + 1,
+            ((int64_t)replica + 1) * HS_CHROME_TID_STRIDE + lane);
+}
+
 static void on_iter(void *ctx, const hs_tl_iter *it)
 {
     hs_chrome *c = ctx;
@@ -71,8 +89,9 @@ static void on_iter(void *ctx, const hs_tl_iter *it)
     }
     c->iters++;
     fp = ev(c);
-    fprintf(fp, "\"ph\":\"X\",\"cat\":\"iter\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,", name, (int)it->replica,
-            (int)it->lane);
+    fprintf(fp, "\"ph\":\"X\",\"cat\":\"iter\",\"name\":\"%s\",", name);
+    put_ids(fp, it->replica, it->lane);
+    fputc(',', fp);
     put_us(fp, "ts", it->start);
     fprintf(fp, ",\"dur\":%" PRId64, us(it->end) - us(it->start));
     fprintf(fp,
@@ -87,8 +106,9 @@ static void on_preempt(void *ctx, int32_t replica, int32_t lane, int64_t req, hs
 {
     hs_chrome *c = ctx;
     FILE *fp = ev(c);
-    fprintf(fp, "\"ph\":\"i\",\"s\":\"t\",\"cat\":\"preempt\",\"name\":\"preempt\",\"pid\":%d,\"tid\":%d,",
-            (int)replica, (int)lane);
+    fputs("\"ph\":\"i\",\"s\":\"t\",\"cat\":\"preempt\",\"name\":\"preempt\",", fp);
+    put_ids(fp, replica, lane);
+    fputc(',', fp);
     put_us(fp, "ts", t);
     fprintf(fp, ",\"args\":{\"req\":%" PRId64 "}}", req);
 }
@@ -98,9 +118,10 @@ static void on_preempt(void *ctx, int32_t replica, int32_t lane, int64_t req, hs
 static void kv_event(hs_chrome *c, char ph, int64_t req, int32_t from, int32_t to, hs_ns t)
 {
     FILE *fp = ev(c);
-    fprintf(fp, "\"ph\":\"%c\",\"cat\":\"kv\",\"name\":\"KV from replica %d\",\"id\":%" PRId64
-                ",\"pid\":%d,\"tid\":0,",
-            ph, (int)from, req, (int)to);
+    fprintf(fp, "\"ph\":\"%c\",\"cat\":\"kv\",\"name\":\"KV from replica %d\",\"id\":%" PRId64 ",", ph,
+            (int)from, req);
+    put_ids(fp, to, 0);
+    fputc(',', fp);
     put_us(fp, "ts", t);
 }
 
@@ -147,9 +168,7 @@ int hs_chrome_open(hs_chrome **out, const char *path, int64_t limit, hs_err *err
     c->limit = limit;
     c->first = 1;
     c->tl = (hs_timeline){c, on_iter, on_preempt, on_kv_begin, on_kv_end};
-    fputs("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"producer\":\"hetsim run --emit-trace\","
-          "\"time\":\"simulated\"},\"traceEvents\":[",
-          c->fp);
+    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", c->fp);
     *out = c;
     return 0;
 }
@@ -157,19 +176,22 @@ int hs_chrome_open(hs_chrome **out, const char *path, int64_t limit, hs_err *err
 void hs_chrome_replica(hs_chrome *c, int32_t replica, const char *role, const char *gpus, int32_t lanes)
 {
     FILE *fp = ev(c);
-    fprintf(fp, "\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"replica %d: ",
-            (int)replica, (int)replica);
+    fputs("\"ph\":\"M\",\"name\":\"process_name\",", fp);
+    put_ids(fp, replica, 0);
+    fprintf(fp, ",\"args\":{\"name\":\"replica %d: ", (int)replica);
     put_str(fp, role);
     fputs(", ", fp);
     put_str(fp, gpus);
     fputs("\"}}", fp);
     fp = ev(c);
-    fprintf(fp, "\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
-            (int)replica, (int)replica);
+    fputs("\"ph\":\"M\",\"name\":\"process_sort_index\",", fp);
+    put_ids(fp, replica, 0);
+    fprintf(fp, ",\"args\":{\"sort_index\":%d}}", (int)replica);
     for (int32_t k = 0; k < lanes; k++) {
         fp = ev(c);
-        fprintf(fp, "\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"lane %d\"}}",
-                (int)replica, (int)k, (int)k);
+        fputs("\"ph\":\"M\",\"name\":\"thread_name\",", fp);
+        put_ids(fp, replica, k);
+        fprintf(fp, ",\"args\":{\"name\":\"lane %d\"}}", (int)k);
     }
 }
 
@@ -196,13 +218,14 @@ int hs_chrome_close(hs_chrome *c, int discard, hs_err *err)
         /* says in the file itself, where it happens, that the iterations
          * stop there (a global instant event) */
         FILE *fp = ev(c);
-        fprintf(fp, "\"ph\":\"i\",\"s\":\"g\",\"cat\":\"limit\",\"name\":\"iterations cut by --emit-trace-limit\","
-                    "\"pid\":0,\"tid\":0,");
+        fputs("\"ph\":\"i\",\"s\":\"g\",\"cat\":\"limit\",\"name\":\"iterations cut by --emit-trace-limit\",", fp);
+        put_ids(fp, 0, 0);
+        fputc(',', fp);
         put_us(fp, "ts", c->cut);
         fprintf(fp, ",\"args\":{\"iterations_written\":%" PRId64 ",\"iterations_left_out\":%" PRId64 "}}",
                 c->iters, c->dropped);
     }
-    fputs("\n]}\n", c->fp);
+    fputs("\n],\"otherData\":{\"producer\":\"hetsim run --emit-trace\",\"time\":\"simulated\"}}\n", c->fp);
     bad = ferror(c->fp);
     bad |= fclose(c->fp) != 0;
     if (discard) {

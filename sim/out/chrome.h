@@ -2,8 +2,10 @@
  * (`hetsim run --emit-trace F`), which Perfetto UI (ui.perfetto.dev) and
  * chrome://tracing open.
  *
- * Layout: one process per replica (pid = replica id, named with its role
- * and GPUs), one thread per lane (tid = lane index); on it one complete
+ * Layout: one process per replica (pid = replica id + 1, named "replica
+ * N: " with its role and GPUs), one thread per lane (tid = pid * 10000 +
+ * lane index, named "lane K": never 0 and unique per lane, as Perfetto
+ * needs; chrome.c says why); on it one complete
  * event ("ph":"X", cat "iter") per iteration, named prefill, decode or
  * mixed, with the batch in args (tokens, prefill_chunks, prefill_tokens,
  * prefix_tokens, decode_seqs, decode_ctx, kv_used, kv_total); preemptions

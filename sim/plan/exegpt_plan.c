@@ -15,6 +15,7 @@
  * monotone (integer stage splits, micro-batch rounding); tests compare the
  * search with exhaustive enumeration on the real estimator. */
 #include "plan/exegpt.h"
+#include "plan/progress.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -129,7 +130,8 @@ int hs_exegpt_plan(hs_exegpt *x, const hs_exegpt_plan_opts *o, hs_exegpt_result 
     const hs_model *m = hs_exegpt_model(x);
     unsigned mask = o->policies ? o->policies : (1u << HS_EXEGPT_NPOLICY) - 1;
     int n = hs_exegpt_gpus(x), max_tp = o->max_tp ? o->max_tp : hs_exegpt_node_gpus(x);
-    int max_be = o->max_be ? o->max_be : hs_exegpt_max_be(x), rc;
+    int max_be = o->max_be ? o->max_be : hs_exegpt_max_be(x), rc = 0;
+    hs_progress pg;
     memset(out, 0, sizeof *out);
     if (isnan(o->lat_bound) || !(o->lat_bound > 0) || max_be < 1 || max_tp < 1 ||
         (o->sla != HS_EXEGPT_SLA_A && o->sla != HS_EXEGPT_SLA_B))
@@ -137,6 +139,7 @@ int hs_exegpt_plan(hs_exegpt *x, const hs_exegpt_plan_opts *o, hs_exegpt_result 
                        o->lat_bound, max_be, max_tp, o->sla);
     if (max_tp > hs_exegpt_node_gpus(x)) max_tp = hs_exegpt_node_gpus(x);
     if (max_tp > HS_MAX_TP) max_tp = HS_MAX_TP;
+    hs_progress_start(&pg, "exegpt", 1, 0);
     for (int pol = 0; pol < HS_EXEGPT_NPOLICY; pol++) {
         if (!(mask & (1u << pol))) continue;
         if (pol != HS_EXEGPT_RRA && n < 2) continue;  /* WAA needs an encode and a decode GPU */
@@ -153,17 +156,22 @@ int hs_exegpt_plan(hs_exegpt *x, const hs_exegpt_plan_opts *o, hs_exegpt_result 
                 b_hi = max_be;
                 if (pol != HS_EXEGPT_RRA) {
                     int ne0, ne;
-                    if ((rc = hs_exegpt_waa_split(x, pol, b_lo, &ne0, err))) return rc;
+                    if ((rc = hs_exegpt_waa_split(x, pol, b_lo, &ne0, err))) goto end;
                     for (b_hi = b_lo; b_hi < max_be; b_hi++) {
-                        if ((rc = hs_exegpt_waa_split(x, pol, b_hi + 1, &ne, err))) return rc;
+                        if ((rc = hs_exegpt_waa_split(x, pol, b_hi + 1, &ne, err))) goto end;
                         if (ne != ne0) break;
                     }
                 }
-                if ((rc = search_box(x, o, pol, t, b_lo, b_hi, out, err))) return rc;
+                if (hs_progress_due(&pg))
+                    hs_progress_printf(&pg, "%s TP %d B_E %d-%d, %lld evaluations", hs_exegpt_policy_name(pol), t,
+                                       b_lo, b_hi, (long long)out->evals);
+                if ((rc = search_box(x, o, pol, t, b_lo, b_hi, out, err))) goto end;
             }
         }
     }
-    return 0;
+end:
+    hs_progress_end(&pg);
+    return rc;
 }
 
 void hs_exegpt_cfg_str(const hs_exegpt_cfg *cfg, const hs_exegpt_est *e, char *buf, size_t cap)

@@ -70,6 +70,7 @@
 
 #include "perf/perf.h"
 #include "plan/plan.h"
+#include "plan/progress.h"
 
 #define HP_MAX_GRP 16
 
@@ -601,7 +602,7 @@ static int prune(const hp_est *x, hp_inst *in, hs_err *err)
     return 0;
 }
 
-static int plan_hetis_x(const hs_plan_req *q, hp_est *x, hs_deploy *out, hs_err *err)
+static int plan_hetis_x(const hs_plan_req *q, hp_est *x, hs_progress *pg, hs_deploy *out, hs_err *err)
 {
     const hs_cluster *c = q->cluster;
     int ord[64], best_n = 0, dmax = types_gcd(c), rc;
@@ -613,6 +614,7 @@ static int plan_hetis_x(const hs_plan_req *q, hp_est *x, hs_deploy *out, hs_err 
         hs_layout l;
         double cost;
         if (dmax % n) continue;
+        if (hs_progress_due(pg)) hs_progress_printf(pg, "%d instances of at most %d, best score %.4g", n, dmax, best_score);
         memset(&in, 0, sizeof in);
         in.ng = instance_groups(c, ord, 0, n, in.g);
         if (in.ng < 0) continue;
@@ -670,9 +672,12 @@ extern const hs_planner_ops hs_planner_hetis;
 static int plan_hetis(const hs_plan_req *q, hs_deploy *out, hs_err *err)
 {
     hp_est x;
+    hs_progress pg;
     int rc;
     if ((rc = check_types(q->cluster, err)) || (rc = est_init(&x, q, q->opts, &hs_planner_hetis, err))) return rc;
-    rc = plan_hetis_x(q, &x, out, err);
+    hs_progress_start(&pg, "hetis", 1, 0);
+    rc = plan_hetis_x(q, &x, &pg, out, err);
+    hs_progress_end(&pg);
     est_free(&x);
     return rc;
 }
@@ -684,8 +689,10 @@ static int plan_hexgen(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     const hs_cluster *c = q->cluster;
     int ord[64], dmax = types_gcd(c), best_n = 0, rc;
     double best_cost = 0;
+    hs_progress pg;
     if ((rc = check_types(c, err))) return rc;
     type_order(c, ord);
+    hs_progress_start(&pg, "hetis-hexgen", 1, 0);
     /* HexGen minimises end-to-end latency over all GPUs: the n of least C */
     for (int n = 1; n <= dmax; n++) {
         hp_grp g[HP_MAX_GRP];
@@ -693,11 +700,13 @@ static int plan_hexgen(const hs_plan_req *q, hs_deploy *out, hs_err *err)
         hs_layout l;
         int ng;
         if (dmax % n) continue;
+        if (hs_progress_due(&pg)) hs_progress_printf(&pg, "%d instances of at most %d, best cost %.4g", n, dmax, best_cost);
         ng = instance_groups(c, ord, 0, n, g);
         if (ng < 0) continue;
         if (instance_layout(q, g, ng, HP_BY_BW, NULL, &l, &cost, err)) continue;
         if (!best_n || cost < best_cost) best_cost = cost, best_n = n;
     }
+    hs_progress_end(&pg);
     if (!best_n)
         return hs_errf(err, HS_ENOFIT, "hetis-hexgen: %s fits no instance split of cluster %s", q->model->name,
                        c->name);

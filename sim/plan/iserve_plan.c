@@ -13,6 +13,7 @@
 
 #include "plan/iserve.h"
 #include "plan/plan.h"
+#include "plan/progress.h"
 
 /* The planner's options (--plan-opts). */
 typedef struct isv_popts {
@@ -49,6 +50,7 @@ static int plan(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     hs_isv_cfg *sp = NULL;
     hs_isv_intent in;
     isv_popts po;
+    hs_progress pg;
     double *fr = NULL, *zero = NULL;
     int n = 0, nr, rc, place;
     memset(&k, 0, sizeof k);
@@ -87,11 +89,13 @@ static int plan(const hs_plan_req *q, hs_deploy *out, hs_err *err)
         if (meet < nr) nr = meet;
     }
     rc = HS_ENOFIT;
+    hs_progress_start(&pg, "iserve", 1, 0);
     for (int i = 0; i < nr; i++) {
         hs_isv_gpus g = {c->n_gpus, fr, zero, zero};
         hs_isv_placement pl;
         hs_deploy_replica r;
         int64_t blocks;
+        if (hs_progress_due(&pg)) hs_progress_printf(&pg, "configuration %d of %d placed", i + 1, nr);
         if (hs_isv_var(sp[i].var)->prune != HS_ISV_PRUNE_NONE) continue;
         if (hs_isv_place(q->model, &k.est[0], &sp[i], &g, place, 0, &pl, NULL)) continue;
         blocks = hs_layout_kv_blocks(q->model, c, &pl.layout, q->engine, q->max_tokens, NULL);
@@ -106,6 +110,7 @@ static int plan(const hs_plan_req *q, hs_deploy *out, hs_err *err)
         rc = hs_deploy_add(out, &r, err);
         break;
     }
+    hs_progress_end(&pg);
     if (rc == HS_ENOFIT)
         hs_errf(err, HS_ENOFIT, "iserve: %s fits cluster %s in no configuration%s", q->model->name, c->name,
                 in.kind == HS_ISV_LATENCY_SLO || in.kind == HS_ISV_COST_BUDGET ? " that meets the intent's target" : "");

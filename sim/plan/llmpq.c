@@ -30,6 +30,7 @@
 #include "llm/omega.h"
 #include "perf/qlat.h"
 #include "plan/llmpq.h"
+#include "plan/progress.h"
 #include "plan/plan.h"
 
 void hs_pq_cfg_defaults(hs_pq_cfg *c)
@@ -199,8 +200,10 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
     cand *cands = NULL;
     int ncand = 0, capcand = 0, stop = 0;
     hs_pq_inst in;
+    hs_progress pg;
     memset(out, 0, sizeof *out);
     out->kind = kind;
+    hs_progress_start(&pg, kind == HS_PQ_LLMPQ ? "llmpq" : kind == HS_PQ_PIPEEDGE ? "pipeedge" : "uniform-pp", 1, 0);
     if (N > HS_MAX_PP || m->layers > 1024)
         return hs_errf(err, HS_ERANGE, "llmpq: %d GPUs / %d layers exceed the planner's limits (%d, 1024)",
                        N, m->layers, HS_MAX_PP);
@@ -281,6 +284,8 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
                 }
                 build_inst(&x, ord, N, e, xi, &in, om_unit);
                 out->n_inst++;
+                if (hs_progress_due(&pg))
+                    hs_progress_printf(&pg, "%d instances, best objective %.4g", out->n_inst, best);
                 if (kind == HS_PQ_PIPEEDGE) {
                     int b0 = -1;
                     for (int k = 0; k < in.nb; k++)
@@ -332,6 +337,7 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
         if (left < lim) lim = left;
         build_inst(&x, cands[i].ord, N, cands[i].eta, cands[i].xi, &in, om_unit);
         out->n_ilp++;
+        if (hs_progress_due(&pg)) hs_progress_printf(&pg, "ILP %d of %d, best objective %.4g", i + 1, ncand, best);
         rc = hs_pq_ilp(&in, lim, isfinite(best) ? best - cfg->mip_gap * fabs(best) : INFINITY,
                        dev, bi, &o, &to, err);
         out->n_timeout += to;
@@ -349,6 +355,7 @@ done:
                      kind == HS_PQ_LLMPQ ? "llmpq" : kind == HS_PQ_PIPEEDGE ? "pipeedge" : "uniform-pp",
                      m->name, c->name, cfg->B, cfg->s, cfg->n);
 out:
+    hs_progress_end(&pg);
     out->solve_s = now_s() - t0;
     free(cands);
     free(x.omega);
