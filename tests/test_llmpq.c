@@ -193,7 +193,7 @@ static void check_plan(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *
         for (int l = p->first[j]; l < p->first[j + 1]; l++)
             mem += hs_qmem_layer_total(m, p->bits[l], cfg->B, cfg->s, cfg->n, 16);
         mem += hs_qmem_peak(m, p->eta, p->xi, cfg->s, cfg->n, j == 0);
-        CHECK(mem <= hs_cluster_gpu(c, p->dev[j])->mem_bytes - cfg->reserve_bytes + 1);
+        CHECK(mem <= hs_cluster_gpu(c, p->dev[j])->mem_bytes * cfg->mem_frac - cfg->reserve_bytes + 1);
     }
 }
 
@@ -317,6 +317,48 @@ static void test_pipe_exact(void)
     hs_cluster_destroy(c);
 }
 
+/* The baselines' bit-widths against the paper's evidence.  PipeEdge lowers
+ * the width from FP16 until the model fits (paper Sec. 6); Table 4/5 give
+ * no widths but its PPL: above the model's INT8 PPL (same tables: OPT-13b
+ * 11.23, OPT-30b 10.70, OPT-66b 10.34, BLOOM-176b 10.90) it ran below 8
+ * bits.  With LLM-PQ's own GPU budget (95% less 1930 MiB, llmpq.c) our
+ * PipeEdge agrees on 8 of the 11 clusters (4 of 11 with the former 512 MiB
+ * reserve); C2, C8 and C10 still differ. */
+static void test_baseline_bits(void)
+{
+    static const struct { int c; const char *m; double ppl, ppl8; } t[] = {
+        {1, "opt-13b", 11.78, 11.23}, {2, "opt-13b", 11.38, 11.23}, {3, "opt-30b", 10.70, 10.70},
+        {4, "opt-30b", 10.78, 10.70}, {5, "opt-66b", 10.50, 10.34}, {6, "opt-66b", 10.34, 10.34},
+        {7, "bloom-176b", 10.97, 10.90}, {8, "bloom-176b", 10.97, 10.90}, {9, "opt-30b", 10.78, 10.70},
+        {10, "opt-66b", 10.33, 10.34}, {11, "bloom-176b", 10.90, 10.90},
+    };
+    hs_err err = {0};
+    hs_perf_cfg pc;
+    hs_pq_cfg cfg;
+    int agree = 0;
+    hs_perf_cfg_defaults(&pc);
+    hs_pq_cfg_defaults(&cfg);
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        hs_model m;
+        hs_cluster *c = NULL;
+        hs_pq_plan pe;
+        char name[32];
+        int low_paper = t[i].ppl > t[i].ppl8 + 0.02;
+        snprintf(name, sizeof name, "llmpq-c%d", t[i].c);
+        CHECK_OK(hs_model_find(&m, t[i].m, &err), &err);
+        CHECK_OK(hs_cluster_find(&c, name, &err), &err);
+        if (!c) continue;
+        CHECK_OK(hs_pq_plan_search(&m, c, &cfg, &pc, HS_PQ_PIPEEDGE, &pe, &err), &err);
+        check_plan(&m, c, &cfg, &pe);
+        printf("C%d %s PipeEdge: ours %d bits, paper PPL %.2f (INT8 %.2f): %s\n", t[i].c, t[i].m,
+               pe.bits[0], t[i].ppl, t[i].ppl8, low_paper ? "below 8 bits" : "8 bits or more");
+        agree += (pe.bits[0] < 8) == low_paper;
+        hs_cluster_destroy(c);
+    }
+    printf("PipeEdge widths agreeing with the paper's PPL: %d of 11\n", agree);
+    CHECK(agree >= 8);
+}
+
 int main(void)
 {
     hs_test_root();
@@ -325,5 +367,6 @@ int main(void)
     test_ilp_vs_brute();
     test_pipe_exact();
     test_search();
+    test_baseline_bits();
     return hs_check_result();
 }
