@@ -14,30 +14,65 @@
 #define MIB (1024.0 * 1024.0)
 
 /* Fig. 7 reports real and estimated MB (MiB, PyTorch's unit) of weights +
- * KV for OPT-13b/30b/66b, but not the setups: only "prompt length in
- * 128-512, batch 2/4/8, generation 100-200, random precisions".  FP16
- * OPT-13b alone (25002 MiB) exceeds the reported 24128 MiB, so some layers
- * were quantised.  The setups below lie inside those ranges with one block
- * of INT8 layers (the rest FP16); the component checks after them pin the
+ * KV for OPT-13b/30b/66b, but not the setups: only "prompt length
+ * uniform in 128-512, batch 2/4/8, generation 100-200, random precisions".
+ * Held out: the setups are drawn from that text with a fixed seed before
+ * any comparison, 1000 per model and per reading of "random precisions"
+ * (each layer's width uniform over the paper's BITs {16, 8, 4, 3}, or over
+ * {16, 8}), and the memory model's spread over them is set beside the
+ * measured value.  Without the setups no per-row error can be computed;
+ * what can be checked is that each measurement is reachable: it lies
+ * inside the predicted spread under one reading.  No single reading holds
+ * for all three (OPT-13b and 30b lie above the whole BITs spread, OPT-66b
+ * below the whole {16, 8} one): the figure's runs did not share one
+ * precision distribution.  The component checks after them pin the
  * formula itself. */
+static uint64_t fig7_rng = 0x9e3779b97f4a7c15ULL;
+static uint64_t fig7_next(void)
+{
+    /* splitmix64: a fixed, platform-independent stream */
+    uint64_t z = (fig7_rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static int fig7_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static void test_fig7(void)
 {
-    static const struct { const char *m; int v, s, n, int8; double real; } fx[] = {
-        {"opt-13b", 4, 384, 200, 9, 24128.04},
-        {"opt-30b", 2, 256, 100, 16, 49380.95},
-        {"opt-66b", 8, 256, 200, 63, 73199.83},
+    static const struct { const char *m; double real; } fx[] = {
+        {"opt-13b", 24128.04}, {"opt-30b", 49380.95}, {"opt-66b", 73199.83},
     };
+    static const int vs[3] = {2, 4, 8}, bitsets[2][4] = {{16, 8, 4, 3}, {16, 8, 16, 8}};
+    enum { NDRAW = 1000 };
+    static double tot[NDRAW];
     hs_err err = {0};
     for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
         hs_model m;
-        double tot;
+        int reachable = 0;
         CHECK_OK(hs_model_find(&m, fx[i].m, &err), &err);
-        tot = hs_qmem_embed(&m) + (m.layers - fx[i].int8) * hs_qmem_layer(&m, 16) +
-              fx[i].int8 * hs_qmem_layer(&m, 8) +
-              m.layers * hs_qmem_kv_layer(&m, fx[i].v, fx[i].s, fx[i].n, 16);
-        CHECK_REL(tot / MIB, fx[i].real, 0.01);
-        printf("fig7 %s: predicted %.2f MiB, paper measured %.2f (%.3f%%)\n", fx[i].m, tot / MIB,
-               fx[i].real, 100 * (tot / MIB - fx[i].real) / fx[i].real);
+        for (int r = 0; r < 2; r++) {
+            double below = 0;
+            for (int d = 0; d < NDRAW; d++) {
+                int v = vs[fig7_next() % 3], s = 128 + (int)(fig7_next() % 385),
+                    n = 100 + (int)(fig7_next() % 101);
+                double t = hs_qmem_embed(&m) + m.layers * hs_qmem_kv_layer(&m, v, s, n, 16);
+                for (int l = 0; l < m.layers; l++) t += hs_qmem_layer(&m, bitsets[r][fig7_next() % 4]);
+                tot[d] = t / MIB;
+                below += tot[d] < fx[i].real;
+            }
+            qsort(tot, NDRAW, sizeof *tot, fig7_cmp);
+            printf("fig7 %s, widths %s: predicted %.0f / %.0f / %.0f MiB (min / median / max), "
+                   "paper measured %.2f at the %.1f%% point\n", fx[i].m, r ? "{16,8}" : "{16,8,4,3}",
+                   tot[0], tot[NDRAW / 2], tot[NDRAW - 1], fx[i].real, 100 * below / NDRAW);
+            reachable |= tot[0] <= fx[i].real && fx[i].real <= tot[NDRAW - 1];
+        }
+        CHECK(reachable);
     }
     /* the paper's formulas by hand for OPT-13b (h1 5120, h2 20480) */
     {
