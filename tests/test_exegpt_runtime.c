@@ -388,8 +388,51 @@ static void test_waac_vs_des(void)
         printf("%s task %s %-40s WAA-C thr est %.2f des %.2f q/s (%lld preemptions)\n", cases[i].model,
                cases[i].task, lab, e.thr, ds.thr, (long long)ds.preemptions);
         CHECK_REL(ds.thr, e.thr, 0.10);
+        /* the planned encoder-decoder schedule's p99-length latency too */
+        if (!cases[i].be && !strcmp(cases[i].model, "t5-11b")) {
+            printf("  lat_b est %.2f des %.2f s\n", e.lat_b, ds.lat_b);
+            CHECK_REL(ds.lat_b, e.lat_b, 0.10);
+        }
         est_close(&f);
     }
+}
+
+/* WAA near its decoder's limit: T5-11B task S, WAA-C B_E 2 TP 4x2 (4E+4D)
+ * was the planner's WAA-C choice with a latency estimate 21% above the
+ * engine's (7.62 vs 6.03 s): the decoder ran at loop gain 0.90, where the
+ * engine's 1.5% slower encoders left 251 sequences decoding instead of 316.
+ * The estimator now reports the gain and refuses a schedule above
+ * HS_EXEGPT_MAX_GAIN; below it the rate error is not amplified past the
+ * bound (checked against the engine). */
+static void test_waac_gain(void)
+{
+    est_fx f;
+    hs_exegpt_cfg cfg;
+    hs_exegpt_est e;
+    hs_exegpt_des ds;
+    hs_err err = {0};
+    est_open_on(&f, "t5-11b", "exegpt-a40x8", "S", HS_EXEGPT_BD_STEADY);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.policy = HS_EXEGPT_WAA_C;
+    cfg.be = 2;
+    cfg.tp = 4;
+    cfg.tp_groups = 2;
+    CHECK_OK(hs_exegpt_estimate(f.x, &cfg, &e, &err), &err);
+    printf("t5-11b S WAA-C B_E 2 TP4x2: gain %.3f fit %d lat_b %.2f s\n", e.gain, e.fit, e.lat_b);
+    CHECK(e.gain > HS_EXEGPT_MAX_GAIN && e.fit == HS_EXEGPT_SLOW_DECODER);
+    /* the engine: far from the estimate, as the gain predicts */
+    CHECK_OK(hs_exegpt_des_run(f.x, &cfg, &f.wc, 3000, e.bd, 0.1, &f.eo.perf, &ds, &err), &err);
+    printf("  des lat_b %.2f s thr %.2f (est %.2f)\n", ds.lat_b, ds.thr, e.thr);
+    CHECK(fabs(ds.lat_b - e.lat_b) > 0.10 * e.lat_b);
+    /* B_E 1 on the same layout runs at a lower gain and is priced */
+    cfg.be = 1;
+    CHECK_OK(hs_exegpt_estimate(f.x, &cfg, &e, &err), &err);
+    printf("t5-11b S WAA-C B_E 1 TP4x2: gain %.3f fit %d lat_b %.2f s\n", e.gain, e.fit, e.lat_b);
+    CHECK(e.fit == HS_EXEGPT_FITS && e.gain > 0 && e.gain <= HS_EXEGPT_MAX_GAIN);
+    CHECK_OK(hs_exegpt_des_run(f.x, &cfg, &f.wc, 3000, e.bd, 0.1, &f.eo.perf, &ds, &err), &err);
+    printf("  des lat_b %.2f s\n", ds.lat_b);
+    CHECK_REL(ds.lat_b, e.lat_b, 0.10);
+    est_close(&f);
 }
 
 /* The DeepSpeed-Inference-style baseline is analytic (hs_exegpt_dsi); with
@@ -447,6 +490,7 @@ int main(void)
     test_estimator_vs_des();
     test_waa_memory();
     test_waac_vs_des();
+    test_waac_gain();
     test_dsi_matches_static();
     return hs_check_result();
 }

@@ -14,30 +14,65 @@
 #define MIB (1024.0 * 1024.0)
 
 /* Fig. 7 reports real and estimated MB (MiB, PyTorch's unit) of weights +
- * KV for OPT-13b/30b/66b, but not the setups: only "prompt length in
- * 128-512, batch 2/4/8, generation 100-200, random precisions".  FP16
- * OPT-13b alone (25002 MiB) exceeds the reported 24128 MiB, so some layers
- * were quantised.  The setups below lie inside those ranges with one block
- * of INT8 layers (the rest FP16); the component checks after them pin the
+ * KV for OPT-13b/30b/66b, but not the setups: only "prompt length
+ * uniform in 128-512, batch 2/4/8, generation 100-200, random precisions".
+ * Held out: the setups are drawn from that text with a fixed seed before
+ * any comparison, 1000 per model and per reading of "random precisions"
+ * (each layer's width uniform over the paper's BITs {16, 8, 4, 3}, or over
+ * {16, 8}), and the memory model's spread over them is set beside the
+ * measured value.  Without the setups no per-row error can be computed;
+ * what can be checked is that each measurement is reachable: it lies
+ * inside the predicted spread under one reading.  No single reading holds
+ * for all three (OPT-13b and 30b lie above the whole BITs spread, OPT-66b
+ * below the whole {16, 8} one): the figure's runs did not share one
+ * precision distribution.  The component checks after them pin the
  * formula itself. */
+static uint64_t fig7_rng = 0x9e3779b97f4a7c15ULL;
+static uint64_t fig7_next(void)
+{
+    /* splitmix64: a fixed, platform-independent stream */
+    uint64_t z = (fig7_rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static int fig7_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static void test_fig7(void)
 {
-    static const struct { const char *m; int v, s, n, int8; double real; } fx[] = {
-        {"opt-13b", 4, 384, 200, 9, 24128.04},
-        {"opt-30b", 2, 256, 100, 16, 49380.95},
-        {"opt-66b", 8, 256, 200, 63, 73199.83},
+    static const struct { const char *m; double real; } fx[] = {
+        {"opt-13b", 24128.04}, {"opt-30b", 49380.95}, {"opt-66b", 73199.83},
     };
+    static const int vs[3] = {2, 4, 8}, bitsets[2][4] = {{16, 8, 4, 3}, {16, 8, 16, 8}};
+    enum { NDRAW = 1000 };
+    static double tot[NDRAW];
     hs_err err = {0};
     for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
         hs_model m;
-        double tot;
+        int reachable = 0;
         CHECK_OK(hs_model_find(&m, fx[i].m, &err), &err);
-        tot = hs_qmem_embed(&m) + (m.layers - fx[i].int8) * hs_qmem_layer(&m, 16) +
-              fx[i].int8 * hs_qmem_layer(&m, 8) +
-              m.layers * hs_qmem_kv_layer(&m, fx[i].v, fx[i].s, fx[i].n, 16);
-        CHECK_REL(tot / MIB, fx[i].real, 0.01);
-        printf("fig7 %s: predicted %.2f MiB, paper measured %.2f (%.3f%%)\n", fx[i].m, tot / MIB,
-               fx[i].real, 100 * (tot / MIB - fx[i].real) / fx[i].real);
+        for (int r = 0; r < 2; r++) {
+            double below = 0;
+            for (int d = 0; d < NDRAW; d++) {
+                int v = vs[fig7_next() % 3], s = 128 + (int)(fig7_next() % 385),
+                    n = 100 + (int)(fig7_next() % 101);
+                double t = hs_qmem_embed(&m) + m.layers * hs_qmem_kv_layer(&m, v, s, n, 16);
+                for (int l = 0; l < m.layers; l++) t += hs_qmem_layer(&m, bitsets[r][fig7_next() % 4]);
+                tot[d] = t / MIB;
+                below += tot[d] < fx[i].real;
+            }
+            qsort(tot, NDRAW, sizeof *tot, fig7_cmp);
+            printf("fig7 %s, widths %s: predicted %.0f / %.0f / %.0f MiB (min / median / max), "
+                   "paper measured %.2f at the %.1f%% point\n", fx[i].m, r ? "{16,8}" : "{16,8,4,3}",
+                   tot[0], tot[NDRAW / 2], tot[NDRAW - 1], fx[i].real, 100 * below / NDRAW);
+            reachable |= tot[0] <= fx[i].real && fx[i].real <= tot[NDRAW - 1];
+        }
+        CHECK(reachable);
     }
     /* the paper's formulas by hand for OPT-13b (h1 5120, h2 20480) */
     {
@@ -193,7 +228,7 @@ static void check_plan(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *
         for (int l = p->first[j]; l < p->first[j + 1]; l++)
             mem += hs_qmem_layer_total(m, p->bits[l], cfg->B, cfg->s, cfg->n, 16);
         mem += hs_qmem_peak(m, p->eta, p->xi, cfg->s, cfg->n, j == 0);
-        CHECK(mem <= hs_cluster_gpu(c, p->dev[j])->mem_bytes - cfg->reserve_bytes + 1);
+        CHECK(mem <= hs_cluster_gpu(c, p->dev[j])->mem_bytes * cfg->mem_frac - cfg->reserve_bytes + 1);
     }
 }
 
@@ -317,6 +352,48 @@ static void test_pipe_exact(void)
     hs_cluster_destroy(c);
 }
 
+/* The baselines' bit-widths against the paper's evidence.  PipeEdge lowers
+ * the width from FP16 until the model fits (paper Sec. 6); Table 4/5 give
+ * no widths but its PPL: above the model's INT8 PPL (same tables: OPT-13b
+ * 11.23, OPT-30b 10.70, OPT-66b 10.34, BLOOM-176b 10.90) it ran below 8
+ * bits.  With LLM-PQ's own GPU budget (95% less 1930 MiB, llmpq.c) our
+ * PipeEdge agrees on 8 of the 11 clusters (4 of 11 with the former 512 MiB
+ * reserve); C2, C8 and C10 still differ. */
+static void test_baseline_bits(void)
+{
+    static const struct { int c; const char *m; double ppl, ppl8; } t[] = {
+        {1, "opt-13b", 11.78, 11.23}, {2, "opt-13b", 11.38, 11.23}, {3, "opt-30b", 10.70, 10.70},
+        {4, "opt-30b", 10.78, 10.70}, {5, "opt-66b", 10.50, 10.34}, {6, "opt-66b", 10.34, 10.34},
+        {7, "bloom-176b", 10.97, 10.90}, {8, "bloom-176b", 10.97, 10.90}, {9, "opt-30b", 10.78, 10.70},
+        {10, "opt-66b", 10.33, 10.34}, {11, "bloom-176b", 10.90, 10.90},
+    };
+    hs_err err = {0};
+    hs_perf_cfg pc;
+    hs_pq_cfg cfg;
+    int agree = 0;
+    hs_perf_cfg_defaults(&pc);
+    hs_pq_cfg_defaults(&cfg);
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        hs_model m;
+        hs_cluster *c = NULL;
+        hs_pq_plan pe;
+        char name[32];
+        int low_paper = t[i].ppl > t[i].ppl8 + 0.02;
+        snprintf(name, sizeof name, "llmpq-c%d", t[i].c);
+        CHECK_OK(hs_model_find(&m, t[i].m, &err), &err);
+        CHECK_OK(hs_cluster_find(&c, name, &err), &err);
+        if (!c) continue;
+        CHECK_OK(hs_pq_plan_search(&m, c, &cfg, &pc, HS_PQ_PIPEEDGE, &pe, &err), &err);
+        check_plan(&m, c, &cfg, &pe);
+        printf("C%d %s PipeEdge: ours %d bits, paper PPL %.2f (INT8 %.2f): %s\n", t[i].c, t[i].m,
+               pe.bits[0], t[i].ppl, t[i].ppl8, low_paper ? "below 8 bits" : "8 bits or more");
+        agree += (pe.bits[0] < 8) == low_paper;
+        hs_cluster_destroy(c);
+    }
+    printf("PipeEdge widths agreeing with the paper's PPL: %d of 11\n", agree);
+    CHECK(agree >= 8);
+}
+
 int main(void)
 {
     hs_test_root();
@@ -325,5 +402,6 @@ int main(void)
     test_ilp_vs_brute();
     test_pipe_exact();
     test_search();
+    test_baseline_bits();
     return hs_check_result();
 }

@@ -164,9 +164,17 @@ typedef struct hs_exegpt_cfg {
 enum {
     HS_EXEGPT_FITS = 0,
     HS_EXEGPT_OOM,           /* weights + KV + activations exceed a GPU */
-    HS_EXEGPT_SLOW_DECODER,  /* WAA: the decoder cannot keep up at any batch */
+    HS_EXEGPT_SLOW_DECODER,  /* WAA: the decoder cannot keep up at any batch, or
+                                runs so near its limit (loop gain over
+                                HS_EXEGPT_MAX_GAIN) that its latency is unpriced */
     HS_EXEGPT_NO_LAYOUT      /* WAA on one GPU */
 };
+
+/* WAA's largest decoder loop gain lam E[D] tau_D'(B) / (1 - rho) with a
+ * priced latency: a rate error e becomes a latency error e / (1 - g), and
+ * the rate is within about 2% of the engine's, so 0.8 keeps it within 10%
+ * (exegpt_est.c est_waa). */
+#define HS_EXEGPT_MAX_GAIN 0.8
 
 typedef struct hs_exegpt_est {
     int fit;             /* HS_EXEGPT_FITS or the reason it does not */
@@ -181,6 +189,7 @@ typedef struct hs_exegpt_est {
     double t_dec;        /* s: RRA mean decoding iteration; WAA decoding iteration */
     double t_cycle;      /* s: RRA round; WAA encoder period */
     double t_xfer;       /* s: WAA hand-over of one batch (KV or encoder output) */
+    double gain;         /* WAA: the decoder's loop gain at its population (0: not solved) */
     double mem_peak;     /* bytes, the largest per-GPU demand */
     double mem_cap;      /* bytes usable per GPU */
     int pp;              /* RRA stages; WAA encode stages */

@@ -45,7 +45,14 @@ void hs_pq_cfg_defaults(hs_pq_cfg *c)
     c->total_limit_s = 15;
     c->mip_gap = 0.01;
     c->kv_bits = 16;
-    c->reserve_bytes = 512.0 * 1024 * 1024;
+    /* LLM-PQ's planner budgets a GPU at 95% of its memory ("to avoid
+     * OOM") less 430 MB of CUDA context and 1.5 GB of PyTorch temporary
+     * allocations (MB = MiB there): llmpq/config PQConfig, RATIO_AVOID_OOM
+     * and CUDA_CONTEXT_MEM, and get_single_device_mem_constraints, in
+     * github.com/tonyzhao-jt/LLM-PQ; its PipeEdge and Uniform baselines are
+     * planned with the same budget. */
+    c->mem_frac = 0.95;
+    c->reserve_bytes = (430.0 + 1500.0) * 1024 * 1024;
     c->bits_mask = (1 << HS_NBITS) - 1;
 }
 
@@ -100,7 +107,7 @@ static void build_inst(const ctx *x, const int *ord, int N, int eta, int xi, hs_
         in->mlay[k] = hs_qmem_layer_total(m, in->bits[k], cfg->B, cfg->s, cfg->n, cfg->kv_bits);
     for (int j = 0; j < N; j++) {
         const hs_gpu *g = hs_cluster_gpu(x->c, ord[j]);
-        in->cap[j] = g->mem_bytes - cfg->reserve_bytes -
+        in->cap[j] = g->mem_bytes * cfg->mem_frac - cfg->reserve_bytes -
                      hs_qmem_peak(m, eta, xi, cfg->s, cfg->n, j == 0) -
                      (j == 0 ? hs_qmem_embed(m) : 0);
         for (int k = 0; k < nb; k++) {
@@ -212,6 +219,9 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
                        N, m->layers);
     if (cfg->B < 1 || cfg->s < 1 || cfg->n < 1 || !(cfg->bits_mask & ((1 << HS_NBITS) - 1)))
         return hs_errf(err, HS_EINVAL, "llmpq: B, s and n must be >= 1 and some bit-width allowed");
+    if (!(cfg->mem_frac > 0 && cfg->mem_frac <= 1) || !(cfg->reserve_bytes >= 0))
+        return hs_errf(err, HS_EINVAL, "llmpq: memory fraction %g (0..1] or reserve %g bytes (>= 0) out of range",
+                       cfg->mem_frac, cfg->reserve_bytes);
     if (!(x.omega = malloc(sizeof *x.omega * m->layers * HS_NBITS)) ||
         !(om_unit = malloc(sizeof *om_unit * m->layers * HS_NBITS)) ||
         !(dev = malloc(sizeof *dev * m->layers)) || !(bi = malloc(sizeof *bi * m->layers))) {

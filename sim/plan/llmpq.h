@@ -44,7 +44,9 @@ typedef struct hs_pq_cfg {
     double total_limit_s;    /* whole search; later instances are skipped */
     double mip_gap;          /* an ILP must beat the incumbent by this fraction */
     int kv_bits;             /* 16 */
-    double reserve_bytes;    /* per GPU: CUDA context and allocator slack */
+    double mem_frac;         /* per GPU: fraction of its memory planned on (0.95) */
+    double reserve_bytes;    /* per GPU: CUDA context and PyTorch's temporary
+                                allocations, taken off after mem_frac */
     int bits_mask;           /* allowed bit-widths, bit k = hs_bits_set[k] */
     int eta, xi;             /* 0: enumerate (xi = ceil(B/N), eta in 1,2,4..xi) */
     const double *omega;     /* [layers * HS_NBITS], NULL: hs_omega_default */
