@@ -354,9 +354,9 @@ int hs_hg2_plan_search(const hs_plan_req *q, const hs_hg2_opts *o, int colocated
         hs_hg2_stats_get(x, &st);
         /* appended fields only: tools/bench-hexgen2 reads fields 2 and 5 */
         fprintf(stderr, "%s: %.0f tokens/s estimated, %.3f s, %ld evaluations, %ld group evaluations, "
-                "%ld iterations, %ld swaps, %ld re-partitions kept, %ld phase-1 re-runs kept\n", name,
+                "%ld iterations, %ld swaps, %ld re-partitions kept, %ld phase-1 re-runs kept, %.3f s CPU\n", name,
                 st.best_tput, st.seconds, st.evals, st.group_evals, st.steps, st.swaps, st.repart_gains,
-                st.k_changes);
+                st.k_changes, st.cpu_seconds);
     }
     hs_hg2_place_free(&p);
     rc = hs_hg2_check_oom(x, rc, out, err);

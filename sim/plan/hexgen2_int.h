@@ -75,9 +75,10 @@ struct hs_hg2_ctx {
                                  * bandwidth to (nicbw[g]) and from (nicbw[n + g]) a GPU
                                  * of another node, as hw/net.h builds it; 0: none */
     /* hs_hg2_evaluate's memo by slot pair (hexgen2_place.c): for slots i, j
-     * of a placement of sp_K slots, sp_key[i sp_K + j] = the (prefill,
-     * decode) group ids it was computed for + 1 (0: none), sp_val their KV
-     * time (hs__hg2_pair_time), sp_cross their crossing of nodes.  A
+     * of a placement of sp_K slots, two ways w: sp_key[2 (i sp_K + j) + w]
+     * = the (prefill, decode) group ids it was computed for + 1 (0: none),
+     * sp_val their KV time (hs__hg2_pair_time), sp_cross their crossing of
+     * nodes; way 0 the newer.  A
      * search's candidates differ from each other in a group or two, so
      * most pairs hit without hashing. */
     uint64_t *sp_key;
@@ -106,6 +107,7 @@ struct hs_hg2_ctx {
     long rm_used, rm_cap;
     hs_hg2_stats st;
     double t0;                  /* s, monotonic clock at the start of the search */
+    double cpu0;                /* s, the process's CPU clock then */
     double prog_next;           /* s since t0 of the next progress line */
     int prog_tty;               /* progress shown: -1 not decided yet */
     int prog_shown;             /* a progress line was written (end it with a newline) */
@@ -118,6 +120,8 @@ struct hs_hg2_ctx {
 /* Seconds on the monotonic clock (wall time: only for time limits, the
  * trace and the statistics, never for results). */
 double hs__hg2_now_s(void);
+/* Seconds of CPU time the process has used (statistics only). */
+double hs__hg2_cpu_s(void);
 
 /* ---- hexgen2_est.c */
 

@@ -410,9 +410,9 @@ static int sp_ready(hs_hg2_ctx *x, int K)
     free(x->sp_cross);
     free(x->cbase);
     x->sp_K = 0;
-    x->sp_key = calloc(kk, sizeof *x->sp_key);
-    x->sp_val = malloc(kk * sizeof *x->sp_val);
-    x->sp_cross = malloc(kk);
+    x->sp_key = calloc(2 * kk, sizeof *x->sp_key);
+    x->sp_val = malloc(2 * kk * sizeof *x->sp_val);
+    x->sp_cross = malloc(2 * kk);
     x->cbase = malloc(kk * sizeof *x->cbase);
     if (!x->sp_key || !x->sp_val || !x->sp_cross || !x->cbase) {
         free(x->sp_key);
@@ -558,18 +558,27 @@ int hs_hg2_evaluate(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev, hs_er
                 double tt;
                 int cross;
                 if (ev->cap[j] <= 0 || p->role[j] != HS_HG2_DECODE) continue;
-                if (memo && g[i]->id >= 0 && g[j]->id >= 0 &&
-                    x->sp_key[ij] == (((uint64_t)g[i]->id << 32) | (uint64_t)g[j]->id) + 1) {
-                    tt = x->sp_val[ij];
-                    cross = x->sp_cross[ij];
+                uint64_t key = (((uint64_t)g[i]->id << 32) | (uint64_t)g[j]->id) + 1;
+                size_t w = 2 * ij; /* two ways: the current placement's pair and a candidate's */
+                if (!memo || g[i]->id < 0 || g[j]->id < 0) {
+                    tt = hs__hg2_pair_time(x, g[i], g[j]);
+                    cross = !same_node(x, g[i], g[j]);
+                } else if (x->sp_key[w] == key) {
+                    tt = x->sp_val[w];
+                    cross = x->sp_cross[w];
+                } else if (x->sp_key[w + 1] == key) {
+                    tt = x->sp_val[w + 1];
+                    cross = x->sp_cross[w + 1];
                 } else {
                     tt = hs__hg2_pair_time(x, g[i], g[j]);
                     cross = !same_node(x, g[i], g[j]);
-                    if (memo && g[i]->id >= 0 && g[j]->id >= 0) {
-                        x->sp_key[ij] = (((uint64_t)g[i]->id << 32) | (uint64_t)g[j]->id) + 1;
-                        x->sp_val[ij] = tt;
-                        x->sp_cross[ij] = (unsigned char)cross;
-                    }
+                    /* the older way goes */
+                    x->sp_key[w + 1] = x->sp_key[w];
+                    x->sp_val[w + 1] = x->sp_val[w];
+                    x->sp_cross[w + 1] = x->sp_cross[w];
+                    x->sp_key[w] = key;
+                    x->sp_val[w] = tt;
+                    x->sp_cross[w] = (unsigned char)cross;
                 }
                 ev->pcap[ij] = tt > 0 ? fmin(T / tt, unbounded) : unbounded;
                 ev->cross[ij] = cross;
