@@ -33,7 +33,16 @@
  *    its start.
  * 7. The colocated search (the hexgen baseline with search=guided) keeps
  *    every replica colocated, writes a valid deployment and never loses to
- *    its start. */
+ *    its start.
+ * 8. The evaluation's memos (groups and pair times by slot, pair
+ *    resources, sparse clearing; hexgen2_place.c) change nothing: along a
+ *    walk of placements on 64 GPUs, with K changing in between, a warm
+ *    context gives every field of the evaluation bit for bit as a fresh
+ *    context does, and nothing outside the used groups.
+ * 9. KL's pruned scan (partition.c kl_core skips candidates that cannot
+ *    improve) takes the same steps as the full scan: a copy of the full
+ *    scan gives the same assignment on random clustered graphs, with
+ *    uniform and per-part memory bounds. */
 #include "check.h"
 #include "fixture.h"
 #include "plan/hexgen2.h"
@@ -475,6 +484,254 @@ static void colocated(void)
     hs_cluster_destroy(c);
 }
 
+
+/* ---------------------------------------------------------------- 8 */
+
+static uint64_t t_lcg(uint64_t *st)
+{
+    *st = *st * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+    return *st >> 33;
+}
+
+/* Evaluates p in x (warm) and in a fresh context; 1 when every field is
+ * the same bits. */
+static int eval_same(const hs_cluster *c, hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev, int *flowed)
+{
+    hs_err err = {0};
+    hs_plan_req q;
+    hs_hg2_opts o;
+    hs_hg2_ctx *y = NULL;
+    hs_hg2_eval fv = {0};
+    int same = 0, K = p->K;
+    req_init(&q, c, "in=1155,out=211", 1);
+    CHECK_OK(hs_hg2_opts_parse(&o, "in=1155,out=211", &err), &err);
+    CHECK_OK(hs_hg2_ctx_create(&y, &q, &o, &err), &err);
+    if (!y) return 0;
+    CHECK_OK(hs_hg2_evaluate(x, p, ev, &err), &err);
+    CHECK_OK(hs_hg2_evaluate(y, p, &fv, &err), &err);
+    if (ev->K == K && fv.K == K) {
+        same = !memcmp(&ev->tput, &fv.tput, sizeof fv.tput) && !memcmp(&ev->flow, &fv.flow, sizeof fv.flow) &&
+               !memcmp(ev->cap, fv.cap, (size_t)(3 * K + 3 * K * K) * sizeof *fv.cap);
+        *flowed += fv.flow > 0;
+    }
+    hs_hg2_eval_free(&fv);
+    hs_hg2_ctx_destroy(y);
+    return same;
+}
+
+static void memo_transparent(void)
+{
+    hs_err err = {0};
+    hs_cluster *c = NULL;
+    hs_plan_req q;
+    hs_hg2_opts o;
+    hs_hg2_ctx *x = NULL;
+    hs_hg2_place p = {0}, small = {0};
+    hs_hg2_stats st;
+    hs_hg2_eval ev = {0};
+    uint64_t rs = 7;
+    double v;
+    int n, bad = 0, flowed = 0, steps = 0;
+    CHECK_OK(hs_cluster_find(&c, scale64(), &err), &err);
+    if (!c) return;
+    /* the initial placement: groups that fit, with flows between them */
+    CHECK_OK(run_search(c, "in=1155,out=211,search=none", 1, &p, &st, &v), &err);
+    req_init(&q, c, "in=1155,out=211", 1);
+    CHECK_OK(hs_hg2_opts_parse(&o, "in=1155,out=211", &err), &err);
+    CHECK_OK(hs_hg2_ctx_create(&x, &q, &o, &err), &err);
+    if (!x || !p.group) goto out;
+    n = p.n_gpus;
+    CHECK_OK(hs_hg2_place_alloc(&small, n), &err);
+    for (int it = 0; it < 120; it++) {
+        int op = (int)(t_lcg(&rs) % 4), g = (int)(t_lcg(&rs) % (uint64_t)n), h = (int)(t_lcg(&rs) % (uint64_t)n);
+        /* a search's steps: move, swap, flip, or a split into a free slot */
+        if (op == 0) p.group[g] = p.group[h];
+        else if (op == 1) {
+            int t = p.group[g];
+            p.group[g] = p.group[h];
+            p.group[h] = t;
+        } else if (op == 2) p.role[p.group[g]] ^= 1;
+        else {
+            int e = -1;
+            for (int k = 0; k < p.K && e < 0; k++) {
+                int used = 0;
+                for (int i = 0; i < n && !used; i++) used = p.group[i] == k;
+                if (!used) e = k;
+            }
+            if (e >= 0) {
+                int a = p.group[g], cnt = 0;
+                for (int i = 0; i < n; i++)
+                    if (p.group[i] == a && (cnt++ & 1)) p.group[i] = e;
+                p.role[e] = (int)(t_lcg(&rs) & 1);
+            }
+        }
+        bad += !eval_same(c, x, &p, &ev, &flowed);
+        steps++;
+        if (it % 30 == 29) {
+            /* the same groups with K = groups used (another slot count) */
+            int map[256], K2 = 0;
+            for (int k = 0; k < n; k++) map[k] = -1;
+            for (int i = 0; i < n; i++) {
+                int k = p.group[i];
+                if (map[k] < 0) {
+                    map[k] = K2;
+                    small.role[K2++] = p.role[k];
+                }
+                small.group[i] = map[k];
+            }
+            small.K = K2;
+            bad += !eval_same(c, x, &small, &ev, &flowed);
+            steps++;
+        }
+    }
+    CHECK_INT(bad, 0);
+    CHECK(flowed > steps / 2); /* the walk kept placements that serve */
+out:
+    hs_hg2_eval_free(&ev);
+    hs_hg2_place_free(&p);
+    hs_hg2_place_free(&small);
+    hs_hg2_ctx_destroy(x);
+    hs_cluster_destroy(c);
+}
+
+/* ---------------------------------------------------------------- 9 */
+
+/* The KL loop as it was before the pruning (partition.c kl_core, full scan
+ * of every move and swap), the reference. */
+static double r_viol(double m, double lo, double hi)
+{
+    return (m < lo ? lo - m : 0) + (m > hi ? m - hi : 0);
+}
+
+typedef struct r_step {
+    int have, swap, i, x;
+    double dv, gain;
+} r_step;
+
+static void r_offer(r_step *b, int swap, int i, int x, double dv, double gain, double ev, double eg)
+{
+    int improving = dv < -ev || (dv <= 0 && gain > eg);
+    if (!improving) return;
+    if (b->have) {
+        if (dv > b->dv + ev) return;
+        if (dv >= b->dv - ev && gain <= b->gain + eg) return;
+    }
+    *b = (r_step){1, swap, i, x, dv, gain};
+}
+
+static void r_move(const hs_part_graph *g, int K, int *a, double *pm, int *cnt, double *conn, int i, int to)
+{
+    int from = a[i];
+    pm[from] -= g->mem[i];
+    pm[to] += g->mem[i];
+    cnt[from]--;
+    cnt[to]++;
+    a[i] = to;
+    for (int j = 0; j < g->n; j++) {
+        double w = hs_part_w(g, i, j);
+        if (j == i || w == 0) continue;
+        conn[(long)j * K + from] -= w;
+        conn[(long)j * K + to] += w;
+    }
+}
+
+static void r_kl(const hs_part_graph *g, int K, int *a, const double *lo, const double *hi)
+{
+    int n = g->n, cnt[16] = {0};
+    double pm[16] = {0}, *conn = calloc((size_t)n * K, sizeof *conn), total = 0, wsum = 0, ev, eg;
+    if (!conn) return;
+    for (int i = 0; i < n; i++) {
+        total += g->mem[i];
+        pm[a[i]] += g->mem[i];
+        cnt[a[i]]++;
+        for (int j = 0; j < n; j++) {
+            conn[(long)i * K + a[j]] += j == i ? 0 : hs_part_w(g, i, j);
+            wsum += hs_part_w(g, i, j);
+        }
+    }
+    ev = 1e-12 * (total > 0 ? total : 1);
+    eg = 1e-12 * (wsum > 0 ? wsum : 1);
+    for (long iter = 0; iter < 1000L + 100L * n * K; iter++) {
+        r_step best = {0};
+        for (int i = 0; i < n; i++) {
+            int pa = a[i];
+            double mi = g->mem[i];
+            if (cnt[pa] == 1) continue;
+            for (int b = 0; b < K; b++) {
+                double dv;
+                if (b == pa) continue;
+                dv = r_viol(pm[pa] - mi, lo[pa], hi[pa]) + r_viol(pm[b] + mi, lo[b], hi[b]) -
+                     r_viol(pm[pa], lo[pa], hi[pa]) - r_viol(pm[b], lo[b], hi[b]);
+                r_offer(&best, 0, i, b, dv, conn[(long)i * K + b] - conn[(long)i * K + pa], ev, eg);
+            }
+        }
+        for (int i = 0; i < n; i++)
+            for (int j = i + 1; j < n; j++) {
+                int pa = a[i], pb = a[j];
+                double d, dv, gain;
+                if (pa == pb) continue;
+                d = g->mem[j] - g->mem[i];
+                dv = r_viol(pm[pa] + d, lo[pa], hi[pa]) + r_viol(pm[pb] - d, lo[pb], hi[pb]) -
+                     r_viol(pm[pa], lo[pa], hi[pa]) - r_viol(pm[pb], lo[pb], hi[pb]);
+                gain = conn[(long)i * K + pb] - conn[(long)i * K + pa] + conn[(long)j * K + pa] -
+                       conn[(long)j * K + pb] - 2 * hs_part_w(g, i, j);
+                r_offer(&best, 1, i, j, dv, gain, ev, eg);
+            }
+        if (!best.have) break;
+        if (best.swap) {
+            int pa = a[best.i], pb = a[best.x];
+            r_move(g, K, a, pm, cnt, conn, best.i, pb);
+            r_move(g, K, a, pm, cnt, conn, best.x, pa);
+        } else {
+            r_move(g, K, a, pm, cnt, conn, best.i, best.x);
+        }
+    }
+    free(conn);
+}
+
+static void kl_pruned_same(void)
+{
+    uint64_t rs = 11;
+    int cases = 0, moved = 0;
+    for (int t = 0; t < 40; t++) {
+        hs_err err = {0};
+        hs_part_graph *g = NULL;
+        int n = 16 + (int)(t_lcg(&rs) % 25), K = 2 + (int)(t_lcg(&rs) % 7), per = 4 << (int)(t_lcg(&rs) % 2);
+        int a[64], ref[64], lib[64], rc;
+        double tol = 0.05 * (double)(t_lcg(&rs) % 5), lo[16], hi[16], target[16] = {0}, total = 0;
+        int uniform = t % 2;
+        CHECK_OK(hs_part_graph_create(&g, n, &err), &err);
+        if (!g) return;
+        /* machines of `per` GPUs: fast inside, slow between; mixed memories */
+        for (int i = 0; i < n; i++) {
+            g->mem[i] = (i / per) % 2 ? 48e9 : 80e9;
+            total += g->mem[i];
+            for (int j = i + 1; j < n; j++)
+                hs_part_graph_set_edge(g, i, j, i / per == j / per ? 1e11 * (1 + (i / per) % 3) : 1.25e10);
+        }
+        for (int i = 0; i < n; i++) a[i] = i < K ? i : (int)(t_lcg(&rs) % (uint64_t)K);
+        for (int i = 0; i < n; i++) target[a[i]] += g->mem[i];
+        for (int p = 0; p < K; p++) {
+            double tg = uniform ? total / K : target[p];
+            lo[p] = (1 - tol) * tg;
+            hi[p] = (1 + tol) * tg;
+        }
+        memcpy(ref, a, sizeof a);
+        memcpy(lib, a, sizeof a);
+        r_kl(g, K, ref, lo, hi);
+        rc = uniform ? hs_part_kl_refine(g, K, lib, tol, &err) : hs_part_kl_refine_to(g, K, lib, target, tol, &err);
+        CHECK(rc == 0 || rc == HS_ENOFIT);
+        if (rc == 0) {
+            CHECK(!memcmp(ref, lib, (size_t)n * sizeof *lib));
+            cases++;
+            moved += memcmp(a, lib, (size_t)n * sizeof *lib) != 0;
+        }
+        hs_part_graph_destroy(g);
+    }
+    CHECK(cases >= 20);
+    CHECK(moved >= 10); /* the KL did take steps */
+}
+
 int main(void)
 {
     hs_err err = {0};
@@ -487,5 +744,7 @@ int main(void)
     never_worse();
     reproducible();
     colocated();
+    memo_transparent();
+    kl_pruned_same();
     return hs_check_result();
 }

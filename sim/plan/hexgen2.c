@@ -170,9 +170,22 @@ int hs_hg2_ctx_create(hs_hg2_ctx **out, const hs_plan_req *req,
     x->scratch = malloc((size_t)req->cluster->n_gpus * sizeof *x->scratch);
     x->kvbuf = calloc((size_t)req->cluster->n_gpus * 2, sizeof *x->kvbuf);
     x->touched = malloc((size_t)req->cluster->n_gpus * 2 * sizeof *x->touched);
-    if (!x->tab || !x->scratch || !x->kvbuf || !x->touched) {
+    x->nicbw = calloc((size_t)req->cluster->n_gpus * 2, sizeof *x->nicbw);
+    if (!x->tab || !x->scratch || !x->kvbuf || !x->touched || !x->nicbw) {
         hs_hg2_ctx_destroy(x);
         return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    {
+        /* each GPU's NIC (hw/net.h): its best link off the node, both ways;
+         * read for every group of every placement evaluated */
+        const hs_cluster *c = req->cluster;
+        int n = c->n_gpus;
+        for (int g = 0; g < n; g++)
+            for (int k = 0; k < n; k++) {
+                if (c->gpu_node[k] == c->gpu_node[g]) continue;
+                if (hs_cluster_bw(c, g, k) > x->nicbw[g]) x->nicbw[g] = hs_cluster_bw(c, g, k);
+                if (hs_cluster_bw(c, k, g) > x->nicbw[n + g]) x->nicbw[n + g] = hs_cluster_bw(c, k, g);
+            }
     }
     memset(x->tab, 0xff, (size_t)x->tab_cap * sizeof *x->tab);
     x->t0 = hs__hg2_now_s();
@@ -207,6 +220,20 @@ void hs_hg2_ctx_destroy(hs_hg2_ctx *x)
     free(x->scratch);
     free(x->kvbuf);
     free(x->touched);
+    free(x->nicbw);
+    free(x->sp_key);
+    free(x->sp_val);
+    free(x->sp_cross);
+    free(x->cbase);
+    free(x->cres);
+    free(x->crho);
+    free(x->sg);
+    free(x->sg_n);
+    free(x->rm_key);
+    free(x->rm_off);
+    free(x->rm_m);
+    free(x->rm_lat);
+    free(x->rm_pool);
     if (x->trace) fclose(x->trace);
     free(x);
 }
@@ -327,9 +354,9 @@ int hs_hg2_plan_search(const hs_plan_req *q, const hs_hg2_opts *o, int colocated
         hs_hg2_stats_get(x, &st);
         /* appended fields only: tools/bench-hexgen2 reads fields 2 and 5 */
         fprintf(stderr, "%s: %.0f tokens/s estimated, %.3f s, %ld evaluations, %ld group evaluations, "
-                "%ld iterations, %ld swaps, %ld re-partitions kept, %ld phase-1 re-runs kept\n", name,
+                "%ld iterations, %ld swaps, %ld re-partitions kept, %ld phase-1 re-runs kept, %.3f s CPU\n", name,
                 st.best_tput, st.seconds, st.evals, st.group_evals, st.steps, st.swaps, st.repart_gains,
-                st.k_changes);
+                st.k_changes, st.cpu_seconds);
     }
     hs_hg2_place_free(&p);
     rc = hs_hg2_check_oom(x, rc, out, err);

@@ -204,6 +204,9 @@ typedef struct hs_hg2_eval {
     double *pcap;           /* [K * K] KV transfer capacity */
     double *cross;          /* [K * K] 1: the pair's KV crosses nodes (goes
                              * through both groups' NIC nodes) */
+    int *used, nused;       /* [K] the non-empty groups, ascending: every
+                             * nonzero entry above is theirs (the next
+                             * evaluation clears only those) */
 } hs_hg2_eval;
 
 int hs_hg2_evaluate(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev,
@@ -228,6 +231,8 @@ int hs_hg2_to_deploy(hs_hg2_ctx *x, const hs_hg2_place *p, const char *planner,
  * group count that became the best (k_changes). */
 typedef struct hs_hg2_stats {
     double seconds, best_tput;
+    double cpu_seconds;     /* the process's CPU time over the search (seconds is
+                             * wall time: on a loaded machine it is longer) */
     long evals, group_evals, steps;
     long swaps, repart_gains, k_changes;
 } hs_hg2_stats;

@@ -338,10 +338,27 @@ static int cmp_gpu(const void *a, const void *b)
 
 static void sort_gpus(const hs_cluster *c, int *g, int n)
 {
-    /* qsort with a file-scope cluster: the planner is single-threaded and
-     * the order is total (ties end on the id), so the result is deterministic */
+    int sorted = 1;
+    /* the order is total (ties end on the id), so any sort gives the same
+     * result; a group listed by id, as placements list them, is usually in
+     * order already (GPUs numbered node by node) and short ones are
+     * insertion-sorted: this runs for every group of every placement */
     cmp_gpu_c = c;
-    qsort(g, (size_t)n, sizeof *g, cmp_gpu);
+    for (int i = 1; i < n && sorted; i++) sorted = cmp_gpu(&g[i - 1], &g[i]) < 0;
+    if (sorted) return;
+    if (n > 32) {
+        /* qsort with a file-scope cluster: the planner is single-threaded */
+        qsort(g, (size_t)n, sizeof *g, cmp_gpu);
+        return;
+    }
+    for (int i = 1; i < n; i++) {
+        int v = g[i], j = i;
+        while (j > 0 && cmp_gpu(&g[j - 1], &v) > 0) {
+            g[j] = g[j - 1];
+            j--;
+        }
+        g[j] = v;
+    }
 }
 
 #ifndef NDEBUG
@@ -586,19 +603,25 @@ static uint64_t key_hash(int role, int t_only, int pp_only, const int *g, int n)
     uint64_t h = UINT64_C(1469598103934665603);
     h = (h ^ (uint64_t)(role + 7 * t_only + 131 * pp_only)) * UINT64_C(1099511628211);
     for (int i = 0; i < n; i++) h = (h ^ (uint64_t)g[i]) * UINT64_C(1099511628211);
-    return h ^ (uint64_t)n;
+    h ^= (uint64_t)n;
+    /* FNV's low bits, which pick the slot, depend only on the keys' low
+     * bits: mixed (murmur3's finaliser) the probe chains stay short */
+    h = (h ^ (h >> 33)) * UINT64_C(0xff51afd7ed558ccd);
+    h = (h ^ (h >> 33)) * UINT64_C(0xc4ceb9fe1a85ec53);
+    return h ^ (h >> 33);
 }
 
 static int cache_grow(hs_hg2_ctx *x)
 {
     long nc = x->tab_cap * 2;
-    int32_t *nt = malloc((size_t)nc * sizeof *nt);
+    struct hs__hg2_slot *nt = malloc((size_t)nc * sizeof *nt);
     if (!nt) return -1;
     memset(nt, 0xff, (size_t)nc * sizeof *nt);
     for (long i = 0; i < x->n_ent; i++) {
         long p = (long)(x->ent[i]->h & (uint64_t)(nc - 1));
-        while (nt[p] >= 0) p = (p + 1) & (nc - 1);
-        nt[p] = (int32_t)i;
+        while (nt[p].i >= 0) p = (p + 1) & (nc - 1);
+        nt[p].i = (int32_t)i;
+        nt[p].h = (uint32_t)(x->ent[i]->h >> 32);
     }
     free(x->tab);
     x->tab = nt;
@@ -621,8 +644,9 @@ const hs_hg2_group *hs_hg2_eval_group(hs_hg2_ctx *x, const int *gpus, int n, int
     assert(key_sane(x, g, n)); /* a group's GPUs are distinct */
     assert(x->tab_cap > 0 && (x->tab_cap & (x->tab_cap - 1)) == 0 && x->n_ent * 2 <= x->tab_cap);
     h = key_hash(role, t_only, pp_only, g, n);
-    for (p = (long)(h & (uint64_t)(x->tab_cap - 1)); x->tab[p] >= 0; p = (p + 1) & (x->tab_cap - 1)) {
-        e = x->ent[x->tab[p]];
+    for (p = (long)(h & (uint64_t)(x->tab_cap - 1)); x->tab[p].i >= 0; p = (p + 1) & (x->tab_cap - 1)) {
+        if (x->tab[p].h != (uint32_t)(h >> 32)) continue;
+        e = x->ent[x->tab[p].i];
         if (e->h == h && e->role == role && e->t_only == t_only && e->pp_only == pp_only && e->n == n &&
             !memcmp(e->key, g, (size_t)n * sizeof *g))
             return &e->g;
@@ -674,9 +698,10 @@ const hs_hg2_group *hs_hg2_eval_group(hs_hg2_ctx *x, const int *gpus, int n, int
     if ((x->n_ent + 1) * 2 > x->tab_cap && cache_grow(x)) goto fail;
     if (hs_vec_reserve((void **)&x->ent, &x->cap_ent, (size_t)x->n_ent + 1, sizeof *x->ent, 256))
         goto fail;
-    for (p = (long)(h & (uint64_t)(x->tab_cap - 1)); x->tab[p] >= 0; p = (p + 1) & (x->tab_cap - 1))
+    for (p = (long)(h & (uint64_t)(x->tab_cap - 1)); x->tab[p].i >= 0; p = (p + 1) & (x->tab_cap - 1))
         ;
-    x->tab[p] = (int32_t)x->n_ent;
+    x->tab[p].i = (int32_t)x->n_ent;
+    x->tab[p].h = (uint32_t)(h >> 32);
     e->g.id = x->n_ent;
     x->ent[x->n_ent++] = e;
     assert(x->n_ent * 2 <= x->tab_cap && x->n_ent < INT32_MAX);
@@ -832,38 +857,13 @@ double hs__hg2_nic_time(const hs_hg2_ctx *x, const hs_hg2_group *g, int ingress)
         double bytes = g->layers[s] * x->o.s_in * x->kvbtl / g->tp[s];
         for (int k = 0; k < g->tp[s]; k++) {
             int a = g->gpus[off + k];
-            double nic = 0;
-            for (int b = 0; b < c->n_gpus; b++) {
-                double bw;
-                if (c->gpu_node[b] == c->gpu_node[a]) continue;
-                bw = ingress ? hs_cluster_bw(c, b, a) : hs_cluster_bw(c, a, b);
-                if (bw > nic) nic = bw;
-            }
+            double nic = x->nicbw[ingress ? c->n_gpus + a : a];
             if (nic > 0 && bytes / nic > worst) worst = bytes / nic;
         }
         off += g->tp[s];
     }
     assert(isfinite(worst) && worst >= 0);
     return worst;
-}
-
-/* GPU g's NIC capacity (bytes/s) toward (ingress: from) other nodes, as
- * hw/net.h builds it: its largest bandwidth to a GPU of another node;
- * memoised in nic[g] (egress) / nic[n + g] (ingress). */
-static double nic_bw(const hs_hg2_ctx *x, double *nic, int g, int ingress)
-{
-    const hs_cluster *c = x->c;
-    double *v = &nic[ingress ? c->n_gpus + g : g];
-    if (*v < 0) {
-        *v = 0;
-        for (int k = 0; k < c->n_gpus; k++) {
-            double bw;
-            if (c->gpu_node[k] == c->gpu_node[g]) continue;
-            bw = ingress ? hs_cluster_bw(c, k, g) : hs_cluster_bw(c, g, k);
-            if (bw > *v) *v = bw;
-        }
-    }
-    return *v;
 }
 
 static int cmp_res(const void *a, const void *b)
@@ -875,7 +875,7 @@ static int cmp_res(const void *a, const void *b)
 /* pair_res's collection: the resources each flow occupies. */
 typedef struct res_acc {
     const hs_hg2_ctx *x;
-    double *nic, lat;
+    double lat;
     hs__hg2_res *out;
     int m, cap;
 } res_acc;
@@ -891,7 +891,7 @@ static int res_flow(void *ctx, int src, int dst, double bytes)
     assert(src != dst && isfinite(bw) && bw > 0); /* disjoint groups, hw.h links */
     r[nr++] = (hs__hg2_res){2 * n + src * n + dst, bytes / bw, bytes / bw};
     if (c->gpu_node[src] != c->gpu_node[dst]) {
-        double eg = nic_bw(k->x, k->nic, src, 0), in = nic_bw(k->x, k->nic, dst, 1);
+        double eg = k->x->nicbw[src], in = k->x->nicbw[n + dst];
         r[nr++] = (hs__hg2_res){src, bytes / eg, bw >= eg ? bytes / eg : 0};
         r[nr++] = (hs__hg2_res){n + dst, bytes / in, bw >= in ? bytes / in : 0};
     }
@@ -903,10 +903,10 @@ static int res_flow(void *ctx, int src, int dst, double bytes)
     return 0;
 }
 
-int hs__hg2_pair_res(const hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b, double *nic,
+int hs__hg2_pair_res(const hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b,
                      hs__hg2_res *out, int cap, double *lat)
 {
-    res_acc acc = {x, nic, 0, out, 0, cap};
+    res_acc acc = {x, 0, out, 0, cap};
     int m, k = 0;
     *lat = 0;
     assert(group_sane(x, a, -1) && group_sane(x, b, -1));

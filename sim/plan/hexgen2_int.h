@@ -11,7 +11,7 @@
  *
  * Invariants of the context (asserted where they are relied on):
  *   - the group cache is open addressing over ent[]: tab_cap is a power of
- *     two, at most half full (n_ent * 2 <= tab_cap), tab[p] is -1 or an
+ *     two, at most half full (n_ent * 2 <= tab_cap), tab[p].i is -1 or an
  *     index < n_ent, and an entry's id is its index (stable: entries are
  *     never freed or moved before hs_hg2_ctx_destroy);
  *   - an entry's key is its GPU ids sorted by (node, type, id): distinct and
@@ -60,7 +60,10 @@ struct hs_hg2_ctx {
     hs__hg2_centry **ent;       /* group cache entries [n_ent], capacity cap_ent */
     long n_ent;
     size_t cap_ent;
-    int32_t *tab;               /* open addressing, -1 empty [tab_cap] */
+    struct hs__hg2_slot {
+        int32_t i;              /* entry index, -1 empty */
+        uint32_t h;             /* its hash's high half: most probes end here */
+    } *tab;                     /* open addressing [tab_cap] */
     long tab_cap;
     int *scratch;               /* [n_gpus] */
     double *kvbuf;              /* [2 n_gpus] zero between kv_time calls */
@@ -68,8 +71,43 @@ struct hs_hg2_ctx {
     uint64_t *pkey;             /* KV time per (group id, group id) + 1, 0 empty */
     double *pval;
     long p_n, p_cap;
+    double *nicbw;              /* [2 n_gpus] GPU g's NIC capacity (bytes/s): its largest
+                                 * bandwidth to (nicbw[g]) and from (nicbw[n + g]) a GPU
+                                 * of another node, as hw/net.h builds it; 0: none */
+    /* hs_hg2_evaluate's memo by slot pair (hexgen2_place.c): for slots i, j
+     * of a placement of sp_K slots, two ways w: sp_key[2 (i sp_K + j) + w]
+     * = the (prefill, decode) group ids it was computed for + 1 (0: none),
+     * sp_val their KV time (hs__hg2_pair_time), sp_cross their crossing of
+     * nodes; way 0 the newer.  A
+     * search's candidates differ from each other in a group or two, so
+     * most pairs hit without hashing. */
+    uint64_t *sp_key;
+    double *sp_val;
+    unsigned char *sp_cross;
+    int sp_K;
+    double *cbase;              /* [sp_K^2] contention's fluid pair capacities */
+    void *cres;                 /* contention's resource buffer (hs__hg2_res), cres_cap entries */
+    size_t cres_cap;
+    double *crho, *crhob;       /* [2n + n^2] each, by resource id: contention's loads,
+                                 * all zero between calls; NULL until first used */
+    /* hs_hg2_evaluate's memo of groups by slot: slot k of the last
+     * placement of sg_K slots evaluated held GPUs sg_mem[k n ..) (sg_n[k]
+     * of them, by id) in role sg_role[k], group sg[k] (NULL: none) */
+    const hs_hg2_group **sg;
+    int *sg_n, *sg_role, *sg_mem, sg_K;
+    /* contention's memo of hs__hg2_pair_res, direct-mapped by the pair's
+     * group ids: rm_key[s] = ids + 1 (0: empty), its rm_m[s] resources at
+     * rm_pool + rm_off[s], latency rm_lat[s]; the pool is emptied (every
+     * key with it) when full */
+    uint64_t *rm_key;
+    long *rm_off;
+    int *rm_m;
+    double *rm_lat;
+    void *rm_pool;
+    long rm_used, rm_cap;
     hs_hg2_stats st;
     double t0;                  /* s, monotonic clock at the start of the search */
+    double cpu0;                /* s, the process's CPU clock then */
     double prog_next;           /* s since t0 of the next progress line */
     int prog_tty;               /* progress shown: -1 not decided yet */
     int prog_shown;             /* a progress line was written (end it with a newline) */
@@ -82,6 +120,8 @@ struct hs_hg2_ctx {
 /* Seconds on the monotonic clock (wall time: only for time limits, the
  * trace and the statistics, never for results). */
 double hs__hg2_now_s(void);
+/* Seconds of CPU time the process has used (statistics only). */
+double hs__hg2_cpu_s(void);
 
 /* ---- hexgen2_est.c */
 
@@ -106,9 +146,9 @@ typedef struct hs__hg2_res {
 /* The resources of one request's hand-over a -> b, the engine's flows
  * (serve/handover.c), into out[0..cap) by ascending id; returns their
  * count (cap >= 3 |a| |b|, in GPUs, always suffices: one flow per GPU
- * pair; -1 when cap is short), *lat the largest flow latency.  nic[2 n] caches NIC capacities
- * (bytes/s, < 0: not computed yet).  a and b fit (ok), share no GPU. */
-int hs__hg2_pair_res(const hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b, double *nic,
+ * pair; -1 when cap is short), *lat the largest flow latency.  a and b
+ * fit (ok), share no GPU. */
+int hs__hg2_pair_res(const hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b,
                      hs__hg2_res *out, int cap, double *lat);
 
 /* ---- hexgen2_place.c */

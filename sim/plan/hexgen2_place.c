@@ -88,6 +88,7 @@ static int place_sane(const hs_hg2_place *p)
 void hs_hg2_eval_free(hs_hg2_eval *ev)
 {
     free(ev->cap);
+    free(ev->used);
     memset(ev, 0, sizeof *ev);
 }
 
@@ -104,12 +105,6 @@ static int same_node(const hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_gr
     return 1;
 }
 
-static int cmp_res_id(const void *a, const void *b)
-{
-    long i = ((const hs__hg2_res *)a)->id, j = ((const hs__hg2_res *)b)->id;
-    return (i > j) - (i < j);
-}
-
 /* Most shared resources whose spread enters a pair's expected transfer
  * time (expected_max); a hand-over's flows touch at most both groups' GPUs,
  * and the shards that are spread (NICs loaded by bursty other pairs) are
@@ -121,15 +116,21 @@ static int cmp_res_id(const void *a, const void *b)
  * pair.  Returns 0 or an error. */
 static int solve(const hs_hg2_place *p, hs_hg2_eval *ev, hs_err *err)
 {
-    int K = p->K, s = 2 * K, t = 2 * K + 1, e, rc;
+    int K = p->K, s = 2 * K, t = 2 * K + 1, e, rc, nu = ev->nused;
+    const int *u = ev->used;
     hs_flow_graph *fg = NULL;
     /* nodes: group k, its NIC side K + k, source 2K, sink 2K + 1;
      * cross-node KV goes P_i -> nic(P_i) -> nic(D_j) -> D_j so the
-     * flows of one group share its GPUs' NICs as in hw/net.h */
+     * flows of one group share its GPUs' NICs as in hw/net.h.  Empty
+     * groups keep their (isolated) nodes: the solver's work limits count
+     * nodes, and the same network gives the same flows.  Edges are added
+     * in slot order; only the used groups have any. */
     if ((rc = hs_flow_create(&fg, 2 * K + 2, err))) return rc;
     memset(ev->gflow, 0, (size_t)K * sizeof *ev->gflow);
-    memset(ev->pair, 0, (size_t)K * K * sizeof *ev->pair);
-    for (int k = 0; k < K && !rc; k++) {
+    for (int a = 0; a < nu; a++)
+        for (int b = 0; b < nu; b++) ev->pair[(size_t)u[a] * K + u[b]] = 0;
+    for (int a = 0; a < nu && !rc; a++) {
+        int k = u[a];
         if (ev->cap[k] <= 0) continue;
         e = p->role[k] == HS_HG2_PREFILL ? hs_flow_add_edge(fg, k, K + k, ev->ncap[k], err)
                                          : hs_flow_add_edge(fg, K + k, k, ev->ncap[k], err);
@@ -137,8 +138,9 @@ static int solve(const hs_hg2_place *p, hs_hg2_eval *ev, hs_err *err)
                                                      : hs_flow_add_edge(fg, k, t, ev->cap[k], err);
         if (e < 0) rc = e;
     }
-    for (int i = 0; i < K && !rc; i++)
-        for (int j = 0; j < K && !rc; j++) {
+    for (int a = 0; a < nu && !rc; a++)
+        for (int b = 0; b < nu && !rc; b++) {
+            int i = u[a], j = u[b];
             size_t ij = (size_t)i * K + j;
             if (ev->pcap[ij] <= 0) continue;
             e = ev->cross[ij] ? hs_flow_add_edge(fg, K + i, K + j, ev->pcap[ij], err)
@@ -190,6 +192,60 @@ static double expected_max(double D, const double *a, const double *b, int k)
     return lo + sum * h / 3;
 }
 
+/* Entries of the pair_res memo and most resources its pool holds. */
+#define RM_SLOTS 8192
+#define RM_POOL (1L << 20)
+
+/* hs__hg2_pair_res memoised by the groups' ids (x->rm_*; results are the
+ * same bits: they depend on the two groups alone).  cap >= 3 |a| |b|.
+ * Returns the count, or -1 when out of memory. */
+static int pair_res(hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b, hs__hg2_res *out, int cap,
+                    double *lat)
+{
+    uint64_t key = (((uint64_t)a->id << 32) | (uint64_t)b->id) + 1;
+    size_t s = (size_t)((key * UINT64_C(0x9E3779B97F4A7C15)) >> 40) & (RM_SLOTS - 1);
+    hs__hg2_res *pool;
+    int m;
+    if (a->id < 0 || b->id < 0) {
+        m = hs__hg2_pair_res(x, a, b, out, cap, lat);
+        assert(m >= 0); /* cap = 3 |a| |b| at most */
+        return m;
+    }
+    if (!x->rm_key) {
+        x->rm_key = calloc(RM_SLOTS, sizeof *x->rm_key);
+        x->rm_off = malloc(RM_SLOTS * sizeof *x->rm_off);
+        x->rm_m = malloc(RM_SLOTS * sizeof *x->rm_m);
+        x->rm_lat = malloc(RM_SLOTS * sizeof *x->rm_lat);
+        x->rm_pool = malloc(RM_POOL * sizeof *pool);
+        if (!x->rm_key || !x->rm_off || !x->rm_m || !x->rm_lat || !x->rm_pool) {
+            free(x->rm_key);
+            x->rm_key = NULL; /* the rest is freed with the context */
+            return -1;
+        }
+        x->rm_cap = RM_POOL;
+    }
+    pool = x->rm_pool;
+    if (x->rm_key[s] == key) {
+        memcpy(out, pool + x->rm_off[s], (size_t)x->rm_m[s] * sizeof *out);
+        *lat = x->rm_lat[s];
+        return x->rm_m[s];
+    }
+    m = hs__hg2_pair_res(x, a, b, out, cap, lat);
+    assert(m >= 0); /* cap = 3 |a| |b| at most */
+    if (m > x->rm_cap) return m;
+    if (x->rm_used + m > x->rm_cap) {
+        memset(x->rm_key, 0, RM_SLOTS * sizeof *x->rm_key);
+        x->rm_used = 0;
+    }
+    memcpy(pool + x->rm_used, out, (size_t)m * sizeof *out);
+    x->rm_key[s] = key;
+    x->rm_off[s] = x->rm_used;
+    x->rm_m[s] = m;
+    x->rm_lat[s] = *lat;
+    x->rm_used += m;
+    return m;
+}
+
 /* Transfer contention.  The engine moves one request of a pair at a time
  * per decode lane (serve/handover.c) and its flows share NICs max-min
  * fairly with other pairs' flows (hw/net.h); a request is in when its
@@ -204,104 +260,96 @@ static double expected_max(double D, const double *a, const double *b, int k)
  * transfer time is the expected slowest of its resources plus the
  * latency, and its capacity T over that, at most the fluid pcap.  het4: the H100 -> A100 pair, planned at its full 22 req/s,
  * shares the lone pod-1 A100's NIC with two A100 prefill groups (30% of
- * it) and ran at 17.9 req/s; this gives 17.8.  The capacities go to
- * cap[] (loaded cross-node pairs from base, the others as in ev->pcap).
- * Returns 1 when some pair's flow exceeds its capacity so computed, 0 when
- * none, < 0 on error. */
-static int contention(hs_hg2_ctx *x, const hs_hg2_place *p, const hs_hg2_group *const *g,
-                      const hs_hg2_eval *ev, const double *base, double *cap, hs_err *err)
+ * it) and ran at 17.9 req/s; this gives 17.8.  The loaded cross-node
+ * pairs it may bind get capacities from base (their fluid values); when
+ * some pair's flow exceeds its capacity so computed they go to ev->pcap
+ * (the others keep theirs) and it returns 1; 0 when none (ev unchanged),
+ * < 0 on error. */
+static int contention(hs_hg2_ctx *x, const hs_hg2_group *const *g, hs_hg2_eval *ev, const double *base,
+                      hs_err *err)
 {
-    int K = p->K, n = x->c->n_gpus, np = 0, nres = 0, changed = 0, rc = 0, kmax = 0;
-    double T = x->o.period, *nic = NULL, *rho = NULL, *rhob = NULL, *lat = NULL, *sa = NULL, *sb = NULL;
+    int K = ev->K, nu = ev->nused, np = 0, nres = 0, changed = 0, rc = 0, kmax = 0;
+    const int *u = ev->used;
+    double T = x->o.period, *rho = NULL, *rhob = NULL, *lat = NULL, *cv = NULL;
+    double sa[HS__HG2_SHARDS], sb[HS__HG2_SHARDS];
     int *pi = NULL, *off = NULL;
-    hs__hg2_res *res = NULL, *all = NULL;
-    long *ids = NULL;
+    hs__hg2_res *res;
     size_t cap_res = 0;
-    memcpy(cap, ev->pcap, (size_t)K * K * sizeof *cap);
-    for (size_t ij = 0; ij < (size_t)K * K; ij++) np += ev->pair[ij] > 0 && ev->cross[ij];
+    /* only the used groups have pairs; scanned in slot order */
+    for (int a = 0; a < nu; a++)
+        for (int b = 0; b < nu; b++) {
+            size_t ij = (size_t)u[a] * K + u[b];
+            np += ev->pair[ij] > 0 && ev->cross[ij];
+        }
     if (!np) return 0;
-    for (int k = 0; k < K; k++) {
-        int m = 0;
+    for (int a = 0; a < nu; a++) {
+        int m = 0, k = u[a];
         for (int s = 0; g[k] && s < g[k]->pp; s++) m += g[k]->tp[s];
         if (m > kmax) kmax = m;
     }
     cap_res = (size_t)3 * kmax * kmax;
-    nic = malloc((size_t)2 * n * sizeof *nic);
+    if (x->cres_cap < cap_res * np) {
+        /* the context keeps the largest buffer: it is reused by every
+         * evaluation */
+        void *nb = realloc(x->cres, cap_res * np * sizeof *res);
+        if (!nb) return hs_errf(err, HS_ENOMEM, "out of memory");
+        x->cres = nb;
+        x->cres_cap = cap_res * np;
+    }
+    res = x->cres;
     pi = malloc((size_t)np * sizeof *pi);
     off = malloc(((size_t)np + 1) * sizeof *off);
     lat = malloc((size_t)np * sizeof *lat);
-    res = malloc(cap_res * np * sizeof *res);
-    if (!nic || !pi || !off || !lat || !res) {
+    cv = malloc((size_t)np * sizeof *cv);
+    if (!pi || !off || !lat || !cv) {
         rc = hs_errf(err, HS_ENOMEM, "out of memory");
         goto out;
     }
-    for (int i = 0; i < 2 * n; i++) nic[i] = -1;
     /* every loaded cross-node pair's resources, one block per pair */
     np = 0;
     off[0] = 0;
-    for (int i = 0; i < K; i++)
-        for (int j = 0; j < K; j++) {
+    for (int a = 0; a < nu; a++)
+        for (int b = 0; b < nu; b++) {
+            int i = u[a], j = u[b], m;
             size_t ij = (size_t)i * K + j;
-            int m;
             if (!(ev->pair[ij] > 0 && ev->cross[ij])) continue;
-            m = hs__hg2_pair_res(x, g[i], g[j], nic, res + off[np], (int)cap_res, &lat[np]);
-            assert(m >= 0); /* cap_res = 3 |a| |b| at most */
+            m = pair_res(x, g[i], g[j], res + off[np], (int)cap_res, &lat[np]);
+            if (m < 0) {
+                rc = hs_errf(err, HS_ENOMEM, "out of memory");
+                goto out;
+            }
             pi[np] = (int)ij;
             off[np + 1] = off[np] + m;
             np++;
         }
     nres = off[np];
-    /* the load of each resource: sum over pairs of flow x busy time */
-    all = malloc((size_t)nres * sizeof *all);
-    ids = malloc((size_t)nres * sizeof *ids);
-    rho = calloc((size_t)nres, sizeof *rho);
-    rhob = calloc((size_t)nres, sizeof *rhob);
-    sa = malloc((size_t)nres * sizeof *sa);
-    sb = malloc((size_t)nres * sizeof *sb);
-    if (!all || !ids || !rho || !rhob || !sa || !sb) {
-        rc = hs_errf(err, HS_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (int q = 0; q < np; q++)
-        for (int r = off[q]; r < off[q + 1]; r++)
-            all[r] = (hs__hg2_res){res[r].id, ev->pair[pi[q]] / T * res[r].t, ev->pair[pi[q]] / T * res[r].tb};
-    {
-        /* distinct ids, sorted, with their summed load */
-        int u = 0;
-        hs__hg2_res *tmp = malloc((size_t)nres * sizeof *tmp);
-        if (!tmp) {
+    if (!x->crho) {
+        /* a resource id is below 2n + n^2 (hexgen2_int.h, hs__hg2_res) */
+        long nid = 2L * x->c->n_gpus + (long)x->c->n_gpus * x->c->n_gpus;
+        if (!(x->crho = calloc((size_t)nid * 2, sizeof *x->crho))) {
             rc = hs_errf(err, HS_ENOMEM, "out of memory");
             goto out;
         }
-        memcpy(tmp, all, (size_t)nres * sizeof *tmp);
-        qsort(tmp, (size_t)nres, sizeof *tmp, cmp_res_id);
-        for (int i = 0; i < nres; i++) {
-            if (u && ids[u - 1] == tmp[i].id) {
-                rho[u - 1] += tmp[i].t;
-                rhob[u - 1] += tmp[i].tb;
-            } else {
-                ids[u] = tmp[i].id;
-                rho[u] = tmp[i].t;
-                rhob[u++] = tmp[i].tb;
-            }
-        }
-        nres = u;
-        free(tmp);
+        x->crhob = x->crho + nid;
     }
+    rho = x->crho;
+    rhob = x->crhob;
+    /* the load of each resource: sum over pairs of flow x busy time, in
+     * pair order (the sums are the same bits whatever sizes the cluster) */
+    for (int q = 0; q < np; q++)
+        for (int r = off[q]; r < off[q + 1]; r++) {
+            rho[res[r].id] += ev->pair[pi[q]] / T * res[r].t;
+            rhob[res[r].id] += ev->pair[pi[q]] / T * res[r].tb;
+        }
     for (int q = 0; q < np; q++) {
         size_t ij = (size_t)pi[q];
         double X = ev->pair[ij] / T, D = 0, tau, c;
         int k = 0;
+        cv[q] = -1; /* not bound: keeps its capacity */
         for (int r = off[q]; r < off[q + 1]; r++) {
             double t = res[r].t, ro, rb;
-            int lo = 0, hi = nres - 1;
-            while (lo < hi) { /* ids[] is sorted and holds res[r].id */
-                int mid = (lo + hi) / 2;
-                if (ids[mid] < res[r].id) lo = mid + 1;
-                else hi = mid;
-            }
-            ro = rho[lo] - X * t; /* the others' load */
-            rb = rhob[lo] - X * res[r].tb;
+            ro = rho[res[r].id] - X * t; /* the others' load */
+            rb = rhob[res[r].id] - X * res[r].tb;
             if (ro > 0.999) ro = 0.999;
             if (rb <= 1e-12) {
                 /* a steady background at most: deterministic */
@@ -335,36 +383,92 @@ static int contention(hs_hg2_ctx *x, const hs_hg2_place *p, const hs_hg2_group *
         tau = lat[q] + expected_max(D, sa, sb, k);
         c = tau > 0 ? fmin(base[ij], T / tau) : base[ij];
         if (c < ev->pair[ij] * (1 - 1e-9)) changed = 1;
-        cap[ij] = c;
+        cv[q] = c;
     }
+    /* the new capacities only when some pair is over its own: otherwise
+     * the network solved stays the one ev describes */
+    for (int q = 0; changed && q < np; q++)
+        if (cv[q] >= 0) ev->pcap[pi[q]] = cv[q];
 out:
-    free(nic);
+    /* the load arrays are zero between calls */
+    for (int r = 0; rho && r < nres; r++) rho[res[r].id] = rhob[res[r].id] = 0;
     free(pi);
     free(off);
     free(lat);
-    free(res);
-    free(all);
-    free(ids);
-    free(rho);
-    free(rhob);
-    free(sa);
-    free(sb);
+    free(cv);
     return rc ? rc : changed;
+}
+
+/* The slot-pair memo's arrays for placements of K slots (x->sp_K);
+ * -1 when out of memory (the evaluation then goes without). */
+static int sp_ready(hs_hg2_ctx *x, int K)
+{
+    size_t kk = (size_t)K * K;
+    if (x->sp_K == K) return 0;
+    free(x->sp_key);
+    free(x->sp_val);
+    free(x->sp_cross);
+    free(x->cbase);
+    x->sp_K = 0;
+    x->sp_key = calloc(2 * kk, sizeof *x->sp_key);
+    x->sp_val = malloc(2 * kk * sizeof *x->sp_val);
+    x->sp_cross = malloc(2 * kk);
+    x->cbase = malloc(kk * sizeof *x->cbase);
+    if (!x->sp_key || !x->sp_val || !x->sp_cross || !x->cbase) {
+        free(x->sp_key);
+        free(x->sp_val);
+        free(x->sp_cross);
+        free(x->cbase);
+        x->sp_key = NULL;
+        x->sp_val = x->cbase = NULL;
+        x->sp_cross = NULL;
+        return -1;
+    }
+    x->sp_K = K;
+    return 0;
+}
+
+/* The group memo's arrays for placements of K slots (x->sg_K), empty;
+ * -1 when out of memory (the evaluation then goes without). */
+static int sg_ready(hs_hg2_ctx *x, int K)
+{
+    int n = x->c->n_gpus;
+    if (x->sg_K == K) return 0;
+    free(x->sg);
+    free(x->sg_n);
+    x->sg_K = 0;
+    x->sg = calloc((size_t)K, sizeof *x->sg);
+    x->sg_n = malloc(((size_t)2 * K + (size_t)K * n) * sizeof *x->sg_n);
+    if (!x->sg || !x->sg_n) {
+        free(x->sg);
+        free(x->sg_n);
+        x->sg = NULL;
+        x->sg_n = NULL;
+        return -1;
+    }
+    x->sg_role = x->sg_n + K;
+    x->sg_mem = x->sg_n + 2 * K;
+    x->sg_K = K;
+    return 0;
 }
 
 int hs_hg2_evaluate(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev, hs_err *err)
 {
-    int K = p->K, n = p->n_gpus, rc = 0, coloc = 1;
-    int *mem = NULL, *start = NULL;
+    int K = p->K, n = p->n_gpus, rc = 0, coloc = 1, nu = 0, smemo;
+    int *mem = NULL, *start = NULL, *u;
     const hs_hg2_group **g = NULL;
-    double T = x->o.period, *base = NULL;
+    double T = x->o.period;
     assert(place_sane(p) && n == x->c->n_gpus);
     assert(isfinite(T) && T > 0);
     x->st.evals++;
     if (ev->K != K || !ev->cap) {
         hs_hg2_eval_free(ev);
         ev->cap = calloc((size_t)(3 * K + 3 * K * K), sizeof *ev->cap);
-        if (!ev->cap) return hs_errf(err, HS_ENOMEM, "out of memory");
+        ev->used = malloc((size_t)K * sizeof *ev->used);
+        if (!ev->cap || !ev->used) {
+            hs_hg2_eval_free(ev);
+            return hs_errf(err, HS_ENOMEM, "out of memory");
+        }
         ev->gflow = ev->cap + K;
         ev->ncap = ev->gflow + K;
         ev->pair = ev->ncap + K;
@@ -372,8 +476,18 @@ int hs_hg2_evaluate(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev, hs_er
         ev->cross = ev->pcap + (size_t)K * K;
         ev->K = K;
     } else {
-        memset(ev->cap, 0, (size_t)(3 * K + 3 * K * K) * sizeof *ev->cap);
+        /* only the last placement's used groups have nonzero entries: a
+         * placement of K = n_gpus slots uses a few of them, and clearing
+         * the whole K x K matrices cost more than the evaluation */
+        memset(ev->cap, 0, (size_t)3 * K * sizeof *ev->cap);
+        for (int a = 0; a < ev->nused; a++)
+            for (int b = 0; b < ev->nused; b++) {
+                size_t ij = (size_t)ev->used[a] * K + ev->used[b];
+                ev->pair[ij] = ev->pcap[ij] = ev->cross[ij] = 0;
+            }
     }
+    ev->nused = 0;
+    u = ev->used;
     mem = malloc((size_t)n * sizeof *mem);
     start = calloc((size_t)K + 1, sizeof *start);
     g = calloc((size_t)K, sizeof *g);
@@ -383,23 +497,43 @@ int hs_hg2_evaluate(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev, hs_er
     }
     for (int i = 0; i < n; i++)
         if (p->group[i] >= 0) start[p->group[i] + 1]++;
-    for (int k = 0; k < K; k++) start[k + 1] += start[k];
+    for (int k = 0; k < K; k++) {
+        if (start[k + 1]) u[nu++] = k;
+        start[k + 1] += start[k];
+    }
+    ev->nused = nu;
     {
         int *fill = x->scratch;
         memcpy(fill, start, (size_t)K * sizeof *fill);
         for (int i = 0; i < n; i++)
             if (p->group[i] >= 0) mem[fill[p->group[i]]++] = i;
     }
-    for (int k = 0; k < K; k++) {
-        g[k] = hs_hg2_eval_group(x, mem + start[k], start[k + 1] - start[k], p->role[k],
-                                 p->t_only ? p->t_only[k] : 0, p->pp_only ? p->pp_only[k] : 0);
+    /* empty groups: no replica, capacity 0, no edge (g[k] stays NULL) */
+    smemo = sg_ready(x, K) == 0;
+    for (int a = 0; a < nu; a++) {
+        int k = u[a], m = start[k + 1] - start[k], t = p->t_only ? p->t_only[k] : 0;
+        int pq = p->pp_only ? p->pp_only[k] : 0, *sm = x->sg_mem + (size_t)k * n;
+        /* the group cache answers the same (entries are never dropped),
+         * but a slot that kept its GPUs and role needs no hashing */
+        if (smemo && !t && !pq && x->sg[k] && x->sg_n[k] == m && x->sg_role[k] == p->role[k] &&
+            !memcmp(sm, mem + start[k], (size_t)m * sizeof *sm)) {
+            g[k] = x->sg[k];
+        } else {
+            g[k] = hs_hg2_eval_group(x, mem + start[k], m, p->role[k], t, pq);
+            if (smemo) {
+                x->sg[k] = !t && !pq && g[k]->id >= 0 ? g[k] : NULL;
+                x->sg_n[k] = m;
+                x->sg_role[k] = p->role[k];
+                memcpy(sm, mem + start[k], (size_t)m * sizeof *sm);
+            }
+        }
         ev->cap[k] = g[k]->ok ? g[k]->rate * T : 0;
         assert(isfinite(ev->cap[k]) && ev->cap[k] >= 0);
         if (g[k]->ok && p->role[k] != HS_HG2_COLOC) {
             double tn = hs__hg2_nic_time(x, g[k], p->role[k] == HS_HG2_DECODE);
             ev->ncap[k] = tn > 0 ? T / tn : -1; /* unbounded: set below */
         }
-        if (start[k + 1] > start[k] && p->role[k] != HS_HG2_COLOC) coloc = 0;
+        if (p->role[k] != HS_HG2_COLOC) coloc = 0;
     }
     if (coloc) {
         ev->flow = 0;
@@ -410,46 +544,74 @@ int hs_hg2_evaluate(hs_hg2_ctx *x, const hs_hg2_place *p, hs_hg2_eval *ev, hs_er
     } else {
         /* "unbounded" edges get a finite cap that never binds: push-relabel's
          * zero tolerance scales with the largest capacity (maxflow.h) */
-        double unbounded = 1;
-        for (int k = 0; k < K; k++) unbounded += 2 * ev->cap[k];
-        for (int k = 0; k < K; k++)
-            if (ev->ncap[k] < 0 || ev->ncap[k] > unbounded) ev->ncap[k] = unbounded;
-        for (int i = 0; i < K; i++) {
+        double unbounded = 1, *base;
+        int memo = sp_ready(x, K) == 0;
+        for (int a = 0; a < nu; a++) unbounded += 2 * ev->cap[u[a]];
+        for (int a = 0; a < nu; a++)
+            if (ev->ncap[u[a]] < 0 || ev->ncap[u[a]] > unbounded) ev->ncap[u[a]] = unbounded;
+        for (int a = 0; a < nu; a++) {
+            int i = u[a];
             if (ev->cap[i] <= 0 || p->role[i] != HS_HG2_PREFILL) continue;
-            for (int j = 0; j < K; j++) {
+            for (int b = 0; b < nu; b++) {
+                int j = u[b];
+                size_t ij = (size_t)i * K + j;
                 double tt;
+                int cross;
                 if (ev->cap[j] <= 0 || p->role[j] != HS_HG2_DECODE) continue;
-                tt = hs__hg2_pair_time(x, g[i], g[j]);
-                ev->pcap[(size_t)i * K + j] = tt > 0 ? fmin(T / tt, unbounded) : unbounded;
-                ev->cross[(size_t)i * K + j] = !same_node(x, g[i], g[j]);
+                uint64_t key = (((uint64_t)g[i]->id << 32) | (uint64_t)g[j]->id) + 1;
+                size_t w = 2 * ij; /* two ways: the current placement's pair and a candidate's */
+                if (!memo || g[i]->id < 0 || g[j]->id < 0) {
+                    tt = hs__hg2_pair_time(x, g[i], g[j]);
+                    cross = !same_node(x, g[i], g[j]);
+                } else if (x->sp_key[w] == key) {
+                    tt = x->sp_val[w];
+                    cross = x->sp_cross[w];
+                } else if (x->sp_key[w + 1] == key) {
+                    tt = x->sp_val[w + 1];
+                    cross = x->sp_cross[w + 1];
+                } else {
+                    tt = hs__hg2_pair_time(x, g[i], g[j]);
+                    cross = !same_node(x, g[i], g[j]);
+                    /* the older way goes */
+                    x->sp_key[w + 1] = x->sp_key[w];
+                    x->sp_val[w + 1] = x->sp_val[w];
+                    x->sp_cross[w + 1] = x->sp_cross[w];
+                    x->sp_key[w] = key;
+                    x->sp_val[w] = tt;
+                    x->sp_cross[w] = (unsigned char)cross;
+                }
+                ev->pcap[ij] = tt > 0 ? fmin(T / tt, unbounded) : unbounded;
+                ev->cross[ij] = cross;
             }
         }
         if ((rc = solve(p, ev, err))) goto out;
         /* contention lowers the capacities of loaded cross-node pairs from
          * their fluid values (base); the flows move, so redo it from base
          * on the new flows, a few rounds at most */
-        if (!(base = malloc((size_t)2 * K * K * sizeof *base))) {
+        if (!memo) {
             rc = hs_errf(err, HS_ENOMEM, "out of memory");
             goto out;
         }
-        memcpy(base, ev->pcap, (size_t)K * K * sizeof *base);
+        base = x->cbase;
+        for (int a = 0; a < nu; a++)
+            for (int b = 0; b < nu; b++) {
+                size_t ij = (size_t)u[a] * K + u[b];
+                base[ij] = ev->pcap[ij];
+            }
         /* the network solved is always the one whose capacities ev holds */
         for (int round = 0; round < 4; round++) {
-            double *cap = base + (size_t)K * K;
-            int c = contention(x, p, g, ev, base, cap, err);
+            int c = contention(x, g, ev, base, err);
             if (c < 0) {
                 rc = c;
                 goto out;
             }
             if (!c) break;
-            memcpy(ev->pcap, cap, (size_t)K * K * sizeof *cap);
             if ((rc = solve(p, ev, err))) goto out;
         }
     }
     ev->tput = ev->flow / T * x->o.s_out;
     assert(isfinite(ev->tput) && ev->tput >= 0);
 out:
-    free(base);
     free(mem);
     free(start);
     free(g);

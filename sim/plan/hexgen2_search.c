@@ -36,6 +36,13 @@ double hs__hg2_now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+double hs__hg2_cpu_s(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)) return 0;
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 #include "plan/partition.h"
 
 static uint64_t rnd(hs_hg2_ctx *x) { return hs_rng_u64(&x->rng); }
@@ -410,10 +417,19 @@ typedef struct gl_state {
     struct gl_move *mv;         /* a swap step's candidates [n_mv], capacity cap_mv */
     long n_mv, cap_mv;
     int width;                  /* donors and receivers a swap step tries (width=, widened) */
+    /* the values of the placements scored (gl_value): open addressing by
+     * a 128-bit hash of groups and roles, vm_key[2 s], vm_key[2 s + 1]
+     * (0: empty), at most half full; a search comes back to the same
+     * placement often (a quarter of its scores on 128 GPUs) */
+    uint64_t *vm_key;
+    double *vm_val;
+    long vm_n, vm_cap;
 } gl_state;
 
 static void gl_free(gl_state *L)
 {
+    free(L->vm_key);
+    free(L->vm_val);
     hs_hg2_place_free(&L->best);
     hs_hg2_place_free(&L->cand);
     hs_hg2_place_free(&L->pbest);
@@ -500,6 +516,77 @@ static double gl_score(hs_hg2_ctx *x, gl_state *L, const hs_hg2_place *p, hs_hg2
         L->bestv = v;
         hs__hg2_place_copy(&L->best, p);
     }
+    return v;
+}
+
+/* Two independent 64-bit hashes of p's groups and their roles (both
+ * never 0). */
+static void place_hash(const hs_hg2_place *p, uint64_t *h1, uint64_t *h2)
+{
+    uint64_t a = UINT64_C(0x243f6a8885a308d3) ^ (uint64_t)p->K, b = UINT64_C(0x13198a2e03707344) + (uint64_t)p->n_gpus;
+    for (int i = 0; i < p->n_gpus; i++) {
+        int k = p->group[i];
+        uint64_t v = (uint64_t)(k + 1) * 4 + (uint64_t)(k >= 0 ? p->role[k] : 3);
+        a = (a ^ v) * UINT64_C(0x100000001b3);
+        a ^= a >> 29;
+        b = (b + v) * UINT64_C(0x9e3779b97f4a7c15);
+        b ^= b >> 31;
+    }
+    a = (a ^ (a >> 33)) * UINT64_C(0xff51afd7ed558ccd);
+    b = (b ^ (b >> 33)) * UINT64_C(0xc4ceb9fe1a85ec53);
+    *h1 = (a ^ (a >> 33)) | 1;
+    *h2 = (b ^ (b >> 33)) | 1;
+}
+
+/* gl_score when only the value is needed: a placement scored before is
+ * not evaluated again (the value is a function of the placement alone).
+ * *full = 1 when ev now holds p's evaluation, 0 when it was not touched.
+ * A search placement (no fixed layouts) only; -1 on error. */
+static double gl_value(hs_hg2_ctx *x, gl_state *L, const hs_hg2_place *p, hs_hg2_eval *ev, int *full,
+                       hs_err *err)
+{
+    uint64_t h1, h2;
+    long s;
+    double v;
+    assert(!p->t_only && !p->pp_only);
+    place_hash(p, &h1, &h2);
+    if (L->vm_cap)
+        for (s = (long)(h1 & (uint64_t)(L->vm_cap - 1)); L->vm_key[2 * s]; s = (s + 1) & (L->vm_cap - 1))
+            if (L->vm_key[2 * s] == h1 && L->vm_key[2 * s + 1] == h2) {
+                *full = 0;
+                return L->vm_val[s];
+            }
+    *full = 1;
+    if ((v = gl_score(x, L, p, ev, err)) < 0) return v;
+    if ((L->vm_n + 1) * 2 > L->vm_cap) {
+        long nc = L->vm_cap ? 2 * L->vm_cap : 4096;
+        uint64_t *nk = calloc((size_t)nc * 2, sizeof *nk);
+        double *nv = malloc((size_t)nc * sizeof *nv);
+        if (!nk || !nv) { /* no room: the search goes on evaluating */
+            free(nk);
+            free(nv);
+            return v;
+        }
+        for (long o = 0; o < L->vm_cap; o++) {
+            if (!L->vm_key[2 * o]) continue;
+            for (s = (long)(L->vm_key[2 * o] & (uint64_t)(nc - 1)); nk[2 * s]; s = (s + 1) & (nc - 1))
+                ;
+            nk[2 * s] = L->vm_key[2 * o];
+            nk[2 * s + 1] = L->vm_key[2 * o + 1];
+            nv[s] = L->vm_val[o];
+        }
+        free(L->vm_key);
+        free(L->vm_val);
+        L->vm_key = nk;
+        L->vm_val = nv;
+        L->vm_cap = nc;
+    }
+    for (s = (long)(h1 & (uint64_t)(L->vm_cap - 1)); L->vm_key[2 * s]; s = (s + 1) & (L->vm_cap - 1))
+        ;
+    L->vm_key[2 * s] = h1;
+    L->vm_key[2 * s + 1] = h2;
+    L->vm_val[s] = v;
+    L->vm_n++;
     return v;
 }
 
@@ -781,7 +868,7 @@ static void gl_apply(const hs_hg2_ctx *x, hs_hg2_place *p, const gl_move *mv, in
  * applied, 0 when no candidate exists, -1 on error. */
 static int swap_step(hs_hg2_ctx *x, gl_state *L, hs_hg2_place *p, int colocated, double *v, hs_err *err)
 {
-    int n = p->n_gpus, K = p->K, side_cut[2] = {0, 0}, *buf = L->amem, M;
+    int n = p->n_gpus, K = p->K, side_cut[2] = {0, 0}, *buf = L->amem, M, bfull = 0;
     double bv = -1, cur = *v;
     int bi = -1;
     const hs_hg2_eval *ev = &L->ev;
@@ -922,17 +1009,22 @@ static int swap_step(hs_hg2_ctx *x, gl_state *L, hs_hg2_place *p, int colocated,
     }
     for (int i = 0; i < M; i++) {
         double cv;
+        int full;
         gl_apply(x, p, &L->mv[i], colocated);
-        if ((cv = gl_score(x, L, p, &L->tv, err)) < 0) return -1;
+        if ((cv = gl_value(x, L, p, &L->tv, &full, err)) < 0) return -1;
         if (cv > bv) {
             bv = cv;
             bi = i;
             hs__hg2_place_copy(&L->cand, p);
-            swap_eval(&L->tv, &L->cv);
+            if (full) swap_eval(&L->tv, &L->cv);
+            bfull = full;
         }
         hs__hg2_place_copy(p, &L->orig);
         if (x->o.first && cv > cur * (1 + 1e-9)) break;
     }
+    /* the step's placement came from the memo: its flows are needed */
+    if (!bfull && hs_hg2_evaluate(x, &L->cand, &L->cv, err)) return -1;
+    assert(L->cv.tput == bv);
     for (int i = 0; i < n; i++) L->glock[i] |= L->orig.group[i] != L->cand.group[i];
     for (int k = 0; k < K; k++) L->klock[k] |= L->orig.role[k] != L->cand.role[k];
     if (L->mv[bi].kind == GL_SPLIT) L->klock[L->mv[bi].a] = L->klock[L->mv[bi].e] = 1;
@@ -990,13 +1082,13 @@ static int swap_round(hs_hg2_ctx *x, gl_state *L, hs_hg2_place *p, int colocated
 static int roles_refine(hs_hg2_ctx *x, gl_state *L, int Kc, double *v, hs_err *err)
 {
     hs_hg2_place *c = &L->cand;
-    int *brole = L->brole;
+    int *brole = L->brole, full;
     for (int k = 0; k < Kc; k++) brole[k] = c->role[L->inv[k]];
     if (Kc <= GL_ROLES_EXACT) {
         for (unsigned m = 1; m + 1 < (1u << Kc); m++) {
             double w;
             for (int k = 0; k < Kc; k++) c->role[L->inv[k]] = (m >> k) & 1 ? HS_HG2_DECODE : HS_HG2_PREFILL;
-            if ((w = gl_score(x, L, c, &L->tv, err)) < 0) return HS_ENOMEM;
+            if ((w = gl_value(x, L, c, &L->tv, &full, err)) < 0) return HS_ENOMEM;
             if (w > *v * (1 + 1e-9)) {
                 *v = w;
                 for (int k = 0; k < Kc; k++) brole[k] = c->role[L->inv[k]];
@@ -1010,7 +1102,7 @@ static int roles_refine(hs_hg2_ctx *x, gl_state *L, int Kc, double *v, hs_err *e
             for (int k = 0; k < Kc; k++) {
                 double w;
                 c->role[L->inv[k]] ^= 1;
-                if ((w = gl_score(x, L, c, &L->tv, err)) < 0) return HS_ENOMEM;
+                if ((w = gl_value(x, L, c, &L->tv, &full, err)) < 0) return HS_ENOMEM;
                 c->role[L->inv[k]] ^= 1;
                 if (w > bw) {
                     bw = w;
@@ -1037,7 +1129,7 @@ static int roles_refine(hs_hg2_ctx *x, gl_state *L, int Kc, double *v, hs_err *e
  * solved by max-flow; the best replaces p when it gains.  0 or error. */
 static int repartition(hs_hg2_ctx *x, gl_state *L, hs_hg2_place *p, int colocated, double *cur, hs_err *err)
 {
-    int n = p->n_gpus, K = p->K, Kc = 0, rc = 0, gained = 0;
+    int n = p->n_gpus, K = p->K, Kc = 0, rc = 0, gained = 0, full;
     double bv = *cur;
     hs_part_graph *cg = NULL;
     for (int k = 0; k < K; k++) L->map[k] = -1;
@@ -1078,7 +1170,7 @@ static int repartition(hs_hg2_ctx *x, gl_state *L, hs_hg2_place *p, int colocate
         if (pass == 0 && !changed) continue;
         /* the current roles first (pass 1: the value we hold) */
         if (pass == 1) v = *cur;
-        else if ((v = gl_score(x, L, &L->cand, &L->tv, err)) < 0) return HS_ENOMEM;
+        else if ((v = gl_value(x, L, &L->cand, &L->tv, &full, err)) < 0) return HS_ENOMEM;
         if (!colocated) {
             int *keep = L->cside + Kc; /* roles of the best start so far (cside has n) */
             if ((rc = hs_part_coarsen(L->g, L->assign, Kc, &cg, err))) break;
@@ -1090,7 +1182,7 @@ static int repartition(hs_hg2_ctx *x, gl_state *L, hs_hg2_place *p, int colocate
                 double w;
                 for (int k = 0; k < Kc; k++)
                     L->cand.role[L->inv[k]] = (L->cside[k] ^ o) ? HS_HG2_DECODE : HS_HG2_PREFILL;
-                if ((w = gl_score(x, L, &L->cand, &L->tv, err)) < 0) return HS_ENOMEM;
+                if ((w = gl_value(x, L, &L->cand, &L->tv, &full, err)) < 0) return HS_ENOMEM;
                 if (w > v * (1 + 1e-9)) {
                     v = w;
                     for (int k = 0; k < Kc; k++) keep[k] = L->cand.role[L->inv[k]];
@@ -1384,6 +1476,7 @@ int hs_hg2_search(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
 {
     int rc;
     x->t0 = hs__hg2_now_s();
+    x->cpu0 = hs__hg2_cpu_s();
     memset(&x->st, 0, sizeof x->st);
     if ((rc = initial(x, p, colocated, 0, err))) return rc;
     switch (x->o.search) {
@@ -1433,6 +1526,7 @@ int hs_hg2_search(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
     }
     }
     x->st.seconds = elapsed(x);
+    x->st.cpu_seconds = hs__hg2_cpu_s() - x->cpu0;
     if (x->trace) fflush(x->trace);
     if (rc) hs_hg2_place_free(p);
     else assert(search_sane(p, colocated)); /* HG2-1 */

@@ -306,14 +306,19 @@ static int kl_core(const hs_part_graph *g, int K, int *assign, const double *lo,
                    const double *hi, int uniform, double mem_tol, hs_err *err)
 {
     int n = g->n, *a = NULL, *cnt = NULL, rc = 0, worst = 0;
-    double *pm = NULL, *conn = NULL, total = 0, wsum = 0, mean;
-    double eps_v, eps_g, worst_v = 0;
+    double *pm = NULL, *conn = NULL, *v0 = NULL, *gmax = NULL, *gpart = NULL, total = 0, wsum = 0, mean;
+    unsigned char *pass = NULL;
+    double eps_v, eps_g, worst_v = 0, bound;
     long iter, max_iter;
     a = malloc((size_t)n * sizeof *a);
     cnt = calloc((size_t)K, sizeof *cnt);
     pm = calloc((size_t)K, sizeof *pm);
     conn = calloc((size_t)n * (size_t)K, sizeof *conn);
-    if (!a || !cnt || !pm || !conn) {
+    v0 = malloc(((size_t)2 * K + (size_t)n) * sizeof *v0);
+    gpart = v0 ? v0 + K : NULL;
+    gmax = v0 ? v0 + 2 * K : NULL;
+    pass = malloc((size_t)K);
+    if (!a || !cnt || !pm || !conn || !v0 || !pass) {
         rc = hs_errf(err, HS_ENOMEM, "KL refine: out of memory");
         goto done;
     }
@@ -333,29 +338,59 @@ static int kl_core(const hs_part_graph *g, int K, int *assign, const double *lo,
     /* Each step lowers (violation, cut) lexicographically by more than an
      * epsilon, so the loop ends; the cap only guards against rounding. */
     max_iter = 1000L + 100L * n * K;
+    /* A candidate counts only when it is improving (offer): dv < -eps_v,
+     * or dv <= 0 and gain > eps_g.  Where neither part is violated (v0 = 0
+     * exactly) dv >= 0, so only the gain can make it; a swap's gain is at
+     * most gmax[i] + gmax[j] (each node's best move gain), and at most
+     * i's move gain toward j's part + gpart (the best gmax in that part),
+     * plus rounding far below bound.  Skipping the candidates that cannot count leaves
+     * the scan order, and so the step taken, as it was. */
+    bound = 1e-13 * (wsum > 0 ? wsum : 1);
     for (iter = 0; iter < max_iter; iter++) {
         hs__step best = {0};
-        for (int i = 0; i < n; i++) {
-            int pa = a[i];
-            double mi = g->mem[i];
-            if (cnt[pa] == 1) continue; /* PART-2 */
-            for (int b = 0; b < K; b++) {
-                double dv;
-                if (b == pa) continue;
-                dv = viol(pm[pa] - mi, lo[pa], hi[pa]) + viol(pm[b] + mi, lo[b], hi[b])
-                     - viol(pm[pa], lo[pa], hi[pa]) - viol(pm[b], lo[b], hi[b]);
-                offer(&best, 0, i, b, dv, conn[(long)i * K + b] - conn[(long)i * K + pa],
-                      eps_v, eps_g);
-            }
+        double gtop = -INFINITY;
+        int any_v = 0;
+        for (int p = 0; p < K; p++) {
+            v0[p] = viol(pm[p], lo[p], hi[p]);
+            any_v |= v0[p] != 0;
         }
         for (int i = 0; i < n; i++) {
+            int pa = a[i];
+            double mi = g->mem[i], own = conn[(long)i * K + pa];
+            gmax[i] = -INFINITY;
+            for (int b = 0; b < K; b++) {
+                double dv, gain;
+                if (b == pa) continue;
+                gain = conn[(long)i * K + b] - own;
+                if (gain > gmax[i]) gmax[i] = gain;
+                if (cnt[pa] == 1) continue; /* PART-2 */
+                if (v0[pa] == 0 && v0[b] == 0 && !(gain > eps_g)) continue;
+                dv = viol(pm[pa] - mi, lo[pa], hi[pa]) + viol(pm[b] + mi, lo[b], hi[b])
+                     - v0[pa] - v0[b];
+                offer(&best, 0, i, b, dv, gain, eps_v, eps_g);
+            }
+            if (gmax[i] > gtop) gtop = gmax[i];
+        }
+        for (int p = 0; p < K; p++) gpart[p] = -INFINITY;
+        for (int j = 0; j < n; j++)
+            if (gmax[j] > gpart[a[j]]) gpart[a[j]] = gmax[j];
+        for (int i = 0; i < n; i++) {
+            int pa = a[i];
+            double own = conn[(long)i * K + pa];
+            if (!any_v && gmax[i] + gtop + bound <= eps_g) continue;
+            /* the parts worth a look: i's gain toward part b plus the best
+             * gain of one of b's nodes may pass eps_g (or a part is
+             * violated) - for most parts in other machines it cannot */
+            for (int b = 0; b < K; b++)
+                pass[b] = b != pa && (v0[pa] != 0 || v0[b] != 0 || (conn[(long)i * K + b] - own) + gpart[b] + bound > eps_g);
             for (int j = i + 1; j < n; j++) {
-                int pa = a[i], pb = a[j];
+                int pb = a[j];
                 double d, dv, gain;
-                if (pa == pb) continue;
+                if (!pass[pb]) continue;
+                if (v0[pa] == 0 && v0[pb] == 0 && gmax[i] + gmax[j] + bound <= eps_g) continue;
                 d = g->mem[j] - g->mem[i];
                 dv = viol(pm[pa] + d, lo[pa], hi[pa]) + viol(pm[pb] - d, lo[pb], hi[pb])
-                     - viol(pm[pa], lo[pa], hi[pa]) - viol(pm[pb], lo[pb], hi[pb]);
+                     - v0[pa] - v0[pb];
                 gain = conn[(long)i * K + pb] - conn[(long)i * K + pa]
                        + conn[(long)j * K + pa] - conn[(long)j * K + pb]
                        - 2 * hs_part_w(g, i, j);
@@ -392,6 +427,8 @@ static int kl_core(const hs_part_graph *g, int K, int *assign, const double *lo,
     assert(hs_part_valid(g, K, a)); /* PART-1, PART-2 */
     memcpy(assign, a, (size_t)n * sizeof *assign);
 done:
+    free(pass);
+    free(v0);
     free(conn);
     free(pm);
     free(cnt);
