@@ -287,6 +287,21 @@ static void sink_itl_none(void *ctx, hs_ns dt, int64_t n)
     (void)n;
 }
 
+/* A synthetic workload of n requests of `in` prompt and `out` output tokens
+ * at `rate` req/s (the runs below differ only in these). */
+static void wl_fixed(hs_workload_cfg *wc, const char *in, const char *out, const char *rate, int64_t n)
+{
+    hs_workload_defaults(wc);
+    hs_workload_set(wc, "preset", "", NULL);
+    hs_workload_set(wc, "kind", "synthetic", NULL);
+    hs_workload_set(wc, "rate", rate, NULL);
+    hs_workload_set(wc, "prompt.kind", "fixed", NULL);
+    hs_workload_set(wc, "prompt.mean", in, NULL);
+    hs_workload_set(wc, "output.kind", "fixed", NULL);
+    hs_workload_set(wc, "output.mean", out, NULL);
+    wc->max_requests = n;
+}
+
 static int obs_req(void *ctx, const hs_req_record *r)
 {
     run_obs *o = ctx;
@@ -353,16 +368,8 @@ static double offline_tput(const hs_deploy *d, const hs_cluster *c, int in, int 
     CHECK_OK(hs_replicas_build(&reps, d, &m70, c, &e2, &pc, mt, m70.max_seq_len, &err), &err);
     snprintf(bi, sizeof bi, "%d", in);
     snprintf(bo, sizeof bo, "%d", out);
-    hs_workload_defaults(&wc);
-    hs_workload_set(&wc, "preset", "", NULL);
-    hs_workload_set(&wc, "kind", "synthetic", NULL);
+    wl_fixed(&wc, bi, bo, "1000000", n);
     hs_workload_set(&wc, "arrival", "constant", NULL);
-    hs_workload_set(&wc, "rate", "1000000", NULL);
-    hs_workload_set(&wc, "prompt.kind", "fixed", NULL);
-    hs_workload_set(&wc, "prompt.mean", bi, NULL);
-    hs_workload_set(&wc, "output.kind", "fixed", NULL);
-    hs_workload_set(&wc, "output.mean", bo, NULL);
-    wc.max_requests = n;
     CHECK_OK(hs_source_open(&src, &wc, &err), &err);
     if (reps && src)
         CHECK_OK(hs_engine_create(&e, &e2, hs_policy_find("vllm"), NULL, hs_router_find("weighted"), reps, d->n, src,
@@ -508,12 +515,6 @@ static int sink_req(void *ctx, const hs_req_record *r)
     if (live && live->net && !hs__net_sane(live->net)) net_violations++;
     return 0;
 }
-static void sink_itl(void *ctx, hs_ns dt, int64_t n)
-{
-    (void)ctx;
-    (void)dt;
-    (void)n;
-}
 
 static void replay_follows_routes(void)
 {
@@ -525,7 +526,7 @@ static void replay_follows_routes(void)
     hs_workload_cfg wc;
     hs_perf_cfg pc;
     hs_engine_cfg e2 = ec;
-    hs_sink sink = {NULL, sink_req, sink_itl};
+    hs_sink sink = {NULL, sink_req, sink_itl_none};
     int mt;
     CHECK_OK(plan_with("hexgen2", "hexgen2-het1", "in=512,out=64", 1, &d, &c, &err), &err);
     hs_perf_cfg_defaults(&pc);
@@ -533,14 +534,7 @@ static void replay_follows_routes(void)
     e2.audit = 1;
     mt = hs_engine_pass_tokens(&e2, hs_policy_find("vllm"), NULL, m70.max_seq_len);
     CHECK_OK(hs_replicas_build(&reps, &d, &m70, c, &e2, &pc, mt, m70.max_seq_len, &err), &err);
-    hs_workload_defaults(&wc);
-    hs_workload_set(&wc, "preset", "", NULL);
-    hs_workload_set(&wc, "prompt.kind", "fixed", NULL);
-    hs_workload_set(&wc, "prompt.mean", "512", NULL);
-    hs_workload_set(&wc, "output.kind", "fixed", NULL);
-    hs_workload_set(&wc, "output.mean", "64", NULL);
-    hs_workload_set(&wc, "rate", "6", NULL);
-    hs_workload_set(&wc, "max_requests", "400", NULL);
+    wl_fixed(&wc, "512", "64", "6", 400);
     CHECK_OK(hs_source_open(&src, &wc, &err), &err);
     CHECK_OK(hs_engine_create(&live, &e2, hs_policy_find("vllm"), NULL, hs_router_find("weighted"), reps, d.n, src,
                               &sink, m70.max_seq_len, c, &err), &err);
