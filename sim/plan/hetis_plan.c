@@ -71,6 +71,7 @@
 #include "perf/perf.h"
 #include "plan/plan.h"
 #include "plan/progress.h"
+#include "policy/hetis/hetis.h"
 
 #define HP_MAX_GRP 16
 
@@ -456,7 +457,7 @@ static int stage_tokens(const hs_plan_req *q, const hs_layout *l, double *tok)
  * the runtime sizes it, policy/hetis/hetis.c). */
 static double worker_tokens(const hs_plan_req *q, int gpu, int layers, int kv_bits)
 {
-    return hs_cluster_gpu(q->cluster, gpu)->mem_bytes * q->engine->gpu_mem_util * 0.98 /
+    return hs_cluster_gpu(q->cluster, gpu)->mem_bytes * q->engine->gpu_mem_util * HS_HETIS_WORKER_KV_FRAC /
            (hs_model_kv_bytes_token_layer(q->model, 1, kv_bits) * layers);
 }
 

@@ -159,8 +159,7 @@ static int attach_one(hs_replica *rp, const hs_deploy *d, int32_t idx, const hs_
         w->alpha = 2.0 * w->link_lat * 1e9;
         w->beta = w->link_bw > 0 ? h->xfer_group_bytes / w->link_bw * 1e9 : INFINITY;
         rp->price_per_hour += hs_cluster_price(c, &w->gpu, 1); /* workers are the replica's */
-        /* A worker keeps a small reserve for the attention kernel's scratch. */
-        w->cap = floor(hs_cluster_gpu(c, a->gpu)->mem_bytes * ec->gpu_mem_util * 0.98 /
+        w->cap = floor(hs_cluster_gpu(c, a->gpu)->mem_bytes * ec->gpu_mem_util * HS_HETIS_WORKER_KV_FRAC /
                        (h->bytes_gt_layer * lay->stage[s].layers));
     }
     if (rc) {

@@ -62,6 +62,11 @@
 #include "serve/deploy.h"
 #include "serve/runtime.h"
 
+/* Share of an attention worker's usable memory (x gpu_mem_util) its KV cache
+ * takes; the rest is the attention kernel's scratch.  The planner
+ * (plan/hetis_plan.c) sizes workers with it too, so its estimate matches. */
+#define HS_HETIS_WORKER_KV_FRAC 0.98
+
 typedef struct hs_hetis_cfg {
     double theta;      /* re-dispatch when attention time > (1+theta) * ideal (0.5) */
     int period;        /* decode steps of a lane between ideal-time checks (16) */
