@@ -300,8 +300,8 @@ static void move_node(const hs_part_graph *g, int K, int *a, double *pm, int *cn
 }
 
 /* The KL loop of hs_part_kl_refine and hs_part_kl_refine_to: part p's
- * memory bounds are [lo[p], hi[p]]; mean (> 0 or not) only scales the
- * verdict's tolerance and names the mean in the message (uniform: 1). */
+ * memory bounds are [lo[p], hi[p]]; uniform (bounds around the mean) only
+ * picks the verdict's message, which then names the mean. */
 static int kl_core(const hs_part_graph *g, int K, int *assign, const double *lo,
                    const double *hi, int uniform, double mem_tol, hs_err *err)
 {
