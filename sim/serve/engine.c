@@ -164,6 +164,7 @@ int hs_engine_create(hs_engine **out, const hs_engine_cfg *cfg,
     e->router = router;
     e->replicas = replicas;
     e->n_replicas = n_replicas;
+    e->n_prefill = n_pre;
     e->src = src;
     e->sink = *sink;
     e->max_model_len = max_model_len;

@@ -63,5 +63,11 @@ void hs__trace_request(hs_engine *e, const hs_req *q);
 /* Tells e->tl (set: the caller checked) lane l's iteration from start to
  * end, composed as l->it.shape says. */
 void hs__tl_iter(hs_engine *e, const hs_lane *l, hs_ns start, hs_ns end);
+/* The lane's index within its replica (its lanes are one array), as the
+ * timeline names lanes. */
+static inline int32_t hs__lane_index(const hs_engine *e, const hs_lane *l)
+{
+    return (int32_t)(l - e->replicas[l->replica].lanes);
+}
 
 #endif

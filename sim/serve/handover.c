@@ -196,13 +196,12 @@ static void committed(const hs_engine *e, const hs_lane *dl, int64_t *blocks, in
 #define HS__PAIRS_SEEN 32
 void hs__admit_incoming(hs_engine *e, hs_lane *dl)
 {
-    int32_t h = 0, n = 0, busy[HS__PAIRS_SEEN], n_busy = 0, n_src = 0;
+    int32_t h = 0, n = 0, busy[HS__PAIRS_SEEN], n_busy = 0;
     int64_t commit = -1;
     /* Once every prefill replica has a transfer in flight to this lane, the
      * rest of the queue can only wait: stop instead of walking a backlog
      * of thousands at every step (it made decode-bound runs 12x slower). */
-    for (int32_t i = 0; i < e->n_replicas; i++) n_src += e->replicas[i].role_kind == HS_ROLE_PREFILL;
-    for (int32_t r = dl->incoming.head, next; r >= 0 && n_busy < n_src; r = next) {
+    for (int32_t r = dl->incoming.head, next; r >= 0 && n_busy < e->n_prefill; r = next) {
         hs_req *q = &e->pool[r];
         int32_t need = hs_blocks_for(e, q->prefill_len), src = e->lanes[q->src_lane]->replica, seen = 0;
         int64_t at_h;

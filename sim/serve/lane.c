@@ -366,7 +366,7 @@ static void preempt(hs_engine *e, hs_lane *l, int32_t r)
     e->preemptions++;
     if (e->trace && hs_sched_wants(e->trace, l->replica)) hs__trace_preempt(e, l, q);
     if (e->tl && e->tl->preempt)
-        e->tl->preempt(e->tl->ctx, l->replica, (int32_t)(l - e->replicas[l->replica].lanes), q->id, e->q.now);
+        e->tl->preempt(e->tl->ctx, l->replica, hs__lane_index(e, l), q->id, e->q.now);
 }
 
 void hs_lane_preempt(hs_engine *e, hs_lane *l, int32_t r)

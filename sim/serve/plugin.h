@@ -24,6 +24,7 @@ struct hs_engine {
     hs_evq q;
     hs_replica *replicas;
     int32_t n_replicas;
+    int32_t n_prefill;        /* replicas of role prefill (hand-over sources) */
     hs_lane **lanes;          /* all lanes, flat */
     int32_t n_lanes;
     hs_req *pool;

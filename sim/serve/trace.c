@@ -67,19 +67,13 @@ void hs__trace_request(hs_engine *e, const hs_req *q)
     hs_sched_write_request(e->trace, &sr);
 }
 
-/* The lane's index within its replica (its lanes are one array). */
-static int32_t lane_index(const hs_engine *e, const hs_lane *l)
-{
-    return (int32_t)(l - e->replicas[l->replica].lanes);
-}
-
 void hs__tl_iter(hs_engine *e, const hs_lane *l, hs_ns start, hs_ns end)
 {
     const hs_batch_shape *b = &l->it.shape;
     hs_tl_iter it;
     if (!e->tl->iter) return;
     it.replica = l->replica;
-    it.lane = lane_index(e, l);
+    it.lane = hs__lane_index(e, l);
     it.start = start;
     it.end = end;
     it.tokens = b->tokens;
