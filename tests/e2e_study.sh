@@ -81,6 +81,17 @@ hs_run 2 "sweep: every case names an unknown policy" sweep --set policy=vlm --gr
 check_eq "config error: one line" "$(wc -l <"$T/err")" 1
 check_grep "config error: says so once" "$T/err" '^hetsim: every case \(3\): policy: unknown policy "vlm" \(did you mean "vllm"\?\)'
 check "config error: no database" ! -e "$T/f.db"
+# a database in a folder that is not there: one line, exit 2, for each command
+for cmd in "run" "sweep --grid workload.rate=1,2" "search pareto --grid workload.rate=1,2"; do
+    # shellcheck disable=SC2086
+    hs_run 2 "$cmd: no database folder" $cmd --set workload.max_requests=5 --db "$T/none/x.db" --quiet
+    check_eq "$cmd: no database folder: one line" "$(wc -l <"$T/err")" 1
+    check_grep "$cmd: no database folder: says so" "$T/err" "^hetsim: $T/none/x.db: cannot create the database: folder"
+done
+# a bad value in a case is named by the case, one colon
+hs_run 2 "sweep: bad grid value" sweep --grid workload.rate=1:2 --db "$T/f.db"
+check_grep "bad grid value: names the case" "$T/err" '^hetsim: case 1: workload: rate: "1:2" is not a number$'
+check "bad grid value: no database" ! -e "$T/f.db"
 # some cases fail the same way: printed once, counted at the end
 hs_run 3 "sweep: repeated failures" sweep --grid cluster=dgx-a100,llmpq-c1 --grid workload.rate=1,2,3 \
     --set model=llama-2-70b --set workload.max_requests=10 --db "$T/f.db" -j 2
