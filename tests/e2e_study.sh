@@ -57,6 +57,9 @@ if hs_run 3 "cheapest per rate (the 40 req/s group has none)" search cheapest "$
     check_grep "cheapest: --top 2 leaves one" "$T/out" '1 more meet'
     check_grep "cheapest: no answer at 40 req/s" "$T/out" '^cheapest \[workload.rate=40\]: no case meets'
 fi
+hs_run 2 "cheapest: misspelt --by" search cheapest "${grid[@]}" --by workload.rte
+check_grep "misspelt --by: did you mean" "$T/err" '^hetsim: --by: "workload.rte" is not a key the cases set \(did you mean "workload.rate"\?\)'
+check_eq "misspelt --by: one line" "$(wc -l <"$T/err")" 1
 hs_run 0 "pareto per group, honouring --need" search pareto "${grid[@]}" --x cost_per_hour --y ttft_p99_ms
 check_grep "pareto: the 40 req/s group has no front" "$T/out" '^pareto \[workload.rate=40\]: 0 of 3'
 
