@@ -84,6 +84,9 @@ hs_run 2 "sweep: every case names an unknown policy" sweep --set policy=vlm --gr
 check_eq "config error: one line" "$(wc -l <"$T/err")" 1
 check_grep "config error: says so once" "$T/err" '^hetsim: every case \(3\): policy: unknown policy "vlm" \(did you mean "vllm"\?\)'
 check "config error: no database" ! -e "$T/f.db"
+hs_run 2 "sweep: every case has an unsupported bits" sweep --set bits=5 --grid workload.rate=1,2 --db "$T/f.db"
+check_grep "bad bits: said once, before running" "$T/err" '^hetsim: every case \(2\): bits: 5 is not 16, 8, 4 or 3$'
+check "bad bits: no database" ! -e "$T/f.db"
 # a database in a folder that is not there: one line, exit 2, for each command
 for cmd in "run" "sweep --grid workload.rate=1,2" "search pareto --grid workload.rate=1,2"; do
     # shellcheck disable=SC2086
