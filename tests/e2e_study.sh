@@ -57,6 +57,9 @@ if hs_run 3 "cheapest per rate (the 40 req/s group has none)" search cheapest "$
     check_grep "cheapest: --top 2 leaves one" "$T/out" '1 more meet'
     check_grep "cheapest: no answer at 40 req/s" "$T/out" '^cheapest \[workload.rate=40\]: no case meets'
 fi
+hs_run 2 "cheapest: misspelt --by" search cheapest "${grid[@]}" --by workload.rte
+check_grep "misspelt --by: did you mean" "$T/err" '^hetsim: --by: "workload.rte" is not a key the cases set \(did you mean "workload.rate"\?\)'
+check_eq "misspelt --by: one line" "$(wc -l <"$T/err")" 1
 hs_run 0 "pareto per group, honouring --need" search pareto "${grid[@]}" --x cost_per_hour --y ttft_p99_ms
 check_grep "pareto: the 40 req/s group has no front" "$T/out" '^pareto \[workload.rate=40\]: 0 of 3'
 
@@ -81,6 +84,20 @@ hs_run 2 "sweep: every case names an unknown policy" sweep --set policy=vlm --gr
 check_eq "config error: one line" "$(wc -l <"$T/err")" 1
 check_grep "config error: says so once" "$T/err" '^hetsim: every case \(3\): policy: unknown policy "vlm" \(did you mean "vllm"\?\)'
 check "config error: no database" ! -e "$T/f.db"
+hs_run 2 "sweep: every case has an unsupported bits" sweep --set bits=5 --grid workload.rate=1,2 --db "$T/f.db"
+check_grep "bad bits: said once, before running" "$T/err" '^hetsim: every case \(2\): bits: 5 is not 16, 8, 4 or 3$'
+check "bad bits: no database" ! -e "$T/f.db"
+# a database in a folder that is not there: one line, exit 2, for each command
+for cmd in "run" "sweep --grid workload.rate=1,2" "search pareto --grid workload.rate=1,2"; do
+    # shellcheck disable=SC2086
+    hs_run 2 "$cmd: no database folder" $cmd --set workload.max_requests=5 --db "$T/none/x.db" --quiet
+    check_eq "$cmd: no database folder: one line" "$(wc -l <"$T/err")" 1
+    check_grep "$cmd: no database folder: says so" "$T/err" "^hetsim: $T/none/x.db: cannot create the database: folder"
+done
+# a bad value in a case is named by the case, one colon
+hs_run 2 "sweep: bad grid value" sweep --grid workload.rate=1:2 --db "$T/f.db"
+check_grep "bad grid value: names the case" "$T/err" '^hetsim: case 1: workload: rate: "1:2" is not a number$'
+check "bad grid value: no database" ! -e "$T/f.db"
 # some cases fail the same way: printed once, counted at the end
 hs_run 3 "sweep: repeated failures" sweep --grid cluster=dgx-a100,llmpq-c1 --grid workload.rate=1,2,3 \
     --set model=llama-2-70b --set workload.max_requests=10 --db "$T/f.db" -j 2

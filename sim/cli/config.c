@@ -355,6 +355,15 @@ void hs_run_cfg_help(FILE *fp)
     fprintf(fp, "  %-28s %-22s %s\n", "workload.fit_context", "0", "tokens: shorten prompts so prompt + output fits (Vidur's rule), 0: off");
 }
 
+int hs_run_cfg_check_bits(const hs_run_cfg *c, hs_err *err)
+{
+    if (c->engine.kv_bits != 16 && c->engine.kv_bits != 8)
+        return hs_errf(err, HS_ERANGE, "engine.kv_bits: %d is not 16 or 8", c->engine.kv_bits);
+    if (c->bits != 16 && c->bits != 8 && c->bits != 4 && c->bits != 3)
+        return hs_errf(err, HS_ERANGE, "bits: %d is not 16, 8, 4 or 3", c->bits);
+    return 0;
+}
+
 int hs_run_cfg_check(const hs_run_cfg *c, hs_err *err)
 {
     const char *names[128];
@@ -384,6 +393,7 @@ int hs_run_cfg_check(const hs_run_cfg *c, hs_err *err)
     }
     if (!hs_perf_find(c->perf.model))
         return hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", c->perf.model);
+    if ((rc = hs_run_cfg_check_bits(c, err))) return rc;
     /* Opening the workload checks its settings and its trace's header;
      * nothing is read past that. */
     {

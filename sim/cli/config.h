@@ -60,9 +60,13 @@ int hs_run_cfg_given(const hs_run_cfg *c, const char *key);
  * unless workload.seed was set explicitly. */
 void hs_run_cfg_finish(hs_run_cfg *c);
 /* Checks the names a run looks up first (policy, planner, router, latency
- * model, model, cluster) without building anything, with the errors the
- * run would give; a sweep checks every case this way before running any. */
+ * model, model, cluster) and the widths (hs_run_cfg_check_bits) without
+ * building anything, with the errors the run would give; a sweep checks
+ * every case this way before running any. */
 int hs_run_cfg_check(const hs_run_cfg *c, hs_err *err);
+/* bits in {16, 8, 4, 3} and engine.kv_bits in {16, 8}: a set accepts any
+ * integer in range, a run only these.  Shared by the run and the check. */
+int hs_run_cfg_check_bits(const hs_run_cfg *c, hs_err *err);
 /* The effective configuration as JSON text (caller frees). */
 char *hs_run_cfg_json(const hs_run_cfg *c);
 /* Sets engine.<key> from a JSON object of engine keys (a deployment's

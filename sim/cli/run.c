@@ -352,14 +352,7 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
         rc = hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", cfg->perf.model);
         goto fail;
     }
-    if (ec->kv_bits != 16 && ec->kv_bits != 8) {
-        rc = hs_errf(err, HS_ERANGE, "engine.kv_bits: %d is not 16 or 8", ec->kv_bits);
-        goto fail;
-    }
-    if (cfg->bits != 16 && cfg->bits != 8 && cfg->bits != 4 && cfg->bits != 3) {
-        rc = hs_errf(err, HS_ERANGE, "bits: %d is not 16, 8, 4 or 3", cfg->bits);
-        goto fail;
-    }
+    if ((rc = hs_run_cfg_check_bits(cfg, err))) goto fail;
     if (cfg->deployment[0]) {
         /* The deployment names its model and cluster, and the planner that
          * made it (so the run records that planner, not the default). */

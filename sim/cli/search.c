@@ -231,6 +231,44 @@ static char *group_key(hs_sweep *s, int pos, const char *by)
     return out;
 }
 
+/* 0 when every key in the comma list `by` is one some case sets: a
+ * misspelt key would otherwise put every case into one group, quietly. */
+static int check_by(hs_sweep *s, const char *by, hs_err *err)
+{
+    char keys[64][128], want[128], dym[160];
+    const char *ptr[64];
+    int nk = 0;
+    for (const char *p = by; p && *p;) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        int found = 0;
+        for (int pos = 0; pos < hs_sweep_count(s) && !found; pos++) {
+            int n;
+            const char *const *sets = hs_sweep_case_sets(s, pos, &n);
+            for (int i = 0; i < n && !found; i++) {
+                const char *eq = strchr(sets[i], '=');
+                size_t kl = eq ? (size_t)(eq - sets[i]) : 0;
+                found = kl == len && !strncmp(sets[i], p, len);
+                /* the distinct swept keys, for the suggestion */
+                if (eq && kl < sizeof keys[0]) {
+                    int k = 0;
+                    while (k < nk && (strlen(keys[k]) != kl || strncmp(keys[k], sets[i], kl))) k++;
+                    if (k == nk && nk < 64) snprintf(keys[nk++], sizeof keys[0], "%.*s", (int)kl, sets[i]);
+                }
+            }
+        }
+        if (!found) {
+            for (int k = 0; k < nk; k++) ptr[k] = keys[k];
+            snprintf(want, sizeof want, "%.*s", (int)len, p);
+            return hs_errf(err, HS_EINVAL, "--by: \"%s\" is not a key the cases set%s (--grid, --case or the spec's)",
+                           want, hs_str_did_you_mean(dym, sizeof dym, want, ptr, nk));
+        }
+        if (!c) break;
+        p = c + 1;
+    }
+    return 0;
+}
+
 static void print_grouping(hs_sweep *s, const char *by)
 {
     if (by && !*by) return;
@@ -544,6 +582,7 @@ int hs_cli_search(int argc, char **argv)
     /* Expanding read the spec's "set" into the groups' base; the probes
      * must run on it too. */
     if ((rc = hs_sweep_copy_base(probes, groups, &err))) goto fail;
+    if ((rc = check_by(groups, by, &err))) goto fail;
     /* before any probe or header: a database it cannot write is one line */
     if ((rc = hs_db_check_writable(hs_sweep_db_path(probes), &err))) goto fail;
 

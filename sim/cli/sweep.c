@@ -27,6 +27,7 @@
 #include "cli/cli.h"
 #include "cli/sweep_int.h"
 #include "core/str.h"
+#include "out/db.h"
 #include "out/sweepdb.h"
 
 char *mkdtemp(char *tmpl);  /* POSIX 2008; not declared under strict C11 headers */
@@ -261,6 +262,9 @@ int hs__sweep_pending(hs_sweep *s, int **pend, int *n_pend, int *n_stored, hs_er
     *pend = NULL;
     *n_pend = *n_stored = 0;
     if (!s->dry_run && (rc = hs__sweep_precheck(s, err))) return rc;
+    /* A database it cannot create or write is bad input: one line, exit 2,
+     * as `hetsim run` and `hetsim search` say it (not SQLite's words). */
+    if (!s->dry_run && !s->h && (rc = hs_db_check_writable(s->db, err))) return rc;
     *pend = malloc((size_t)(s->n_cases ? s->n_cases : 1) * sizeof **pend);
     if (!*pend) return hs_errf(err, HS_ENOMEM, "out of memory");
     /* A dry run creates nothing: without a database every case is pending. */
@@ -268,7 +272,7 @@ int hs__sweep_pending(hs_sweep *s, int **pend, int *n_pend, int *n_stored, hs_er
         for (int i = 0; i < s->n_cases; i++) (*pend)[(*n_pend)++] = i;
         return 0;
     }
-    if (!s->h && (rc = hs_db_open(&s->h, s->db, err))) return rc;
+    if (!s->h && (rc = hs_db_open(&s->h, s->db, err))) goto fail;
     if (!s->dry_run && (rc = hs_sweepdb_members_init(s->h, err))) goto fail;
     for (int i = 0; i < s->n_cases; i++) {
         int st;

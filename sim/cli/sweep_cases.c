@@ -314,7 +314,7 @@ int hs_sweep_add_case(hs_sweep *s, const char *const *sets, int n, int *pos, hs_
     memset(&c, 0, sizeof c);
     if (!cfg) return hs_errf(err, HS_ENOMEM, "out of memory");
     if ((rc = base_cfg(s, cfg, err))) goto out;
-    snprintf(where, sizeof where, "case %d:", s->n_cases + 1);
+    snprintf(where, sizeof where, "case %d", s->n_cases + 1);
     for (int i = 0; i < n; i++)
         if ((rc = hs_run_cfg_set(cfg, sets[i], where, err))) goto out;
     hs_run_cfg_finish(cfg);

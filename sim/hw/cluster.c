@@ -132,10 +132,6 @@ static int cluster_build(hs_cluster **out, const cJSON *root, const char *path, 
         n += (int)(cnt * rep);
         n_nodes += (int)rep;
     }
-    if (n > 65536) {
-        rc = hs_errf(err, HS_ERANGE, "%s: %d GPUs is more than 65536", path, n);
-        goto fail;
-    }
     c = calloc(1, sizeof *c);
     if (!c) goto nomem;
     c->n_gpus = n;
