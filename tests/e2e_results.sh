@@ -102,7 +102,7 @@ check_eq "iteration events carry their batch" "$fields" "True"
 
 # 5. bad outputs: one line, exit 2, nothing left behind
 hs_run 2 "--json-out into a missing folder" run --requests 20 --db "$T/bad1.db" --json-out "$T/nodir/r.json" --quiet
-check_grep "names the file" "$T/err" 'json_out: .*/nodir/r.json.tmp: cannot create'
+check_grep "names the file" "$T/err" 'json_out: .*/nodir/r\.json: cannot create it: folder'
 check "no database from it" ! -e "$T/bad1.db"
 hs_run 2 "--emit-trace into a missing folder" run --requests 20 --db "$T/bad2.db" --emit-trace "$T/nodir/t.json" --quiet
 check_grep "names the file" "$T/err" 'emit_trace: .*/nodir/t.json.tmp: cannot create'

@@ -508,14 +508,19 @@ static int open_schedule(const hs_run_cfg *cfg, const setup *s, hs_sched_writer 
  * file itself is written (whole, renamed into place) after the run. */
 static int check_writable(const char *path, const char *what, hs_err *err)
 {
-    char tmp[1100];
-    FILE *fp;
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
+    /* Asked, not tried: writing a probe file would clobber one of the
+     * user's.  The output goes to <path>.tmp in the same folder, renamed
+     * over path at the end, so the folder must take new files. */
+    char dir[1100];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else if ((size_t)snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path) >= sizeof dir)
         return hs_errf(err, HS_ERANGE, "%s: %s: path too long", what, path);
-    if (!(fp = fopen(tmp, "w")))
-        return hs_errf(err, HS_EIO, "%s: %s: cannot create: %s", what, tmp, strerror(errno));
-    fclose(fp);
-    remove(tmp);
+    if (access(dir, W_OK | X_OK) != 0)
+        return hs_errf(err, HS_EIO, "%s: %s: cannot create it: folder %s: %s", what, path, dir, strerror(errno));
+    if (access(path, F_OK) == 0 && access(path, W_OK) != 0)
+        return hs_errf(err, HS_EIO, "%s: %s: not writable: %s", what, path, strerror(errno));
     return 0;
 }
 
