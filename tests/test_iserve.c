@@ -434,6 +434,21 @@ static void test_multi(const hs_cluster *c)
     CHECK(d.served == b.served);
 }
 
+/* One llama-2-7b instance's service: the multi-model server of that model
+ * alone, its base layout cf on gpus (what the single-model tests share). */
+static hs_multi *one_model(const hs_cluster *c, hs_model *m, hs_multi_cfg *mc, hs_layout *l,
+                           const hs_isv_cfg *cf, const int *gpus)
+{
+    hs_multi *mm = NULL;
+    hs_err err = {0, ""};
+    CHECK_OK(hs_model_find(m, "llama-2-7b", &err), &err);
+    hs_multi_cfg_defaults(mc);
+    CHECK_OK(hs_multi_create(&mm, mc, c, m, 1, &err), &err);
+    hs_isv_layout_even(l, m, cf, gpus);
+    CHECK_OK(hs_multi_set_base(mm, 0, l, &err), &err);
+    return mm;
+}
+
 /* One instance, fixed lengths, arrivals spaced wider than the service:
  * every latency equals the solo service time exactly. */
 static void test_fcfs_exact(const hs_cluster *c)
@@ -452,11 +467,7 @@ static void test_fcfs_exact(const hs_cluster *c)
     double tb[2], svc, ttft;
     hs_req_record rec;
     int met, exact = 1;
-    CHECK_OK(hs_model_find(&m, "llama-2-7b", &err), &err);
-    hs_multi_cfg_defaults(&mc);
-    CHECK_OK(hs_multi_create(&mm, &mc, c, &m, 1, &err), &err);
-    hs_isv_layout_even(&l, &m, &cf, gpus);
-    CHECK_OK(hs_multi_set_base(mm, 0, &l, &err), &err);
+    mm = one_model(c, &m, &mc, &l, &cf, gpus);
     tb[0] = tb[1] = 10e9;
     CHECK_OK(hs_multi_add(mm, 0, &l, 1.0, 0, NULL, tb, "t", &err), &err);
     tb[0] = tb[1] = 40e9; /* a second copy on the same GPUs no longer fits */
@@ -515,11 +526,7 @@ static void test_unserved_rows(const hs_cluster *c)
     hs_isv_cfg cf = {1, 1, 0};
     hs_req_record rec;
     int gpus[1] = {0}, met = 1;
-    CHECK_OK(hs_model_find(&m, "llama-2-7b", &err), &err);
-    hs_multi_cfg_defaults(&mc);
-    CHECK_OK(hs_multi_create(&mm, &mc, c, &m, 1, &err), &err);
-    hs_isv_layout_even(&l, &m, &cf, gpus);
-    CHECK_OK(hs_multi_set_base(mm, 0, &l, &err), &err);
+    mm = one_model(c, &m, &mc, &l, &cf, gpus);
     CHECK_OK(hs_multi_schedule(mm, 0, 0.0, &err), &err);
     hs_workload_defaults(&w);
     CHECK_OK(hs_workload_set(&w, "preset", "azure-code", &err), &err);
@@ -580,16 +587,12 @@ static void test_event_order(const hs_cluster *c)
     int64_t served0 = -1, served1 = -1;
     double tb[2] = {5e9, 5e9};
     hs_ns fin;
-    CHECK_OK(hs_model_find(&m, "llama-2-7b", &err), &err);
 
     /* Arrivals at 0, 1, ..., 5 s; the deployment at 2 s.  The hook runs
      * after the 2 s load sample (two samples seen); the arrival at 2 s comes
      * after the deployment, so only those at 0 and 1 s are early. */
     memset(&k, 0, sizeof k);
-    hs_isv_layout_even(&k.l, &m, &cf, g01);
-    hs_multi_cfg_defaults(&mc);
-    CHECK_OK(hs_multi_create(&mm, &mc, c, &m, 1, &err), &err);
-    CHECK_OK(hs_multi_set_base(mm, 0, &k.l, &err), &err);
+    mm = one_model(c, &m, &mc, &k.l, &cf, g01);
     CHECK_OK(hs_multi_schedule(mm, 0, 2.0, &err), &err);
     hs_workload_defaults(&w);
     CHECK_OK(hs_workload_set(&w, "preset", "", &err), &err);

@@ -91,6 +91,19 @@ static int one_layer(const hs_perf_builder *b, hs_perf *aux, const hs_perf_cfg *
     return b->build(aux, cfg, m, c, &one, max_tokens, 1, err);
 }
 
+/* add_launch for one_layer's tables: the one layer of stage s (stage 0
+ * of that layout, tp 0, has no collectives). */
+static void one_layer_launch(hs_perf *aux, const hs_model *m, const hs_layout *l, int s,
+                             double launch)
+{
+    hs_layout one;
+    memset(&one, 0, sizeof one);
+    one.pp = 2;
+    one.stage[1] = l->stage[s];
+    one.stage[1].layers = 1;
+    add_launch(aux, m, &one, launch, 1);
+}
+
 /* Per-layer bit-widths (the layout's layer_bits; LLM-PQ's runtime runs each
  * layer with its own kernel): a stage whose layers differ from its bits
  * takes, per pass, the sum over its layers of one layer's dense time at
@@ -106,18 +119,11 @@ static int layer_sum(const hs_perf_builder *b, const hs_perf_cfg *cfg, const hs_
     for (int t = 0; t <= max_tokens; t++) dec[t] = 0;
     for (int k = 0; k < HS_NBITS; k++) {
         hs_perf aux;
-        hs_layout one;
         int rc;
         if (!n[k]) continue;
         if ((rc = one_layer(b, &aux, cfg, m, c, l, s, hs_bits_set[k], max_tokens, err))) return rc;
-        if (m->encoder_layers) {
-            /* encdec_terms' one-layer tables carry the layer's launches */
-            memset(&one, 0, sizeof one);
-            one.pp = 2;
-            one.stage[1] = l->stage[s];
-            one.stage[1].layers = 1;
-            add_launch(&aux, m, &one, launch, 1);
-        }
+        /* encdec_terms' one-layer tables carry the layer's launches */
+        if (m->encoder_layers) one_layer_launch(&aux, m, l, s, launch);
         for (int t = 1; t <= max_tokens; t++) dec[t] += n[k] * aux.stage[1].dense[t];
         if (emb && !have_emb)
             for (int t = 0; t <= max_tokens; t++) emb[t] = t ? aux.stage[0].dense[t] : 0;
@@ -173,7 +179,6 @@ static int encdec_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg 
     for (int s = 0; s < l->pp; s++) has_enc |= l->stage[s].enc_layers > 0;
     for (int s = 0; s < l->pp && !rc; s++) {
         hs_perf aux;
-        hs_layout one;
         hs_perf_stage *ps = &p->stage[s];
         const hs_perf_stage *e0, *e1;
         double L = l->stage[s].layers, E = l->stage[s].enc_layers;
@@ -187,11 +192,7 @@ static int encdec_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg 
         if ((rc = one_layer(b, &aux, cfg, m, c, l, s, l->stage[s].bits, max_tokens, err))) break;
         /* the one layer's collectives are launched like any other, so every
          * term derived from it below carries them in proportion */
-        memset(&one, 0, sizeof one);
-        one.pp = 2;
-        one.stage[1] = l->stage[s];
-        one.stage[1].layers = 1;
-        add_launch(&aux, m, &one, launch, 1);
+        one_layer_launch(&aux, m, l, s, launch);
         e0 = &aux.stage[0];
         e1 = &aux.stage[1];
         if (!(ps->enc = calloc((size_t)max_tokens + 1, sizeof *ps->enc))) {

@@ -55,6 +55,9 @@ typedef struct dsi_batch {
     int64_t step;
     int32_t *reqs, cap;
     hs_ns last_end;
+    /* the iteration's pipeline scan (pipe_scan), for stage_ns */
+    double mx, pass;           /* slowest stage or send; one pass */
+    int arg;                   /* the stage of mx */
 } dsi_batch;
 
 static inline const dsi_opts *opt(const hs_engine *e) { return hs_engine_popts(e); }
@@ -117,6 +120,27 @@ static void mb_shape(hs_engine *e, hs_lane *l, const dsi_batch *b, hs_batch_shap
     s->dec_ctx = (int64_t)mb * (b->max_prompt + b->step + 1);
 }
 
+/* The iteration's slowest stage (host work on stage 0) or send, its
+ * stage, and one pass through the pipeline, once per iteration rather
+ * than once per stage_ns call. */
+static void pipe_scan(hs_engine *e, hs_lane *l, dsi_batch *b)
+{
+    const hs_replica *rp = &e->replicas[l->replica];
+    const hs_batch_shape *sh = &l->it.shape;
+    int p = rp->perf.pp, tok = (int)(sh->tokens + (rp->enc_layers ? sh->enc_tokens : 0));
+    b->mx = b->pass = 0;
+    b->arg = 0;
+    if (b->m <= 1) return;
+    for (int i = 0; i < p; i++) {
+        double ti = hs_perf_stage_ns(&rp->perf, i, sh) + (i == 0 ? hs_perf_step_ns(&rp->perf, sh) : 0);
+        double si = i + 1 < p ? hs_perf_send_ns(&rp->perf, i, tok) : 0;
+        b->pass += ti + si;
+        if (ti > b->mx) b->mx = ti, b->arg = i;
+        if (si > b->mx) b->mx = si, b->arg = i;
+    }
+    if (!b->prefill && p > 1) b->pass += hs_perf_send_ns(&rp->perf, 0, 0); /* the sampled token goes back */
+}
+
 static int schedule(hs_engine *e, hs_lane *l)
 {
     hs_replica *rp = &e->replicas[l->replica];
@@ -148,31 +172,21 @@ static int schedule(hs_engine *e, hs_lane *l)
         b->m = opt(e)->dsi_prompt_mb < b->n ? opt(e)->dsi_prompt_mb : b->n;
     }
     mb_shape(e, l, b, &l->it.shape);
+    pipe_scan(e, l, b);
     return 1;
 }
 
 /* Pipeline timing of m micro-batches (see the file's comment): stage s's
  * time with the phase's extra on the bottleneck (prompt) or last stage
- * (decoding). */
+ * (decoding), from schedule's pipe_scan. */
 static double stage_ns(hs_engine *e, hs_lane *l, int s)
 {
     const hs_replica *rp = &e->replicas[l->replica];
     const dsi_batch *b = rp->lanes[0].pstate;
-    const hs_batch_shape *sh = &l->it.shape;
-    int p = rp->perf.pp, tok = (int)(sh->tokens + (rp->enc_layers ? sh->enc_tokens : 0));
-    double t = hs_perf_stage_ns(&rp->perf, s, sh), mx = 0, pass = 0;
-    int arg = 0;
+    double t = hs_perf_stage_ns(&rp->perf, s, &l->it.shape);
     if (b->m <= 1) return t;
-    for (int i = 0; i < p; i++) {
-        double ti = hs_perf_stage_ns(&rp->perf, i, sh) + (i == 0 ? hs_perf_step_ns(&rp->perf, sh) : 0);
-        double si = i + 1 < p ? hs_perf_send_ns(&rp->perf, i, tok) : 0;
-        pass += ti + si;
-        if (ti > mx) mx = ti, arg = i;
-        if (si > mx) mx = si, arg = i;
-    }
-    if (b->prefill) return s == arg ? t + (b->m - 1) * mx : t;
-    if (p > 1) pass += hs_perf_send_ns(&rp->perf, 0, 0); /* the sampled token goes back */
-    return s == p - 1 ? t + fmax(0, b->m * mx - pass) : t;
+    if (b->prefill) return s == b->arg ? t + (b->m - 1) * b->mx : t;
+    return s == rp->perf.pp - 1 ? t + fmax(0, b->m * b->mx - b->pass) : t;
 }
 
 static void complete(hs_engine *e, hs_lane *l)
