@@ -37,15 +37,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "core/progress.h"
 #include "kvpool.h"
 #include "layer.h"
 #include "llm/model.h"
 #include "profile.h"
 #include "serve/schedule.h"
 
-#define PROGRESS_S 2.0         /* s between progress lines */
 #define MEM_HEADROOM 0.95      /* fraction of usable memory the replay may plan to use */
 #define DECODE_PART 512        /* tokens per partition of the CUDA decode kernel (its scratch) */
 
@@ -103,9 +102,7 @@ struct hs_exec_replay {
     int64_t n_done;
     double *samples;           /* [repeats] */
     int warmed;
-    double t0, shown;          /* s: start of the run, last progress line */
-    int tty;                   /* stderr is a terminal: redraw in place */
-    int drawn;                 /* a redrawn line is open (needs its newline) */
+    hs_progress pg;            /* the progress line (core/progress.h) */
 };
 
 static uint64_t mix64(uint64_t z)
@@ -785,31 +782,19 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Seconds as "1m05s" or "4.2s". */
-static void fmt_secs(double s, char *buf, size_t cap)
-{
-    long t = (long)(s + 0.5);
-    if (t >= 60) snprintf(buf, cap, "%ldm%02lds", t / 60, t % 60);
-    else snprintf(buf, cap, "%.1fs", s);
-}
-
-/* The progress line: iterations done of all, elapsed, ETA from the mean
- * time per iteration so far.  On a terminal it redraws one line (ended by
- * the final call); elsewhere each call is a line of its own. */
+/* The progress line: iterations done of all, ETA from the mean time per
+ * iteration so far; every iteration asks, the line comes every 2 s (and
+ * once at the end, final). */
 static void progress_line(hs_exec_replay *r, int final)
 {
-    double now = now_s(), el = now - r->t0;
-    char elp[32], eta[32] = "?";
-    if (!r->o.progress || (!final && now - r->shown < PROGRESS_S)) return;
-    r->shown = now;
-    fmt_secs(el, elp, sizeof elp);
-    if (r->n_done > 0) fmt_secs(el / (double)r->n_done * (double)(r->n_iters - r->n_done), eta, sizeof eta);
-    fprintf(stderr, "%shetsim-exec: replay: %lld/%lld iterations (%.1f%%), %s elapsed, ETA %s%s",
-            r->tty ? "\r\033[K" : "", (long long)r->n_done, (long long)r->n_iters,
-            r->n_iters ? 100.0 * (double)r->n_done / (double)r->n_iters : 100.0, elp, eta,
-            r->tty && !final ? "" : "\n");
-    r->drawn = r->tty && !final;
-    fflush(stderr);
+    double el;
+    if (!final && !hs_progress_due(&r->pg)) return;
+    el = now_s() - r->pg.t0;
+    hs_progress_printf(&r->pg, "%lld/%lld iterations (%.1f%%), ETA %.1f s", (long long)r->n_done,
+                       (long long)r->n_iters,
+                       r->n_iters ? 100.0 * (double)r->n_done / (double)r->n_iters : 100.0,
+                       r->n_done ? el / (double)r->n_done * (double)(r->n_iters - r->n_done) : 0.0);
+    if (final) hs_progress_end(&r->pg);
 }
 
 static int run_iter(hs_exec_replay *r, const hs_sched_iter *it, hs_err *err)
@@ -925,8 +910,10 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
     if (!r->o.quiet) notes(r, x, &mp);
     r->n_done = 0;
     r->warmed = 0;
-    r->t0 = r->shown = now_s();
-    r->tty = isatty(2);
+    /* main decides (--progress, or a terminal without --quiet); the
+     * environment's HS_PROGRESS may still set the interval or turn it off */
+    hs_progress_start(&r->pg, "hetsim-exec: replay", 1, r->o.progress);
+    if (!r->o.progress) r->pg.on = 0;
     if (r->n_iters > 0 &&
         ((rc = dev_open(r, x, &mp, err)) || (rc = books_open(r, r->pool, err)) ||
          (rc = prime(r, &mp, err)) || (rc = walk(r, 0, run_iter, err))))
@@ -973,8 +960,7 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
     dev_close(r);
     return 0;
 fail:
-    if (r->drawn) fputc('\n', stderr);   /* the error gets a line of its own */
-    r->drawn = 0;
+    hs_progress_end(&r->pg);   /* the error gets a line of its own */
     if (r->o.out) {
         if (fp) fclose(fp);
         remove(tmp);

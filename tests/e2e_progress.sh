@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# e2e_progress.sh - planners' progress lines (plan/progress.h): with
+# e2e_progress.sh - planners' progress lines (core/progress.h): with
 # HS_PROGRESS=<seconds> forced onto a non-terminal stderr they print
 # "<planner> search: <t> s, ..." lines, with HS_PROGRESS=0 none, and the
 # plan on stdout (and the deployment file) is the same either way.

@@ -15,7 +15,7 @@
  * monotone (integer stage splits, micro-batch rounding); tests compare the
  * search with exhaustive enumeration on the real estimator. */
 #include "plan/exegpt.h"
-#include "plan/progress.h"
+#include "core/progress.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -139,7 +139,7 @@ int hs_exegpt_plan(hs_exegpt *x, const hs_exegpt_plan_opts *o, hs_exegpt_result 
                        o->lat_bound, max_be, max_tp, o->sla);
     if (max_tp > hs_exegpt_node_gpus(x)) max_tp = hs_exegpt_node_gpus(x);
     if (max_tp > HS_MAX_TP) max_tp = HS_MAX_TP;
-    hs_progress_start(&pg, "exegpt", 1, 0);
+    hs_progress_start(&pg, "exegpt search", 1, 0);
     for (int pol = 0; pol < HS_EXEGPT_NPOLICY; pol++) {
         if (!(mask & (1u << pol))) continue;
         if (pol != HS_EXEGPT_RRA && n < 2) continue;  /* WAA needs an encode and a decode GPU */

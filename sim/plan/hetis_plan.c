@@ -70,7 +70,7 @@
 
 #include "perf/perf.h"
 #include "plan/plan.h"
-#include "plan/progress.h"
+#include "core/progress.h"
 #include "policy/hetis/hetis.h"
 
 #define HP_MAX_GRP 16
@@ -676,7 +676,7 @@ static int plan_hetis(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     hs_progress pg;
     int rc;
     if ((rc = check_types(q->cluster, err)) || (rc = est_init(&x, q, q->opts, &hs_planner_hetis, err))) return rc;
-    hs_progress_start(&pg, "hetis", 1, 0);
+    hs_progress_start(&pg, "hetis search", 1, 0);
     rc = plan_hetis_x(q, &x, &pg, out, err);
     hs_progress_end(&pg);
     est_free(&x);
@@ -693,7 +693,7 @@ static int plan_hexgen(const hs_plan_req *q, hs_deploy *out, hs_err *err)
     hs_progress pg;
     if ((rc = check_types(c, err))) return rc;
     type_order(c, ord);
-    hs_progress_start(&pg, "hetis-hexgen", 1, 0);
+    hs_progress_start(&pg, "hetis-hexgen search", 1, 0);
     /* HexGen minimises end-to-end latency over all GPUs: the n of least C */
     for (int n = 1; n <= dmax; n++) {
         hp_grp g[HP_MAX_GRP];

@@ -13,7 +13,7 @@
 
 #include "plan/iserve.h"
 #include "plan/plan.h"
-#include "plan/progress.h"
+#include "core/progress.h"
 
 /* The planner's options (--plan-opts). */
 typedef struct isv_popts {
@@ -89,7 +89,7 @@ static int plan(const hs_plan_req *q, hs_deploy *out, hs_err *err)
         if (meet < nr) nr = meet;
     }
     rc = HS_ENOFIT;
-    hs_progress_start(&pg, "iserve", 1, 0);
+    hs_progress_start(&pg, "iserve search", 1, 0);
     for (int i = 0; i < nr; i++) {
         hs_isv_gpus g = {c->n_gpus, fr, zero, zero};
         hs_isv_placement pl;

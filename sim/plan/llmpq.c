@@ -30,7 +30,7 @@
 #include "llm/omega.h"
 #include "perf/qlat.h"
 #include "plan/llmpq.h"
-#include "plan/progress.h"
+#include "core/progress.h"
 #include "plan/plan.h"
 
 void hs_pq_cfg_defaults(hs_pq_cfg *c)
@@ -210,7 +210,11 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
     hs_progress pg;
     memset(out, 0, sizeof *out);
     out->kind = kind;
-    hs_progress_start(&pg, kind == HS_PQ_LLMPQ ? "llmpq" : kind == HS_PQ_PIPEEDGE ? "pipeedge" : "uniform-pp", 1, 0);
+    hs_progress_start(&pg,
+                      kind == HS_PQ_LLMPQ      ? "llmpq search"
+                      : kind == HS_PQ_PIPEEDGE ? "pipeedge search"
+                                               : "uniform-pp search",
+                      1, 0);
     if (N > HS_MAX_PP || m->layers > 1024)
         return hs_errf(err, HS_ERANGE, "llmpq: %d GPUs / %d layers exceed the planner's limits (%d, 1024)",
                        N, m->layers, HS_MAX_PP);

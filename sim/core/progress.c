@@ -1,5 +1,5 @@
-/* progress.c - a planner's progress line on stderr (progress.h). */
-#include "plan/progress.h"
+/* progress.c - a long command's progress line on stderr (progress.h). */
+#include "core/progress.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,13 +17,13 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-void hs_progress_start(hs_progress *p, const char *name, unsigned long every, int verbose)
+void hs_progress_start(hs_progress *p, const char *label, unsigned long every, int verbose)
 {
     const char *env = getenv("HS_PROGRESS");
     char *end;
     double s;
     memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "%s", name && *name ? name : "planner");
+    snprintf(p->name, sizeof p->name, "%s", label && *label ? label : "hetsim");
     p->every = every ? every : 1;
     p->tty = isatty(2);
     p->on = p->tty || verbose;
@@ -53,7 +53,8 @@ int hs_progress_due(hs_progress *p)
 void hs_progress_printf(hs_progress *p, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "%s%s search: %.1f s, ", p->tty ? "\r\033[K" : "", p->name, now_s() - p->t0);
+    if (!p->on) return;
+    fprintf(stderr, "%s%s: %.1f s, ", p->tty ? "\r\033[K" : "", p->name, now_s() - p->t0);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
