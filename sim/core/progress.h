@@ -6,7 +6,7 @@
  * only if asked (the caller's verbose option, e.g. a planner's verbose=1, or HS_PROGRESS=<seconds>
  * in the environment, which also sets the interval and the first line's
  * delay; HS_PROGRESS=0 turns it off, terminal or not).  Lines read
- * "<label>: <t> s, <what the caller says>" (label: "llmpq search",
+ * "<label>: <t> s, <what the caller says>" (label: "<planner> search",
  * "hetsim-exec: replay").  Reading the clock costs a system call, so
  * hs_progress_due looks at it only every `every` calls.  Progress goes to
  * stderr only: it never changes a plan or anything written to stdout. */
