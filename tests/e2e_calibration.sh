@@ -9,9 +9,12 @@
 #  1. the default run (Llama-2-70B on 8 A100s): "trust     a100-80g: measured
 #     table", "engine vllm", no warning; replicas rows say so, with no
 #     expected error;
-#  2. --cluster h100x8: one "hetsim: warning:" line naming h100-sxm-80g and
+#  2. --cluster 1x8xl40s: one "hetsim: warning:" line naming l40s and
 #     "uncalibrated"; replicas rows "transferred from ..., uncalibrated" with
 #     the expected error of the shipped transfer entry;
+#     --cluster h100x8: no warning, "measured table" (shipped H100 tables);
+#     --cluster 1x8xa100-40g: "fitted on a100-80g (same chip)" with
+#     a100-80g's expected error (same_chip_as in its GPU file);
 #  3. --set perf.engine=no-such: exit 2, one line naming perf.engine, no
 #     database created and an existing one untouched;
 #  4. perf fit-overhead on tests/fixtures/engines/cpu_overheads-synthetic.csv
@@ -48,21 +51,37 @@ if hs_run 0 "run --requests 200 (defaults)" run --db "$db" --requests 200; then
     check_eq "replicas: perf_model table" "$(q "$db" "select distinct perf_model from replicas")" "table"
 fi
 
-# 2. H100s: no measurement of their own, one warning.
+# 2. L40S: no measurement of its own, one warning.  (H100s have measured
+#    tables since they were added; their trust line is checked beside.)
 db=$T/h.db
-if hs_run 0 "run --cluster h100x8" run --db "$db" --requests 200 --cluster h100x8; then
+if hs_run 0 "run --cluster 1x8xl40s" run --db "$db" --requests 200 --cluster 1x8xl40s; then
     check_eq "one warning line" "$(grep -c '^hetsim: warning:' "$T/err")" 1
-    check_grep "the warning names h100-sxm-80g, uncalibrated" "$T/err" \
-        '^hetsim: warning: .*h100-sxm-80g.*uncalibrated'
+    check_grep "the warning names l40s, uncalibrated" "$T/err" \
+        '^hetsim: warning: .*l40s.*uncalibrated'
     check_grep "trust line: transferred, uncalibrated" "$T/out" \
-        '^trust     h100-sxm-80g: transferred from [a-z0-9,-]+, uncalibrated'
+        '^trust     l40s: transferred from [a-z0-9,-]+, uncalibrated'
     check_eq "replicas: transferred and uncalibrated, engine vllm" \
-        "$(q "$db" "select count(*) from replicas where calibration like 'h100-sxm-80g: transferred from %uncalibrated%'
+        "$(q "$db" "select count(*) from replicas where calibration like 'l40s: transferred from %uncalibrated%'
                     and engine = 'vllm'")" \
         "$(q "$db" "select count(*) from replicas")"
     want=$(json_get "$PROF/calibration.json" '[e["cv"]["layer_median_ape"] for e in d["entries"] if e["gpu"] == ""][0]')
     got=$(q "$db" "select distinct expected_err_pct from replicas")
     check_num "replicas: expected error = the transfer entry's ($want)" "$got" "x > 0 && (x - $want)^2 < 1e-18"
+fi
+
+# 2b. H100s run on their shipped measured tables: no warning.
+if hs_run 0 "run --cluster h100x8" run --db "$T/h100.db" --requests 50 --cluster h100x8; then
+    check_eq "no warning" "$(grep -c '^hetsim: warning:' "$T/err")" 0
+    check_grep "trust line: measured table" "$T/out" '^trust     h100-sxm-80g: measured table'
+fi
+
+# 2c. A GPU on a measured GPU's chip (same_chip_as) borrows its fit.
+if hs_run 0 "run --cluster 1x8xa100-40g" run --db "$T/a40g.db" --requests 50 --cluster 1x8xa100-40g; then
+    check_grep "trust line: fitted on a100-80g (same chip)" "$T/out" \
+        '^trust     a100-40g: fitted on a100-80g \(same chip\), uncalibrated \(\+-[0-9]+% per layer\)'
+    want=$(json_get "$PROF/calibration.json" '[e["cv"]["layer_median_ape"] for e in d["entries"] if e["gpu"] == "a100-80g"][0]')
+    got=$(q "$T/a40g.db" "select distinct expected_err_pct from replicas")
+    check_num "replicas: expected error = a100-80g's ($want)" "$got" "x > 0 && (x - $want)^2 < 1e-18"
 fi
 
 # 3. An unknown engine: exit 2, one line naming the key, nothing written.

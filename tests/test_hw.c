@@ -307,6 +307,18 @@ static void test_gpu_errors(void)
     gpu_bad("{\n  \"name\": \"tgpu\"\n  \"display\": \"x\"\n}\n", HS_EPARSE, ":3:", NULL);
     gpu_bad("[1, 2]\n", HS_EPARSE, "object", NULL);
     gpu_bad("", HS_EPARSE, ":1:", NULL);
+    /* same_chip_as: a shipped GPU, not itself, no typo (it would fall
+     * back to the transfer model without a word) */
+    CHECK_OK(hs_gpu_load(&g, write_tmp(gpu_text("tdp_w", "\"tdp_w\": 300, \"same_chip_as\": \"a40\"")), &err), &err);
+    CHECK(!strcmp(g.same_chip_as, "a40"));
+    CHECK_OK(hs_gpu_load(&g, ok, &err), &err);
+    CHECK(g.same_chip_as[0] == 0);
+    gpu_bad(gpu_text("tdp_w", "\"tdp_w\": 300, \"same_chip_as\": \"tgpu\""), HS_EPARSE,
+            "same_chip_as", "itself");
+    gpu_bad(gpu_text("tdp_w", "\"tdp_w\": 300, \"same_chip_as\": \"a4O\""), HS_EPARSE,
+            "same_chip_as", "unknown GPU \"a4O\"");
+    gpu_bad(gpu_text("tdp_w", "\"tdp_w\": 300, \"same_chip_as\": \"../gpus/a40\""), HS_EPARSE,
+            "same_chip_as", NULL);
 
     /* missing files: load -> HS_EIO, find by name -> HS_ENOTFOUND */
     CHECK_INT(hs_gpu_load(&g, "/nonexistent/dir/x.json", &err), HS_EIO);

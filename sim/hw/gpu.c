@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include "core/conf.h"
 #include "core/str.h"
@@ -36,7 +37,7 @@ int hs_resolve(char *buf, size_t cap, const char *dir, const char *name,
 
 /* The on-disk schema; converted to SI units after loading. */
 typedef struct gpu_json {
-    char name[32], display[64], price_source[512];
+    char name[32], display[64], price_source[512], same_chip_as[32];
     double fp16_tflops, int8_tops, mem_gib, mem_bw_gbs, nvlink_gbs, pcie_gbs,
         tdp_w, price_per_hour, intra_bw_gbs, intra_latency_us, inter_bw_gbs, inter_latency_us;
     int bf16;
@@ -61,6 +62,10 @@ static const hs_field gpu_fields[] = {
     HS_FIELD_NUM(gpu_json, intra_latency_us, HS_F_DOUBLE, 0, 0, 0, 1e7, "GPU-to-GPU latency inside a typical node, us"),
     HS_FIELD_NUM(gpu_json, inter_bw_gbs, HS_F_DOUBLE, 0, 0, 0, 1e6, "network bandwidth per GPU between nodes, GB/s per direction"),
     HS_FIELD_NUM(gpu_json, inter_latency_us, HS_F_DOUBLE, 0, 0, 0, 1e7, "network latency between nodes, us"),
+    /* A GPU built on the same chip (same SMs, clocks and tensor cores) as
+     * another: with no measurement of its own it borrows that GPU's
+     * calibration, evaluated with its own datasheet figures. */
+    HS_FIELD_STR(gpu_json, same_chip_as, 0, "", "GPU profile with the same chip, whose calibration it borrows"),
     {0},
 };
 
@@ -78,6 +83,18 @@ int hs_gpu_load(hs_gpu *g, const char *path, hs_err *err)
     memcpy(g->name, j.name, sizeof g->name);
     memcpy(g->display, j.display, sizeof g->display);
     memcpy(g->price_source, j.price_source, sizeof g->price_source);
+    memcpy(g->same_chip_as, j.same_chip_as, sizeof g->same_chip_as);
+    if (g->same_chip_as[0]) {
+        char sib[1024], dym[160];
+        if (!strcmp(g->same_chip_as, g->name))
+            return hs_errf(err, HS_EPARSE, "%s: same_chip_as: names the GPU itself", path);
+        /* a typo would silently fall back to the transfer model */
+        if (strchr(g->same_chip_as, '/') ||
+            snprintf(sib, sizeof sib, "%s/profiles/gpus/%s.json", hs_data_root(), g->same_chip_as) >= (int)sizeof sib ||
+            access(sib, R_OK) != 0)
+            return hs_errf(err, HS_EPARSE, "%s: same_chip_as: unknown GPU \"%s\"%s", path, g->same_chip_as,
+                           hs_suggest_file(dym, sizeof dym, "profiles/gpus", g->same_chip_as));
+    }
     g->flops16 = j.fp16_tflops * 1e12;
     g->bf16 = j.bf16;
     g->ops8 = j.int8_tops * 1e12;

@@ -27,6 +27,8 @@ typedef struct hs_gpu {
     double tdp_w;          /* W */
     double price_per_hour; /* $ per GPU-hour */
     char price_source[512];
+    char same_chip_as[32];  /* "" or a GPU on the same chip: its calibration
+                               stands in when this one has none (perf/) */
     /* The links of a node of these GPUs in a cluster shorthand
      * (hs_cluster_find): GPU-to-GPU inside the node and per GPU between
      * nodes.  From the GPU file's intra_* / inter_* keys, else PCIe

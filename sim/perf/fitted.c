@@ -109,10 +109,13 @@ double hs_fit_eval(const double *par, const hs_work *w, const hs_gpu *g)
     return eval_pw(par, w, g->flops16, g->mem_bw);
 }
 
+/* A GPU on the same chip as a training GPU counts as seen: its kernels
+ * are that GPU's, only its datasheet figures (bandwidth) differ. */
 static int trained_on(const hs_fit *f, const hs_gpu *g)
 {
     for (int i = 0; i < f->n_gpus; i++)
-        if (!strcmp(f->gpus[i], g->name)) return 1;
+        if (!strcmp(f->gpus[i], g->name) || (g->same_chip_as[0] && !strcmp(f->gpus[i], g->same_chip_as)))
+            return 1;
     return 0;
 }
 

@@ -204,7 +204,7 @@ typedef struct bctx {
                                  calibration ships; NULL: none */
     const hs_calib *cal;      /* the shipped calibration; NULL: none */
     int used_table, used_fit, used_roof;
-    char prov[256];           /* per GPU type: where its numbers came from */
+    char prov[512];           /* per GPU type: where its numbers came from */
     double exp_err;           /* % expected per layer, max over types; < 0: unknown */
     int uncalibrated;         /* a GPU type with no measurement of its own */
 } bctx;
@@ -215,6 +215,7 @@ typedef struct src {
     const hs_ptable *t;       /* this GPU and model; NULL: none */
     const hs_fit *fit;        /* model for what the table lacks; NULL: none */
     const hs_calib_entry *ce; /* calibration entry behind fit; NULL: none */
+    int sibling;              /* ce is the entry of the GPU named by same_chip_as */
     int n_table, n_fit;       /* ops served by each */
     hs_curve curve[HS_OP_COUNT]; /* n > 0: from the table */
 } src;
@@ -242,7 +243,16 @@ static int src_init(src *s, bctx *b, const hs_gpu *g, const hs_stage_layout *st,
     memset(s, 0, sizeof *s);
     s->g = g;
     s->fit = b->fit;
-    if (b->cal && (s->ce = hs_calib_for(b->cal, g->name))) s->fit = &s->ce->fit;
+    if (b->cal && (s->ce = hs_calib_for(b->cal, g->name))) {
+        const hs_calib_entry *sib;
+        /* no entry of its own: a GPU on the same chip beats the transfer */
+        if (!s->ce->gpu[0] && g->same_chip_as[0] && (sib = hs_calib_for(b->cal, g->same_chip_as)) &&
+            sib->gpu[0]) {
+            s->ce = sib;
+            s->sibling = 1;
+        }
+        s->fit = &s->ce->fit;
+    }
     if (b->mode != MODE_FITTED) {
         snprintf(dir, sizeof dir, "%s/%s/%s", b->tables, g->name, b->m->name);
         if ((rc = cache_table(dir, &s->t, err))) return rc;
@@ -296,6 +306,10 @@ static void note_source(bctx *b, const src *s)
     for (int i = 0; !s->ce && s->fit && i < s->fit->n_gpus; i++) own |= !strcmp(s->fit->gpus[i], s->g->name);
     if (s->t && !s->n_fit) {
         snprintf(one, sizeof one, "%s: measured table", s->g->name);
+    } else if (s->fit && s->sibling) {
+        e = s->ce->cv.layer_med;
+        snprintf(one, sizeof one, "%s: fitted on %s (same chip), uncalibrated", s->g->name, s->ce->gpu);
+        b->uncalibrated = 1;
     } else if (s->fit && own) {
         e = s->ce ? s->ce->cv.layer_med : -1;
         snprintf(one, sizeof one, "%s: %sfitted on its tables", s->g->name, s->t ? "table + " : "");
