@@ -364,8 +364,9 @@ static void test_one_query(void)
     hs_batch_shape enc = {0}, dec;
     hs_ns e0, e1, e2, e3;
     trace_wc(&wc, one_query());
-    enc.enc_tokens = 100;
+    enc.enc_tokens = enc.enc_new = 100;
     enc.enc_pairs = 100.0 * 100;
+    enc.enc_seqs = 1;  /* the host prepares the prompt as a prefill's */
     CHECK_OK(run_dep(COLOC, "vllm", &wc, &v, &err), &err);
     CHECK_INT(v.x.n, 1);
     if (v.x.n == 1 && v.n_rep == 1) {
@@ -452,8 +453,9 @@ static void test_recompute(void)
             for (int g = 1; g < 60; g++) {
                 hs_batch_shape r = {0};
                 hs_ns t;
-                r.enc_tokens = 60;
+                r.enc_tokens = r.enc_new = 60;
                 r.enc_pairs = 60.0 * 60;
+                r.enc_seqs = 1;
                 r.tokens = g;
                 r.pre_chunks = 1;
                 r.pre_self = g * (g + 1) / 2.0;

@@ -390,7 +390,7 @@ static void test_waac_vs_des(void)
         CHECK_REL(ds.thr, e.thr, 0.10);
         /* the planned encoder-decoder schedule's p99-length latency too */
         if (!cases[i].be && !strcmp(cases[i].model, "t5-11b")) {
-            printf("  lat_b est %.2f des %.2f s\n", e.lat_b, ds.lat_b);
+            printf("  lat_b est %.2f des %.2f s (loop gain %.3f, population est %.1f; cycle %.4f enc %.4f xfer %.4f dec step %.4f s)\n", e.lat_b, ds.lat_b, e.gain, e.bd, e.t_cycle, e.t_enc, e.t_xfer, e.t_dec);
             CHECK_REL(ds.lat_b, e.lat_b, 0.10);
         }
         est_close(&f);

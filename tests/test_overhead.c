@@ -981,6 +981,13 @@ static void test_perf_build(void)
         b.pre_chunks = 1;
         CHECK_NEAR(hs_perf_step_ns(&eng[1], &b), 1700e3 + 24e3 * 4 + 250 * 64, 1e-6);
         CHECK_NEAR(hs_perf_step_ns(&eng[0], &b), 100e3 + 10e3 * 4 + 500 * 64, 1e-6);
+        /* an encoder pass: its prompts count as prefill sequences and
+         * tokens; cross-KV projections (the rest of enc_tokens) do not */
+        memset(&b, 0, sizeof b);
+        b.enc_tokens = 300 + 40;
+        b.enc_seqs = 2;
+        b.enc_new = 300;
+        CHECK_NEAR(hs_perf_step_ns(&eng[1], &b), 1700e3 + 24e3 * 2 + 250 * 300, 1e-6);
     }
     for (int i = 0; i < 2; i++) {
         hs_perf_free(&eng[i]);

@@ -125,8 +125,12 @@ typedef struct hs_batch_shape {
     int64_t pre_prefix;       /* P, tokens */
     int64_t pre_tokens;       /* N, new tokens of the prefill chunks */
     int32_t pre_chunks;       /* prefill chunks in the pass */
-    int32_t enc_tokens;       /* E: prompt tokens encoded (encoder-decoder) */
+    int32_t enc_tokens;       /* E: prompt tokens encoded (encoder-decoder), and
+                                 cross-KV projections of handed-over prompts */
     double enc_pairs;         /* Y, pairs */
+    int32_t enc_seqs;         /* prompts encoded (host cost per sequence) */
+    int32_t enc_new;          /* their tokens (host cost per token; E less the
+                                 projections, whose inputs the host does not prepare) */
 } hs_batch_shape;
 
 /* Efficiency knobs of the roofline model (typed config "perf.*"). */
@@ -192,8 +196,9 @@ static inline double hs_perf_stage_ns(const hs_perf *p, int s,
 /* Host cost of one iteration of the batch, ns. */
 static inline double hs_perf_step_ns(const hs_perf *p, const hs_batch_shape *b)
 {
-    return p->step_overhead + p->step_seq * (double)(b->dec_seqs + b->pre_chunks) +
-           p->step_tok * (double)b->tokens;
+    /* an encoder pass prepares its prompts as a prefill does */
+    return p->step_overhead + p->step_seq * (double)(b->dec_seqs + b->pre_chunks + b->enc_seqs) +
+           p->step_tok * (double)(b->tokens + b->enc_new);
 }
 
 static inline double hs_perf_send_ns(const hs_perf *p, int s, int32_t tokens)

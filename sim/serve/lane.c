@@ -190,6 +190,8 @@ int hs_iter_add_chunk(hs_engine *e, hs_lane *l, int32_t r, int32_t len)
         assert(q->prefilled == 0 && len == q->prefill_len);
         s->enc_tokens += q->prompt;
         s->enc_pairs += (double)q->prompt * q->prompt;
+        s->enc_seqs++;
+        s->enc_new += q->prompt;
         if (gen > 0) {
             s->tokens += gen;
             s->pre_chunks++;

@@ -104,8 +104,9 @@ static void mb_shape(hs_engine *e, hs_lane *l, const dsi_batch *b, hs_batch_shap
     memset(s, 0, sizeof *s);
     if (b->prefill) {
         if (e->replicas[l->replica].encdec) {
-            s->enc_tokens = (int64_t)mb * b->max_prompt;
+            s->enc_tokens = s->enc_new = (int32_t)((int64_t)mb * b->max_prompt);
             s->enc_pairs = (double)mb * b->max_prompt * b->max_prompt;
+            s->enc_seqs = mb;
             return;
         }
         s->tokens = (int64_t)mb * b->max_prompt;

@@ -85,8 +85,9 @@ static int schedule(hs_engine *e, hs_lane *l)
         b->alive = b->n;
         b->step = 0;
         if (e->replicas[l->replica].encdec) {
-            s->enc_tokens = b->n * b->max_prompt;
+            s->enc_tokens = s->enc_new = b->n * b->max_prompt;
             s->enc_pairs = (double)b->n * b->max_prompt * b->max_prompt;
+            s->enc_seqs = b->n;
             return 1;
         }
         s->tokens = b->n * b->max_prompt;
