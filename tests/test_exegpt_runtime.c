@@ -397,13 +397,16 @@ static void test_waac_vs_des(void)
     }
 }
 
-/* WAA near its decoder's limit: T5-11B task S, WAA-C B_E 2 TP 4x2 (4E+4D)
- * was the planner's WAA-C choice with a latency estimate 21% above the
+/* WAA near its decoder's limit.  T5-11B task S, WAA-C B_E 2 TP 4x2 (4E+4D)
+ * was once the planner's WAA-C choice with a latency estimate 21% above the
  * engine's (7.62 vs 6.03 s): the decoder ran at loop gain 0.90, where the
  * engine's 1.5% slower encoders left 251 sequences decoding instead of 316.
- * The estimator now reports the gain and refuses a schedule above
- * HS_EXEGPT_MAX_GAIN; below it the rate error is not amplified past the
- * bound (checked against the engine). */
+ * The estimator reports the gain and refuses a schedule above
+ * HS_EXEGPT_MAX_GAIN.  Since it models the runtime's encoder band
+ * (band_batch) the rates agree within about 1.5%, so that schedule now runs
+ * at gain 0.78 and is priced; B_E 5 on one TP-4 encoder group (gain 0.88)
+ * is the example above the bound.  Below it the rate error is not
+ * amplified past 10% (checked against the engine). */
 static void test_waac_gain(void)
 {
     est_fx f;
@@ -414,18 +417,23 @@ static void test_waac_gain(void)
     est_open_on(&f, "t5-11b", "exegpt-a40x8", "S", HS_EXEGPT_BD_STEADY);
     memset(&cfg, 0, sizeof cfg);
     cfg.policy = HS_EXEGPT_WAA_C;
-    cfg.be = 2;
+    cfg.be = 5;
     cfg.tp = 4;
-    cfg.tp_groups = 2;
+    cfg.tp_groups = 1;
     CHECK_OK(hs_exegpt_estimate(f.x, &cfg, &e, &err), &err);
-    printf("t5-11b S WAA-C B_E 2 TP4x2: gain %.3f fit %d lat_b %.2f s\n", e.gain, e.fit, e.lat_b);
+    printf("t5-11b S WAA-C B_E 5 TP4x1: gain %.3f fit %d lat_b %.2f s\n", e.gain, e.fit, e.lat_b);
     CHECK(e.gain > HS_EXEGPT_MAX_GAIN && e.fit == HS_EXEGPT_SLOW_DECODER);
-    /* the engine: far from the estimate, as the gain predicts */
+    /* the engine: with the band modelled, even this one is within 10% (the
+     * runtime's decoder adjustment holds the population at the estimate's);
+     * the bound stays, as the gain multiplies any rate error a real
+     * runtime's encoders add */
     CHECK_OK(hs_exegpt_des_run(f.x, &cfg, &f.wc, 3000, e.bd, 0.1, &f.eo.perf, &ds, &err), &err);
     printf("  des lat_b %.2f s thr %.2f (est %.2f)\n", ds.lat_b, ds.thr, e.thr);
-    CHECK(fabs(ds.lat_b - e.lat_b) > 0.10 * e.lat_b);
-    /* B_E 1 on the same layout runs at a lower gain and is priced */
+    CHECK_REL(ds.thr, e.thr, 0.03);
+    CHECK_REL(ds.lat_b, e.lat_b, 0.10);
+    /* B_E 1 on two TP-4 groups runs at a lower gain and is priced */
     cfg.be = 1;
+    cfg.tp_groups = 2;
     CHECK_OK(hs_exegpt_estimate(f.x, &cfg, &e, &err), &err);
     printf("t5-11b S WAA-C B_E 1 TP4x2: gain %.3f fit %d lat_b %.2f s\n", e.gain, e.fit, e.lat_b);
     CHECK(e.fit == HS_EXEGPT_FITS && e.gain > 0 && e.gain <= HS_EXEGPT_MAX_GAIN);

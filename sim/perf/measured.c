@@ -389,7 +389,8 @@ static int attn_coef(const src *s, bctx *b, int kind, int tp, int max_tokens, in
         if (kind == HS_ATTN_DECODE) {
             coef[1] = 4.0 * q / (s->g->mem_bw * cfg->mem_eff) * 1e6;
             coef[2] = (cc > cm ? cc : cm) * 1e6;
-        } else { /* as roofline.c: the causal triangle at twice a pair */
+        } else { /* as roofline.c: the causal triangle at twice a pair, the ramp */
+            coef[0] += cc * cfg->attn_knee * 1e6;
             coef[1] = 2 * cc * 1e6;
             coef[2] = cc * 1e6;
             coef[3] = cm * 1e6;

@@ -138,6 +138,8 @@ typedef struct hs_perf_cfg {
     char model[32];           /* builder name, "roofline" */
     double gemm_eff;          /* fraction of peak FLOP/s reached by large GEMMs */
     double attn_eff;          /* fraction of peak FLOP/s reached by attention */
+    double attn_knee;         /* prefill attention: a call costs attn_knee more
+                                 query-key pairs than it has (its ramp to attn_eff) */
     double mem_eff;           /* fraction of peak memory bandwidth */
     double link_eff;          /* fraction of link bandwidth in collectives */
     double launch_us;         /* per kernel launch */

@@ -24,7 +24,8 @@ void hs_perf_cfg_defaults(hs_perf_cfg *c)
 const hs_field hs_perf_cfg_fields[] = {
     HS_FIELD_STR(hs_perf_cfg, model, 0, "auto", "latency model: auto (measured table, else fitted, else roofline), table, fitted, roofline"),
     HS_FIELD_NUM(hs_perf_cfg, gemm_eff, HS_F_DOUBLE, 0, 0.7, 0.01, 1, "GEMM fraction of peak FLOP/s"),
-    HS_FIELD_NUM(hs_perf_cfg, attn_eff, HS_F_DOUBLE, 0, 0.38, 0.01, 1, "attention fraction of peak FLOP/s (0.38: fitted on Vidur's A100 FlashAttention prefill table)"),
+    HS_FIELD_NUM(hs_perf_cfg, attn_eff, HS_F_DOUBLE, 0, 0.37, 0.01, 1, "attention fraction of peak FLOP/s (0.37: fitted with attn_knee on Vidur's A100 FlashAttention prefill table)"),
+    HS_FIELD_NUM(hs_perf_cfg, attn_knee, HS_F_DOUBLE, 0, 1.28e5, 0, 1e9, "prefill attention's ramp, in query-key pairs: a kernel call costs (pairs + attn_knee) at attn_eff (1.28e5: fitted with attn_eff)"),
     HS_FIELD_NUM(hs_perf_cfg, mem_eff, HS_F_DOUBLE, 0, 0.8, 0.01, 1, "fraction of memory bandwidth"),
     HS_FIELD_NUM(hs_perf_cfg, link_eff, HS_F_DOUBLE, 0, 0.8, 0.01, 1, "fraction of link bandwidth"),
     HS_FIELD_NUM(hs_perf_cfg, launch_us, HS_F_DOUBLE, 0, 4, 0, 1e4, "per kernel launch, us"),

@@ -96,14 +96,18 @@ static void attn_coefs(const rf *r, const hs_model *m, int tp, int kv_bits, attn
      * The chunk's causal triangle costs as much as the full square: its
      * diagonal tiles are computed whole and masked, and the kernel's work
      * is scheduled per query tile (on Vidur's A100 table the triangle runs
-     * at about half the rate of the prefix rectangle).  With this count,
-     * attn_eff 0.38 fits that table best (median error 10.6%, 3.9% on
-     * chunks of 2,048+ tokens; counting c(c+1)/2 pairs at 0.5, the error
-     * was -51%); small chunks stay optimistic (-30% under 256 tokens), as
-     * the kernel is latency bound there. */
+     * at about half the rate of the prefix rectangle).  A call ramps up to
+     * attn_eff: with W pairs it runs at attn_eff W / (W + attn_knee), i.e.
+     * it costs attn_knee pairs more, a fixed cost per call.  attn_eff 0.37
+     * and attn_knee 1.28e5, fitted together (least squares on the log) on
+     * that table, give 8.0% median error, 19% p90; attn_eff alone gave
+     * 11.0% / 39% (-65% on chunks under 256 tokens, which are latency
+     * bound); counting c(c+1)/2 pairs at 0.5, the error was -51%.  Tile
+     * padding (64 or 128 queries and keys) or per-SM wave models did worse
+     * (19-27%). */
     a->pre_pair = 4.0 * q / (r->flops * r->cfg->attn_eff);
+    a->pre_fixed = r->cfg->launch_us * 1e-6 + a->pre_pair * r->cfg->attn_knee;
     a->pre_ctx = kvb / (r->bw * r->cfg->mem_eff);
-    a->pre_fixed = r->cfg->launch_us * 1e-6;
 }
 
 double hs_roofline_attn_us(int kind, const hs_model *m, const hs_gpu *g, int tp, int kv_bits,
@@ -197,7 +201,7 @@ static int build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
             ps->pre_self = 2 * L * a.pre_pair * 1e9;
             ps->pre_cross = L * a.pre_pair * 1e9;
             ps->pre_ctx = L * a.pre_ctx * 1e9;
-            ps->pre_fixed = L * cfg->launch_us * 1e3;
+            ps->pre_fixed = L * a.pre_fixed * 1e9;   /* launch and the ramp */
         }
         if (!last) {
             const hs_stage_layout *nx = &l->stage[s + 1];

@@ -131,6 +131,10 @@ typedef struct hs_exegpt_opts {
                             plus kv_z standard deviations of the population's
                             context (compound Poisson, see est_waa), 2.33: a
                             lane overflows 1% of the time */
+    double adjust;       /* the runtime's workload adjustment threshold
+                            (engine.exegpt_adjust) the WAA estimate assumes,
+                            0.1: its encoder batches follow the band rule
+                            (exegpt_est.c band_batch) */
     int table_tokens;    /* latency-table size in tokens (beyond: linear), 32768 */
     int table_seqs;      /* LM-head table size in sequences, 4096 */
     int n_gpus;          /* 0: every GPU of the cluster; else GPUs 0..n-1 */

@@ -39,6 +39,7 @@ void hs_exegpt_opts_defaults(hs_exegpt_opts *o)
     o->kv_z = 2.33;
     o->bd_mode = HS_EXEGPT_BD_PAPER;
     o->enc_slack = 0;
+    o->adjust = 0.1;
     o->table_tokens = 32768;
     o->table_seqs = 4096;
 }
@@ -53,6 +54,7 @@ void hs_exegpt_destroy(hs_exegpt *x)
     free(x->se);
     free(x->sd);
     free(x->s_b);
+    free(x->band);
     free(x);
 }
 

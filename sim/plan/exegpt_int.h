@@ -57,6 +57,15 @@ typedef struct hs__exegpt_stg {
     const hs__exegpt_tab *tab;
 } hs__exegpt_stg;
 
+/* The runtime's encoder batch for a share of `want` queries under the
+ * workload band (policy exegpt.c band_ok): mean queries, prompt tokens and
+ * attention pairs per batch (pairs: S^2 encoder-decoder, S(S+1)/2 else). */
+typedef struct hs__exegpt_band {
+    int done;
+    double n, tok, pairs;
+} hs__exegpt_band;
+#define HS__EXEGPT_BAND_MAX 64
+
 struct hs_exegpt {
     hs_model m;
     const hs_cluster *c;
@@ -78,6 +87,8 @@ struct hs_exegpt {
     hs__exegpt_tab tab[HS_MAX_TP + 1];
     hs__exegpt_stg *se, *sd;            /* [n] stage scratch: RRA / encode, decode */
     double *sv;                         /* [d_max + 2] survival of D among decoding queries */
+    hs__exegpt_band *band;              /* [HS__EXEGPT_BAND_MAX + 1] encoder batches under
+                                           the runtime's band, by want (lazily) */
     hs_exegpt_dist pin;                 /* the prompt distribution (DSI's padding) */
     double *s_b, *s_ctx, *s_cnt, *s_sumk, *s_td, *s_tl, *s_f;  /* [d_max + 2] scratch */
 };
@@ -127,6 +138,9 @@ double hs__exegpt_lay_ns(const hs__exegpt_tab *t, double tok);
 /* Encoding b prompts of the mean length (a micro-batch) on stage s, with
  * enc_slack, s.  0 when b <= 0; finite and >= 0. */
 double hs__exegpt_enc_stage_s(const hs_exegpt *x, const hs__exegpt_stg *s, double b);
+/* The same for b prompts of tok tokens and pairs attention pairs in all. */
+double hs__exegpt_enc_batch_s(const hs_exegpt *x, const hs__exegpt_stg *s, double b, double tok,
+                              double pairs);
 
 /* One decoding step of b sequences holding ctx context tokens in all on
  * stage s, s.  0 when b <= 0; finite and >= 0. */

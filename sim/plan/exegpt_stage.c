@@ -153,24 +153,28 @@ static double head_ns(const hs__exegpt_tab *t, double seqs)
 
 /* ---- stage times ---------------------------------------------------------------- */
 
-double hs__exegpt_enc_stage_s(const hs_exegpt *x, const hs__exegpt_stg *s, double b)
+double hs__exegpt_enc_batch_s(const hs_exegpt *x, const hs__exegpt_stg *s, double b, double tok,
+                              double pairs)
 {
     const hs__exegpt_tab *t = s->tab;
     const hs_perf_stage *a = &t->perf.stage[1];
-    double tok = b * x->pin_mean, ns = 0;
+    double ns = 0;
     if (!(b > 0)) return 0;
     if (!x->encdec) {
-        ns += s->dec * (hs__exegpt_lay_ns(t, tok) + a->pre_fixed + a->pre_self * b * x->pin_tri +
-                        a->pre_tok * tok);
+        ns += s->dec * (hs__exegpt_lay_ns(t, tok) + a->pre_fixed + a->pre_self * pairs + a->pre_tok * tok);
         if (s->last) ns += head_ns(t, b);
     } else {
-        ns += s->enc * (hs__exegpt_lay_ns(t, tok) + a->pre_fixed + a->pre_cross * b * x->pin_sq +
-                        a->pre_tok * tok);
+        ns += s->enc * (hs__exegpt_lay_ns(t, tok) + a->pre_fixed + a->pre_cross * pairs + a->pre_tok * tok);
         ns += s->dec * x->f_kv * hs__exegpt_lay_ns(t, tok);
     }
     if (s->first) ns += emb_ns(t, tok) + t->perf.step_overhead + t->perf.step_seq * b + t->perf.step_tok * tok;
     assert(isfinite(ns) && ns >= 0);
     return ns * 1e-9 * (1 + x->o.enc_slack);
+}
+
+double hs__exegpt_enc_stage_s(const hs_exegpt *x, const hs__exegpt_stg *s, double b)
+{
+    return hs__exegpt_enc_batch_s(x, s, b, b * x->pin_mean, b * (x->encdec ? x->pin_sq : x->pin_tri));
 }
 
 double hs__exegpt_dec_stage_s(const hs_exegpt *x, const hs__exegpt_stg *s, double b, double ctx)

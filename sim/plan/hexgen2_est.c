@@ -100,8 +100,9 @@ static double stage_roofline(const hs_hg2_ctx *x, const int *gpus, int tp, int l
     }
     if (b->pre_chunks) {
         double pair = L * 4.0 * q / (g.flops16 * cfg->attn_eff);
-        s += pair * (2 * b->pre_self + b->pre_cross) + L * kvb / (g.mem_bw * cfg->mem_eff) * (double)b->pre_prefix +
-             L * cfg->launch_us * 1e-6;
+        /* the launch and the call's ramp (roofline.c attn_coefs) */
+        s += pair * (2 * b->pre_self + b->pre_cross + cfg->attn_knee) +
+             L * kvb / (g.mem_bw * cfg->mem_eff) * (double)b->pre_prefix + L * cfg->launch_us * 1e-6;
     }
     assert(isfinite(s) && s >= 0); /* FLOP/s, bandwidths and efficiencies > 0 */
     return s;
@@ -173,7 +174,8 @@ static uint64_t lat_fingerprint(const hs_hg2_ctx *x)
 {
     const hs_perf_cfg *pc = &x->pc;
     uint64_t h = UINT64_C(1469598103934665603);
-    double v[6] = {pc->gemm_eff, pc->attn_eff, pc->mem_eff, pc->link_eff, pc->launch_us, pc->step_overhead_us};
+    double v[7] = {pc->gemm_eff, pc->attn_eff, pc->mem_eff, pc->link_eff, pc->launch_us, pc->step_overhead_us,
+                   pc->attn_knee};
     int iv[4] = {x->max_tokens, x->ec.max_num_seqs, x->ec.kv_bits, x->bits};
     h = fnv_str(h, x->m->name);
     h = fnv_bytes(h, &x->m->layers, sizeof x->m->layers);
