@@ -1007,6 +1007,91 @@ static void test_perf_build(void)
     hs_cluster_destroy(c);
 }
 
+
+/* The dispatch floor (overhead.h): the profile's entries by GPU type with a
+ * "" fallback; read, written and rejected as the rest of the profile; in
+ * the hot path a pass takes at least layers x layer_us, the slowest host of
+ * the stage deciding, and a pass above the floor is unchanged. */
+static void test_dispatch(void)
+{
+    static const char *disp = "\"dispatch\": [{\"gpu\": \"a100-80g\", \"layer_us\": 500}, {\"gpu\": \"\", \"layer_us\": 300}],\n  \"components\"";
+    char *text = strdup(fx_variant(good_profile, "\"components\"", disp)); /* fx_variant reuses its buffer */
+    hs_ovh_profile p, q;
+    hs_err err = {0};
+    char out[400];
+    CHECK_OK(hs_ovh_load(&p, hs_test_tmpfile("ovh", text), &err), &err);
+    CHECK_INT(p.n_disp, 2);
+    CHECK_NEAR(hs_ovh_layer_us(&p, "a100-80g"), 500, 0);
+    CHECK_NEAR(hs_ovh_layer_us(&p, "h100-sxm-80g"), 300, 0);   /* the "" entry */
+    {   /* without a "" entry an unlisted GPU has no floor */
+        hs_ovh_profile r = p;
+        r.n_disp = 1;
+        CHECK_NEAR(hs_ovh_layer_us(&r, "h100-sxm-80g"), 0, 0);
+    }
+    snprintf(out, sizeof out, "%s/disp.json", tmpdir);
+    CHECK_OK(hs_ovh_write(&p, out, &err), &err);
+    CHECK_OK(hs_ovh_load(&q, out, &err), &err);
+    CHECK(q.n_disp == 2 && !strcmp(q.disp[0].gpu, "a100-80g") && q.disp[1].gpu[0] == 0);
+    CHECK_NEAR(q.disp[0].layer_us, 500, 0);
+    bad_profile(__LINE__, fx_variant(text, "\"layer_us\": 500", "\"layer_us\": 500, \"cpu\": 1"), HS_EPARSE,
+                "dispatch[0]: unknown key \"cpu\"", NULL);
+    bad_profile(__LINE__, fx_variant(text, "\"gpu\": \"\"", "\"gpu\": \"a100-80g\""), HS_EPARSE,
+                "dispatch[1]: gpu \"a100-80g\" listed twice", NULL);
+    bad_profile(__LINE__, fx_variant(text, "\"layer_us\": 300", "\"layer_us\": -3"), HS_ERANGE,
+                "dispatch[1]: layer_us: -3 is outside", NULL);
+    bad_profile(__LINE__, fx_variant(text, "\"dispatch\": [{", "\"dispatch\": {\"x\": [{"), HS_EPARSE, NULL, NULL);
+    /* the hot path: Llama-2-7B (32 layers) on 2 A100s with the shipped
+     * vllm-eager profile */
+    {
+        hs_model m;
+        hs_cluster *c = NULL;
+        hs_perf_cfg cfg;
+        hs_perf e, v;
+        hs_layout l;
+        hs_ovh_profile eager;
+        memset(&l, 0, sizeof l);
+        l.pp = 1;
+        l.kv_bits = 16;
+        l.stage[0] = (hs_stage_layout){.tp = 2, .layers = 32, .bits = 16, .gpus = {0, 1}};
+        if (hs_model_find(&m, "llama-2-7b", &err) || hs_cluster_find(&c, "dgx-a100", &err) ||
+            hs_ovh_find(&eager, "vllm-eager", &err)) {
+            CHECK_OK(1, &err);
+            hs_cluster_destroy(c);
+            free(text);
+            return;
+        }
+        hs_perf_cfg_defaults(&cfg);
+        snprintf(cfg.engine, sizeof cfg.engine, "vllm-eager");
+        CHECK_OK(hs_perf_build(&e, &cfg, &m, c, &l, 4096, 64, &err), &err);
+        snprintf(cfg.engine, sizeof cfg.engine, "vllm");
+        CHECK_OK(hs_perf_build(&v, &cfg, &m, c, &l, 4096, 64, &err), &err);
+        {
+            hs_batch_shape dec, pre;
+            double floor = 32 * hs_ovh_layer_us(&eager, "a100-80g") * 1e3;
+            memset(&dec, 0, sizeof dec);
+            dec.tokens = dec.samples = dec.dec_seqs = 1;
+            dec.dec_ctx = 512;
+            memset(&pre, 0, sizeof pre);
+            pre.tokens = pre.pre_tokens = 4096;
+            pre.samples = pre.pre_chunks = 1;
+            pre.pre_self = 4096.0 * 4097 / 2;
+            CHECK(floor > 0);
+            CHECK_NEAR(e.stage[0].dispatch_ns, floor, 1e-6);
+            CHECK_NEAR(v.stage[0].dispatch_ns, 0, 0);
+            /* one sequence decoding: GPU work under the floor, the floor rules */
+            CHECK(hs_perf_stage_ns(&v, 0, &dec) < floor);
+            CHECK_NEAR(hs_perf_stage_ns(&e, 0, &dec), floor, 1e-6);
+            /* a 4,096-token prefill is above it: unchanged */
+            CHECK(hs_perf_stage_ns(&v, 0, &pre) > floor);
+            CHECK_NEAR(hs_perf_stage_ns(&e, 0, &pre), hs_perf_stage_ns(&v, 0, &pre), 1e-6);
+        }
+        hs_perf_free(&e);
+        hs_perf_free(&v);
+        hs_cluster_destroy(c);
+    }
+    free(text);
+}
+
 int main(void)
 {
     hs_test_root();
@@ -1023,6 +1108,7 @@ int main(void)
     test_load_errors();
     test_report();
     test_perf_build();
+    test_dispatch();
     {
         char cmd[400];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

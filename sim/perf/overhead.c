@@ -64,6 +64,16 @@ void hs_ovh_coef(const hs_ovh_profile *p, int tp, int pp, double *fixed_ns, doub
     *tok_ns = t * 1e3;
 }
 
+double hs_ovh_layer_us(const hs_ovh_profile *p, const char *gpu)
+{
+    double any = 0;
+    for (int i = 0; i < p->n_disp; i++) {
+        if (!strcmp(p->disp[i].gpu, gpu)) return p->disp[i].layer_us;
+        if (!p->disp[i].gpu[0]) any = p->disp[i].layer_us;
+    }
+    return any;
+}
+
 /* ---- reader and writer ------------------------------------------------------- */
 
 static int load_row(hs_ovh_row *r, const cJSON *o, const char *where, hs_err *err)
@@ -124,9 +134,10 @@ static int load_comp(hs_ovh_comp *c, const cJSON *o, const char *path, int idx, 
 int hs_ovh_load(hs_ovh_profile *p, const char *path, hs_err *err)
 {
     static const char *const keys[] = {"name", "display", "source", "licence", "collective_launch_us",
-                                       "fit_median_ape", "fit_p90_ape", "cv_median_ape", "components"};
+                                       "fit_median_ape", "fit_p90_ape", "cv_median_ape", "components",
+                                       "dispatch"};
     cJSON *root;
-    const cJSON *comps;
+    const cJSON *comps, *disp;
     int rc;
     memset(p, 0, sizeof *p);
     if ((rc = hs_json_load(path, &root, err))) return rc;
@@ -161,6 +172,33 @@ int hs_ovh_load(hs_ovh_profile *p, const char *path, hs_err *err)
     }
     for (const cJSON *c = comps->child; c; c = c->next, p->n++)
         if ((rc = load_comp(&p->comp[p->n], c, path, p->n, err))) goto out;
+    if ((disp = cJSON_GetObjectItemCaseSensitive(root, "dispatch"))) {
+        if (!cJSON_IsArray(disp) || cJSON_GetArraySize(disp) > HS_OVH_MAX_DISP) {
+            rc = hs_errf(err, HS_EPARSE, "%s: dispatch: expected an array of 0..%d objects", path, HS_OVH_MAX_DISP);
+            goto out;
+        }
+        for (const cJSON *d = disp->child; d; d = d->next, p->n_disp++) {
+            char where[600];
+            snprintf(where, sizeof where, "%s: dispatch[%d]", path, p->n_disp);
+            if (!cJSON_IsObject(d)) {
+                rc = hs_errf(err, HS_EPARSE, "%s: expected an object", where);
+                goto out;
+            }
+            for (const cJSON *k = d->child; k; k = k->next)
+                if (strcmp(k->string, "gpu") && strcmp(k->string, "layer_us")) {
+                    rc = hs_errf(err, HS_EPARSE, "%s: unknown key \"%s\"", where, k->string);
+                    goto out;
+                }
+            if ((rc = hs_json_str(d, "gpu", p->disp[p->n_disp].gpu, sizeof p->disp[0].gpu, where, err)) ||
+                (rc = hs_json_num(d, "layer_us", 0, 1e6, &p->disp[p->n_disp].layer_us, where, err)))
+                goto out;
+            for (int i = 0; i < p->n_disp; i++)
+                if (!strcmp(p->disp[i].gpu, p->disp[p->n_disp].gpu)) {
+                    rc = hs_errf(err, HS_EPARSE, "%s: gpu \"%s\" listed twice", where, p->disp[i].gpu);
+                    goto out;
+                }
+        }
+    }
 out:
     cJSON_Delete(root);
     if (rc) memset(p, 0, sizeof *p);
@@ -201,6 +239,20 @@ int hs_ovh_write(const hs_ovh_profile *p, const char *path, hs_err *err)
             bad = !cJSON_AddNumberToObject(j, "fit_median_ape", r4(p->fit_med_ape)) ||
                   !cJSON_AddNumberToObject(j, "fit_p90_ape", r4(p->fit_p90_ape));
         if (!bad && p->cv_med_ape >= 0) bad = !cJSON_AddNumberToObject(j, "cv_median_ape", r4(p->cv_med_ape));
+        if (!bad && p->n_disp > 0) {
+            cJSON *d = cJSON_AddArrayToObject(j, "dispatch");
+            bad = !d;
+            for (int i = 0; !bad && i < p->n_disp; i++) {
+                cJSON *o = cJSON_CreateObject();
+                bad = !o || !cJSON_AddItemToArray(d, o);
+                if (bad) {
+                    if (o) cJSON_Delete(o);
+                    break;
+                }
+                bad = !cJSON_AddStringToObject(o, "gpu", p->disp[i].gpu) ||
+                      !cJSON_AddNumberToObject(o, "layer_us", r4(p->disp[i].layer_us));
+            }
+        }
         bad = bad || !(arr = cJSON_AddArrayToObject(j, "components"));
         for (int i = 0; !bad && i < p->n; i++) {
             const hs_ovh_comp *c = &p->comp[i];

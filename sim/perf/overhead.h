@@ -18,8 +18,18 @@
  * cost of launching one NCCL collective, paid on the critical path of every
  * TP all-reduce (Vidur: 20 us).
  *
+ * An engine that issues every operator from Python without CUDA graphs
+ * (eager PyTorch) is host bound when the GPU work is small: a pass cannot
+ * end before the host has issued it.  `dispatch` gives that host time per
+ * decoder layer for the hosts of each GPU type (a DGX-H100's CPUs issue
+ * faster than a DGX-A100's); a stage's pass takes at least its layers x
+ * layer_us (perf.h hs_perf_stage_ns, dispatch_ns).  Splitwise's DGX
+ * measurements of Llama-2-70B decode no faster at TP 8 than at TP 4 for
+ * this reason (tools/bench-dgx).
+ *
  * Profiles are fitted once (hs_ovh_fit, `hetsim perf fit-overhead`) and
- * loaded; the hot path sees three numbers per replica (hs_ovh_coef). */
+ * loaded; the hot path sees three numbers per replica (hs_ovh_coef) and
+ * one floor per stage. */
 #ifndef HS_PERF_OVERHEAD_H
 #define HS_PERF_OVERHEAD_H
 
@@ -30,6 +40,7 @@
 
 #define HS_OVH_MAX_COMP 8
 #define HS_OVH_MAX_ROWS 4
+#define HS_OVH_MAX_DISP 8
 
 typedef struct hs_ovh_row {
     int min_tp;               /* TP degrees >= this use the row */
@@ -56,6 +67,11 @@ typedef struct hs_ovh_profile {
     double cv_med_ape;                /* % leave-one-model-out; < 0: not measured */
     int n;
     hs_ovh_comp comp[HS_OVH_MAX_COMP];
+    int n_disp;                       /* host dispatch floors, by GPU type */
+    struct {
+        char gpu[32];                 /* "" : any GPU type not listed */
+        double layer_us;              /* host time to issue one decoder layer */
+    } disp[HS_OVH_MAX_DISP];
 } hs_ovh_profile;
 
 /* Reads a profile; every error names the file and the key.  Unknown keys
@@ -64,6 +80,10 @@ int hs_ovh_load(hs_ovh_profile *p, const char *path, hs_err *err);
 /* By name under <data root>/profiles/engines/, or a path (hs_resolve). */
 int hs_ovh_find(hs_ovh_profile *p, const char *name, hs_err *err);
 int hs_ovh_write(const hs_ovh_profile *p, const char *path, hs_err *err);
+
+/* The dispatch floor per decoder layer (us) on hosts of GPU type gpu: its
+ * entry, else the "" entry, else 0 (no floor). */
+double hs_ovh_layer_us(const hs_ovh_profile *p, const char *gpu);
 
 /* One component's cost (us) for a replica of tp x pp GPUs. */
 double hs_ovh_comp_us(const hs_ovh_comp *c, int tp, int pp, double seqs, double tokens);

@@ -92,6 +92,8 @@ typedef struct hs_perf_stage {
     double send_alpha, send_token;        /* ns, ns/token to next stage */
     double *enc;              /* [max_tokens + 1] ns, encoder-decoder models only (else NULL) */
     double enc_fixed, enc_pair;           /* ns, ns/pair */
+    double dispatch_ns;       /* a pass takes at least this: the engine's host
+                                 issuing the stage's layers (overhead.h); 0: none */
 } hs_perf_stage;
 
 typedef struct hs_perf {
@@ -192,7 +194,7 @@ static inline double hs_perf_stage_ns(const hs_perf *p, int s,
         if (b->enc_tokens > st->max_tokens)
             ns += st->enc[st->max_tokens] * (double)(b->enc_tokens - st->max_tokens) / st->max_tokens;
     }
-    return ns;
+    return ns > st->dispatch_ns ? ns : st->dispatch_ns;
 }
 
 /* Host cost of one iteration of the batch, ns. */

@@ -167,7 +167,9 @@ double hs__exegpt_enc_batch_s(const hs_exegpt *x, const hs__exegpt_stg *s, doubl
         ns += s->enc * (hs__exegpt_lay_ns(t, tok) + a->pre_fixed + a->pre_cross * pairs + a->pre_tok * tok);
         ns += s->dec * x->f_kv * hs__exegpt_lay_ns(t, tok);
     }
-    if (s->first) ns += emb_ns(t, tok) + t->perf.step_overhead + t->perf.step_seq * b + t->perf.step_tok * tok;
+    if (s->first) ns += emb_ns(t, tok);
+    ns = fmax(ns, (s->enc + s->dec) * a->dispatch_ns); /* the engine's dispatch floor */
+    if (s->first) ns += t->perf.step_overhead + t->perf.step_seq * b + t->perf.step_tok * tok;
     assert(isfinite(ns) && ns >= 0);
     return ns * 1e-9 * (1 + x->o.enc_slack);
 }
@@ -187,7 +189,9 @@ double hs__exegpt_dec_stage_s(const hs_exegpt *x, const hs__exegpt_stg *s, doubl
     ns = s->dec * (x->r_dec * hs__exegpt_lay_ns(t, b) + twice * (a->dec_fixed + a->dec_seq * b) +
                    a->dec_ctx * ctx);
     if (s->last) ns += head_ns(t, b);
-    if (s->first) ns += emb_ns(t, b) + t->perf.step_overhead + (t->perf.step_seq + t->perf.step_tok) * b;
+    if (s->first) ns += emb_ns(t, b);
+    ns = fmax(ns, s->dec * a->dispatch_ns); /* the engine's dispatch floor */
+    if (s->first) ns += t->perf.step_overhead + (t->perf.step_seq + t->perf.step_tok) * b;
     assert(isfinite(ns) && ns >= 0);
     return ns * 1e-9;
 }

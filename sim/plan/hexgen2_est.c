@@ -105,6 +105,15 @@ static double stage_roofline(const hs_hg2_ctx *x, const int *gpus, int tp, int l
              L * kvb / (g.mem_bw * cfg->mem_eff) * (double)b->pre_prefix + L * cfg->launch_us * 1e-6;
     }
     assert(isfinite(s) && s >= 0); /* FLOP/s, bandwidths and efficiencies > 0 */
+    /* the engine's dispatch floor (perf.c engine_terms): the slowest host */
+    if (x->ovh.n_disp) {
+        double us = 0;
+        for (int i = 0; i < tp; i++) {
+            double v = hs_ovh_layer_us(&x->ovh, hs_cluster_gpu(x->c, gpus[i])->name);
+            if (v > us) us = v;
+        }
+        if (s < L * us * 1e-6) s = L * us * 1e-6;
+    }
     return s;
 }
 
@@ -256,6 +265,7 @@ static double stage_units(const hs_perf *u, int layers, int first, int last, con
     if (b->pre_chunks)
         ns += L * (e1->pre_fixed + e1->pre_self * b->pre_self + e1->pre_cross * b->pre_cross +
                    e1->pre_ctx * (double)b->pre_prefix + e1->pre_tok * (double)b->pre_tokens);
+    if (ns < L * e1->dispatch_ns) ns = L * e1->dispatch_ns; /* one layer's floor, L times */
     assert(isfinite(ns) && ns >= 0);
     return ns * 1e-9;
 }
