@@ -179,9 +179,31 @@ static void test_repeat(void)
     CHECK(has(&err, "65536 GPUs"));
 }
 
+/* core/str.h hs_parse_int: the whole string, base 10, in range; one line
+ * naming the option otherwise. */
+static void test_parse_int(void)
+{
+    long long v = -7;
+    hs_err err = {0};
+    CHECK_OK(hs_parse_int("--top", "12", 1, 1000, &v, &err), &err);
+    CHECK(v == 12);
+    CHECK_OK(hs_parse_int("--n", "-3", -5, 5, &v, &err), &err);
+    CHECK(v == -3);
+    v = 99;
+    CHECK_INT(hs_parse_int("--top", "0", 1, 1000, &v, &err), HS_ERANGE);
+    CHECK(v == 99);
+    CHECK_STR(err.msg, "--top: \"0\" is not an integer in 1..1000");
+    CHECK_INT(hs_parse_int("--top", "12x", 1, 1000, &v, &err), HS_ERANGE);
+    CHECK_INT(hs_parse_int("--top", "", 1, 1000, &v, &err), HS_ERANGE);
+    CHECK_INT(hs_parse_int("--top", "1.5", 1, 1000, &v, &err), HS_ERANGE);
+    CHECK_INT(hs_parse_int("--top", "99999999999999999999999", 1, 1000, &v, &err), HS_ERANGE);
+    CHECK(v == 99);
+}
+
 int main(void)
 {
     test_suggest();
+    test_parse_int();
     test_homogeneous();
     test_mixed();
     test_errors();

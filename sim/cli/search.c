@@ -535,11 +535,8 @@ int hs_cli_search(int argc, char **argv)
             else if (!strcmp(a, "--y")) my = v;
             else if (!strcmp(a, "--by")) by = v;
             else if (!strcmp(a, "--top")) {
-                long t = strtol(v, &end, 10);
-                if (end == v || *end || t < 1 || t > 1000) {
-                    rc = hs_errf(&err, HS_ERANGE, "--top: \"%s\" is not an integer in 1..1000", v);
-                    goto fail;
-                }
+                long long t;
+                if ((rc = hs_parse_int("--top", v, 1, 1000, &t, &err))) goto fail;
                 top = (int)t;
             } else {
                 double d = strtod(v, &end);

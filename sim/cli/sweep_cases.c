@@ -104,12 +104,10 @@ int hs_sweep_copy_base(hs_sweep *dst, const hs_sweep *src, hs_err *err)
 
 static int parse_int(const char *opt, const char *v, int lo, int hi, int *out, hs_err *err)
 {
-    char *end;
-    long n = strtol(v, &end, 10);
-    if (end == v || *end || n < lo || n > hi)
-        return hs_errf(err, HS_ERANGE, "%s: \"%s\" is not an integer in %d..%d", opt, v, lo, hi);
-    *out = (int)n;
-    return 0;
+    long long n;
+    int rc = hs_parse_int(opt, v, lo, hi, &n, err);
+    if (!rc) *out = (int)n;
+    return rc;
 }
 
 int hs_sweep_option(hs_sweep *s, int argc, char **argv, int *i, hs_err *err)

@@ -27,6 +27,7 @@
 #include <gsl/gsl_statistics_double.h>
 
 #include "cli/cli.h"
+#include "core/str.h"
 #include "core/vec.h"
 #include "out/db.h"
 #include "serve/schedule.h"
@@ -306,16 +307,11 @@ static double rel(double meas, double pred)
 
 static int parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out)
 {
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (end == v || *end || x < lo || x > hi) {
-        char e[128];
-        hs_err_escape(e, sizeof e, v, strlen(v));
-        fprintf(stderr, "hetsim: validate: %s: \"%s\" is not an integer in [%lld, %lld]\n", flag, e,
-                lo, hi);
+    hs_err err = {0};
+    if (hs_parse_int(flag, v, lo, hi, out, &err)) {
+        fprintf(stderr, "hetsim: validate: %s\n", err.msg);
         return 2;
     }
-    *out = x;
     return 0;
 }
 

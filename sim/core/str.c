@@ -2,6 +2,7 @@
 #include "core/str.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,4 +93,16 @@ const char *hs_str_did_you_mean(char *buf, size_t cap, const char *name,
     if (s) snprintf(buf, cap, " (did you mean \"%s\"?)", s);
     else buf[0] = '\0';
     return buf;
+}
+
+int hs_parse_int(const char *opt, const char *v, long long lo, long long hi, long long *out, hs_err *err)
+{
+    char *end;
+    long long x;
+    errno = 0;
+    x = strtoll(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi)
+        return hs_errf(err, HS_ERANGE, "%s: \"%s\" is not an integer in %lld..%lld", opt, v, lo, hi);
+    *out = x;
+    return 0;
 }

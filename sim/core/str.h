@@ -13,6 +13,8 @@
 
 #include <stddef.h>
 
+#include "core/err.h"
+
 /* A malloc'd copy of s, or NULL when out of memory (strdup is POSIX, not
  * ISO C11). */
 char *hs_xstrdup(const char *s);
@@ -38,5 +40,10 @@ const char *hs_str_suggest(const char *name, const char *const *cands, int n);
  * or "" when there is none; returns buf, so it fits a printf argument. */
 const char *hs_str_did_you_mean(char *buf, size_t cap, const char *name,
                                 const char *const *cands, int n);
+
+/* A command-line integer: all of v, base 10, in lo..hi.  HS_ERANGE with
+ * "OPT: \"V\" is not an integer in LO..HI" otherwise. */
+int hs_parse_int(const char *opt, const char *v, long long lo, long long hi, long long *out,
+                 hs_err *err);
 
 #endif
