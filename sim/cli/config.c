@@ -364,35 +364,58 @@ int hs_run_cfg_check_bits(const hs_run_cfg *c, hs_err *err)
     return 0;
 }
 
-int hs_run_cfg_check(const hs_run_cfg *c, hs_err *err)
+/* A registry's names, the did-you-mean and the message, for one kind. */
+static int unknown_name(const char *kind, const char *name, const char *const *names, int n, hs_err *err)
+{
+    char dym[160];
+    return hs_errf(err, HS_ENOTFOUND, "%s: unknown %s \"%s\"%s (see hetsim list %ss)", kind, kind, name,
+                   hs_str_did_you_mean(dym, sizeof dym, name, names, n), kind);
+}
+
+int hs_check_policy(const char *name, hs_err *err)
 {
     const char *names[128];
-    char dym[160];
     int n;
+    if (hs_policy_find(name)) return 0;
+    for (n = 0; n < 128 && hs_policies[n]; n++) names[n] = hs_policies[n]->name;
+    return unknown_name("policy", name, names, n, err);
+}
+
+int hs_check_planner(const char *name, hs_err *err)
+{
+    const char *names[128];
+    int n;
+    if (hs_planner_find(name)) return 0;
+    for (n = 0; n < 128 && hs_planners[n]; n++) names[n] = hs_planners[n]->name;
+    return unknown_name("planner", name, names, n, err);
+}
+
+int hs_check_router(const char *name, hs_err *err)
+{
+    const char *names[128];
+    int n;
+    if (hs_router_find(name)) return 0;
+    for (n = 0; n < 128 && hs_routers[n]; n++) names[n] = hs_routers[n]->name;
+    return unknown_name("router", name, names, n, err);
+}
+
+int hs_check_perf_model(const char *name, hs_err *err)
+{
+    if (hs_perf_find(name)) return 0;
+    return hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", name);
+}
+
+int hs_run_cfg_check(const hs_run_cfg *c, hs_err *err)
+{
     hs_model m;
     int rc;
     /* A deployment names its own model, cluster and maybe policy. */
     if (!c->deployment[0]) {
-        if (!hs_policy_find(c->policy)) {
-            for (n = 0; n < 128 && hs_policies[n]; n++) names[n] = hs_policies[n]->name;
-            return hs_errf(err, HS_ENOTFOUND, "policy: unknown policy \"%s\"%s (see hetsim list policies)", c->policy,
-                           hs_str_did_you_mean(dym, sizeof dym, c->policy, names, n));
-        }
-        if (!hs_planner_find(c->planner)) {
-            for (n = 0; n < 128 && hs_planners[n]; n++) names[n] = hs_planners[n]->name;
-            return hs_errf(err, HS_ENOTFOUND, "planner: unknown planner \"%s\"%s (see hetsim list planners)",
-                           c->planner, hs_str_did_you_mean(dym, sizeof dym, c->planner, names, n));
-        }
-        if ((rc = hs_model_find(&m, c->model, err))) return rc;
-        if ((rc = hs_cluster_check(c->cluster, err))) return rc;
+        if ((rc = hs_check_policy(c->policy, err)) || (rc = hs_check_planner(c->planner, err)) ||
+            (rc = hs_model_find(&m, c->model, err)) || (rc = hs_cluster_check(c->cluster, err)))
+            return rc;
     }
-    if (!hs_router_find(c->router)) {
-        for (n = 0; n < 128 && hs_routers[n]; n++) names[n] = hs_routers[n]->name;
-        return hs_errf(err, HS_ENOTFOUND, "router: unknown router \"%s\"%s", c->router,
-                       hs_str_did_you_mean(dym, sizeof dym, c->router, names, n));
-    }
-    if (!hs_perf_find(c->perf.model))
-        return hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", c->perf.model);
+    if ((rc = hs_check_router(c->router, err)) || (rc = hs_check_perf_model(c->perf.model, err))) return rc;
     if ((rc = hs_run_cfg_check_bits(c, err))) return rc;
     /* Opening the workload checks its settings and its trace's header;
      * nothing is read past that. */

@@ -64,6 +64,13 @@ void hs_run_cfg_finish(hs_run_cfg *c);
  * building anything, with the errors the run would give; a sweep checks
  * every case this way before running any. */
 int hs_run_cfg_check(const hs_run_cfg *c, hs_err *err);
+/* The registered names a run looks up: 0 when found, else HS_ENOTFOUND with
+ * the one message the run and the sweep's check both give ("policy:
+ * unknown policy \"X\" (did you mean ...) (see hetsim list policies)"). */
+int hs_check_policy(const char *name, hs_err *err);
+int hs_check_planner(const char *name, hs_err *err);
+int hs_check_router(const char *name, hs_err *err);
+int hs_check_perf_model(const char *name, hs_err *err);
 /* bits in {16, 8, 4, 3} and engine.kv_bits in {16, 8}: a set accepts any
  * integer in range, a run only these.  Shared by the run and the check. */
 int hs_run_cfg_check_bits(const hs_run_cfg *c, hs_err *err);

@@ -81,15 +81,6 @@ static const char *dym_reg(char *buf, size_t cap, const char *(*name)(int), cons
     return hs_str_did_you_mean(buf, cap, want, names, n);
 }
 
-/* The registered names, comma-separated, into buf (for messages). */
-static void names_join(const char *(*name)(int), char *buf, size_t cap)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int i = 0; name(i) && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", name(i));
-}
-
 static void run_usage(FILE *fp, const char *cmd)
 {
     fprintf(fp,
@@ -333,26 +324,11 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
     }
     /* from here on the deployment read above is ours: every error goes
      * through fail, which frees it */
+    if ((rc = hs_check_policy(cfg->policy, err)) || (rc = hs_check_router(cfg->router, err)) ||
+        (rc = hs_check_perf_model(cfg->perf.model, err)) || (rc = hs_run_cfg_check_bits(cfg, err)))
+        goto fail;
     s->policy = hs_policy_find(cfg->policy);
-    if (!s->policy) {
-        char dym[160];
-        rc = hs_errf(err, HS_ENOTFOUND, "policy: unknown policy \"%s\"%s (see hetsim list policies)", cfg->policy,
-                     dym_reg(dym, sizeof dym, policy_name, cfg->policy));
-        goto fail;
-    }
     s->router = hs_router_find(cfg->router);
-    if (!s->router) {
-        char names[256], dym[160];
-        names_join(router_name, names, sizeof names);
-        rc = hs_errf(err, HS_ENOTFOUND, "router: unknown router \"%s\"%s (%s)", cfg->router,
-                     dym_reg(dym, sizeof dym, router_name, cfg->router), names);
-        goto fail;
-    }
-    if (!hs_perf_find(cfg->perf.model)) {
-        rc = hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", cfg->perf.model);
-        goto fail;
-    }
-    if ((rc = hs_run_cfg_check_bits(cfg, err))) goto fail;
     if (cfg->deployment[0]) {
         /* The deployment names its model and cluster, and the planner that
          * made it (so the run records that planner, not the default). */
@@ -384,9 +360,7 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
         const hs_planner_ops *pl = hs_planner_find(cfg->planner);
         hs_plan_req pr;
         if (!pl) {
-            char dym[160];
-            rc = hs_errf(err, HS_ENOTFOUND, "planner: unknown planner \"%s\"%s (see hetsim list planners)", cfg->planner,
-                         dym_reg(dym, sizeof dym, planner_name, cfg->planner));
+            rc = hs_check_planner(cfg->planner, err);
             goto fail;
         }
         /* A planner reads the options it declares; one that declares none
