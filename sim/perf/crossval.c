@@ -654,10 +654,25 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
         rc = fit_subset(&e->fit, &d, NULL, 1, -1, err);
         for (int g = 0; !rc && ng > 1 && g < ng; g++) {
             predictor p = {f, NULL};
+            acc one;
+            memset(&one, 0, sizeof one);
             if ((rc = fit_subset(f, &d, gpus[g], 0, -1, err))) break;
             for (int i = 0; i < d.n && !rc; i++)
-                if (!strcmp(d.in[i].g->name, gpus[g]) && accumulate(&p, d.tables[i], d.in[i].m, d.in[i].g, 1, &a))
+                if (!strcmp(d.in[i].g->name, gpus[g]) &&
+                    (accumulate(&p, d.tables[i], d.in[i].m, d.in[i].g, 1, &a) ||
+                     accumulate(&p, d.tables[i], d.in[i].m, d.in[i].g, 1, &one)))
                     rc = hs_errf(err, HS_ENOMEM, "out of memory");
+            /* each fold alone: how far the transfer lands on that GPU */
+            if (!rc && log) {
+                hs_calib_cv cv;
+                hs_fitstat ost[HS_OP_COUNT];
+                double ob[HS_OP_COUNT];
+                if (cv_stats(&one, &cv, ost, ob)) rc = hs_errf(err, HS_ENOMEM, "out of memory");
+                else if (cv.n)
+                    fprintf(log, "  transfer, %s held out: layer median %.1f%%  p90 %.1f%%  bias %+.1f%%  (%d points)\n",
+                            gpus[g], cv.layer_med, cv.layer_p90, cv.layer_bias, cv.n);
+            }
+            acc_free(&one);
         }
         if (!rc && cv_stats(&a, &e->cv, op_st, op_bias)) rc = hs_errf(err, HS_ENOMEM, "out of memory");
         if (!rc) cv_print(log, "transfer (all tables): leave-one-GPU-out", &e->cv, op_st, op_bias, &a);
