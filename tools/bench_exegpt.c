@@ -72,6 +72,7 @@ static void ctx_open(ctx *k, const char *model, const char *cluster, const char 
         hs_exegpt_opts_defaults(&eo);
         eo.perf = k->pc;
         eo.bd_mode = mode;
+        if (getenv("HS_BENCH_ADJUST")) eo.adjust = atof(getenv("HS_BENCH_ADJUST"));
         if (hs_exegpt_create(&k->x[mode], &k->m, k->c, &k->din, &k->dout, &eo, &err)) die(&err);
     }
 }

@@ -290,7 +290,6 @@ static void waa_split_inputs(hs_exegpt *x, const hs__exegpt_tab *t1, double be, 
     *md = hs__exegpt_stage_mem(x, &whole, bd, bd, bd * ctxq);
 }
 
-/* Hand-over time of one encoded batch, s. */
 /* The runtime's encoder batch for a lane share of `want` queries
  * (policy/exegpt/exegpt.c band_ok): with the adjustment on, prompts join
  * in FCFS order until the batch holds `want` queries and (1 - thr) want
@@ -364,18 +363,20 @@ static void enc_batch_mean(hs_exegpt *x, double b_e, double *n, double *tok, dou
 {
     int w0 = (int)floor(b_e), w1 = (int)ceil(b_e);
     double f = b_e - w0;
-    const hs__exegpt_band *a = w0 >= 1 ? band_batch(x, w0) : NULL;
-    const hs__exegpt_band *z = band_batch(x, w1);
-    *n = b_e;
-    *tok = b_e * x->pin_mean;
-    *pairs = b_e * (x->encdec ? x->pin_sq : x->pin_tri);
-    if (!z || (w0 >= 1 && w0 != w1 && !a)) return;
-    if (w0 < 1 || w0 == w1) a = z, f = w0 == w1 ? 0 : 1;
+    const hs__exegpt_band *a = band_batch(x, w0), *z = w1 == w0 ? a : band_batch(x, w1);
+    assert(b_e >= 1);
+    if (!a || !z) { /* the band off (or beyond the cache): `b_e` mean prompts */
+        *n = b_e;
+        *tok = b_e * x->pin_mean;
+        *pairs = b_e * (x->encdec ? x->pin_sq : x->pin_tri);
+        return;
+    }
     *n = (1 - f) * a->n + f * z->n;
     *tok = (1 - f) * a->tok + f * z->tok;
     *pairs = (1 - f) * a->pairs + f * z->pairs;
 }
 
+/* Hand-over time of one encoded batch, s. */
 static double waa_xfer(const hs_exegpt *x, const hs__exegpt_stg *se, int pe, const hs__exegpt_stg *sd,
                        int pdn, double be)
 {

@@ -109,6 +109,7 @@ static int plan(const hs_plan_req *req, hs_deploy *out, hs_err *err)
      * steady state; the paper's B_D formula under-counts the decoding work
      * and picks schedules that do not fit when played, see exegpt.h). */
     eo.bd_mode = HS_EXEGPT_BD_STEADY;
+    eo.adjust = o.adjust; /* the runtime's band, which the WAA estimate forms batches by */
     if ((rc = hs_exegpt_create(&x, req->model, req->cluster, &din, &dout, &eo, err))) goto out;
     hs_exegpt_plan_opts_defaults(&po);
     po.lat_bound = bound > 0 ? bound / 1000.0 : INFINITY;
