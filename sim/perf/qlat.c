@@ -6,8 +6,14 @@
 void hs_qlat_factors(const hs_gpu *g, int bits, double *compute, double *mem_read)
 {
     switch (bits) {
+    /* bitsandbytes LLM.int8: the weight read 0.40 makes an INT8 decode
+     * step 1.25x an FP16 one, as measured end to end (BLOOM-176B on
+     * A100s: 1.22-1.29x per token at batch 1-32, Hugging Face's BLOOM
+     * inference benchmark; smaller models are slower still), on every
+     * GPU; the compute factors keep the paper's Fig. 5 prefill orderings
+     * (comparable to FP16 on a T4, slower on a V100; magnitude assumed). */
     case 8:
-        if (g->ops8 > 0) { *compute = 0.95; *mem_read = 0.55; }
+        if (g->ops8 > 0) { *compute = 0.95; *mem_read = 0.40; }
         else { *compute = 0.45; *mem_read = 0.40; }
         return;
     /* GPTQ's kernel (gemm_s): compute in FP32 on CUDA cores, so no compute

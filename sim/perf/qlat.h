@@ -10,10 +10,11 @@
  *
  *   bits  kernel                      model
  *   16    cuBLAS FP16                 roofline
- *    8    bitsandbytes LLM.int8       roofline, compute x0.45 and weight
- *                                     read x0.40 without INT8 tensor cores
- *                                     (V100, P100), x0.95 and x0.55 with
- *                                     (assumptions: no published figure)
+ *    8    bitsandbytes LLM.int8       roofline, weight read x0.40 (decode
+ *                                     1.25x FP16: published BLOOM-176B
+ *                                     timings); compute x0.45 without INT8
+ *                                     tensor cores (V100, P100), x0.95 with
+ *                                     (the paper's Fig. 5 orderings)
  *    4/3  GPTQ vecquant kernel        one matrix-vector product per input
  *                                     row: packed weights read at x0.61 of
  *                                     mem_eff (GPTQ's 3.25x A100 speed-up),
