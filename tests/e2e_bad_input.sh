@@ -22,8 +22,9 @@ refused "malformed Azure row" 'azure-bad-line5\.csv:5: .*91x' --trace "$FIX/azur
 refused "negative token count" 'azure-negative\.csv:3: .*negative' --trace "$FIX/azure-negative.csv"
 refused "unknown model" 'model.*"nope"' --model nope
 refused "unknown GPU in cluster file" 'cluster-unknown-gpu\.json: .*GPU "nope"' --cluster "$FIX/cluster-unknown-gpu.json"
-refused "unknown policy" 'policy.*"nope"' --policy nope
-refused "unknown router" 'router.*"nope"' --router nope
+refused "unknown policy" 'policy.*"nope".*\(see hetsim list policies\)$' --policy nope
+refused "unknown router" 'router.*"nope".*\(see hetsim list routers\)$' --router nope
+refused "unknown planner" 'planner: unknown planner "hexgen3" \(did you mean "hexgen2"\?\) \(see hetsim list planners\)$' --planner hexgen3
 refused "model does not fit" 'llama-2-70b does not fit' --model llama-2-70b --cluster llmpq-c1 --tp 1
 refused "two nodes, no link" 'cluster-no-link\.json: .*link' --cluster "$FIX/cluster-no-link.json"
 refused "unknown --set key" 'engine.*unknown key "nope"' --set engine.nope=3

@@ -364,39 +364,39 @@ int hs_run_cfg_check_bits(const hs_run_cfg *c, hs_err *err)
     return 0;
 }
 
-/* A registry's names, the did-you-mean and the message, for one kind. */
-static int unknown_name(const char *kind, const char *name, const char *const *names, int n, hs_err *err)
+/* The registries' names by index (NULL past the end), for messages. */
+static const char *policy_at(int i) { return hs_policies[i] ? hs_policies[i]->name : NULL; }
+static const char *planner_at(int i) { return hs_planners[i] ? hs_planners[i]->name : NULL; }
+static const char *router_at(int i) { return hs_routers[i] ? hs_routers[i]->name : NULL; }
+
+/* The message for a name no registry entry has, with the did-you-mean. */
+static int unknown_name(const char *kind, const char *list, const char *name, const char *(*at)(int),
+                        hs_err *err)
 {
+    const char *names[128];
     char dym[160];
-    return hs_errf(err, HS_ENOTFOUND, "%s: unknown %s \"%s\"%s (see hetsim list %ss)", kind, kind, name,
-                   hs_str_did_you_mean(dym, sizeof dym, name, names, n), kind);
+    int n = 0;
+    while (n < 128 && at(n)) {
+        names[n] = at(n);
+        n++;
+    }
+    return hs_errf(err, HS_ENOTFOUND, "%s: unknown %s \"%s\"%s (see hetsim list %s)", kind, kind, name,
+                   hs_str_did_you_mean(dym, sizeof dym, name, names, n), list);
 }
 
 int hs_check_policy(const char *name, hs_err *err)
 {
-    const char *names[128];
-    int n;
-    if (hs_policy_find(name)) return 0;
-    for (n = 0; n < 128 && hs_policies[n]; n++) names[n] = hs_policies[n]->name;
-    return unknown_name("policy", name, names, n, err);
+    return hs_policy_find(name) ? 0 : unknown_name("policy", "policies", name, policy_at, err);
 }
 
 int hs_check_planner(const char *name, hs_err *err)
 {
-    const char *names[128];
-    int n;
-    if (hs_planner_find(name)) return 0;
-    for (n = 0; n < 128 && hs_planners[n]; n++) names[n] = hs_planners[n]->name;
-    return unknown_name("planner", name, names, n, err);
+    return hs_planner_find(name) ? 0 : unknown_name("planner", "planners", name, planner_at, err);
 }
 
 int hs_check_router(const char *name, hs_err *err)
 {
-    const char *names[128];
-    int n;
-    if (hs_router_find(name)) return 0;
-    for (n = 0; n < 128 && hs_routers[n]; n++) names[n] = hs_routers[n]->name;
-    return unknown_name("router", name, names, n, err);
+    return hs_router_find(name) ? 0 : unknown_name("router", "routers", name, router_at, err);
 }
 
 int hs_check_perf_model(const char *name, hs_err *err)
