@@ -74,6 +74,16 @@ double hs_ovh_layer_us(const hs_ovh_profile *p, const char *gpu)
     return any;
 }
 
+double hs_ovh_stage_layer_us(const hs_ovh_profile *p, const hs_cluster *c, const int *gpus, int n)
+{
+    double us = 0;
+    for (int k = 0; k < n && p->n_disp; k++) {
+        double v = hs_ovh_layer_us(p, hs_cluster_gpu(c, gpus[k])->name);
+        if (v > us) us = v;
+    }
+    return us;
+}
+
 /* ---- reader and writer ------------------------------------------------------- */
 
 static int load_row(hs_ovh_row *r, const cJSON *o, const char *where, hs_err *err)

@@ -84,6 +84,9 @@ int hs_ovh_write(const hs_ovh_profile *p, const char *path, hs_err *err);
 /* The dispatch floor per decoder layer (us) on hosts of GPU type gpu: its
  * entry, else the "" entry, else 0 (no floor). */
 double hs_ovh_layer_us(const hs_ovh_profile *p, const char *gpu);
+/* The floor of a stage on GPUs gpus[0..n-1] of c: the slowest host among
+ * their types (what perf.c gives the stage, and the planners' mirrors). */
+double hs_ovh_stage_layer_us(const hs_ovh_profile *p, const hs_cluster *c, const int *gpus, int n);
 
 /* One component's cost (us) for a replica of tp x pp GPUs. */
 double hs_ovh_comp_us(const hs_ovh_comp *c, int tp, int pp, double seqs, double tokens);

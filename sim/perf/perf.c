@@ -72,12 +72,8 @@ static int engine_terms(hs_perf *p, const hs_perf_cfg *cfg, const hs_cluster *c,
      * GPUs' types */
     for (int s = 0; s < l->pp && prof.n_disp; s++) {
         const hs_stage_layout *st = &l->stage[s];
-        double us = 0;
-        for (int k = 0; k < st->tp; k++) {
-            double v = hs_ovh_layer_us(&prof, hs_cluster_gpu(c, st->gpus[k])->name);
-            if (v > us) us = v;
-        }
-        p->stage[s].dispatch_ns = (st->layers + st->enc_layers) * us * 1e3;
+        p->stage[s].dispatch_ns =
+            (st->layers + st->enc_layers) * hs_ovh_stage_layer_us(&prof, c, st->gpus, st->tp) * 1e3;
     }
     return 0;
 }

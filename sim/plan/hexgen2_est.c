@@ -106,13 +106,9 @@ static double stage_roofline(const hs_hg2_ctx *x, const int *gpus, int tp, int l
     }
     assert(isfinite(s) && s >= 0); /* FLOP/s, bandwidths and efficiencies > 0 */
     /* the engine's dispatch floor (perf.c engine_terms): the slowest host */
-    if (x->ovh.n_disp) {
-        double us = 0;
-        for (int i = 0; i < tp; i++) {
-            double v = hs_ovh_layer_us(&x->ovh, hs_cluster_gpu(x->c, gpus[i])->name);
-            if (v > us) us = v;
-        }
-        if (s < L * us * 1e-6) s = L * us * 1e-6;
+    {
+        double floor_s = L * hs_ovh_stage_layer_us(&x->ovh, x->c, gpus, tp) * 1e-6;
+        if (s < floor_s) s = floor_s;
     }
     return s;
 }
