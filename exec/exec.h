@@ -98,6 +98,10 @@ typedef struct hs_exec_attn {
     /* device int32: prefill [n_seqs][3] = {q_start, q_len, prefix};
      * decode [n_seqs] = context */
     const int32_t *seq_info;
+    /* optional host copy of seq_info: a backend that plans per sequence
+     * (the CUDA prefill issues cuBLAS calls sized by each chunk) reads the
+     * lengths here instead of waiting for a device-to-host copy */
+    const int32_t *seq_info_host;
     int max_q_len;                   /* prefill: largest q_len (grid size) */
     int max_context;                 /* decode: largest context (grid size) */
 } hs_exec_attn;
@@ -203,7 +207,11 @@ int hs_exec_weight_set(hs_exec *x, hs_exec_weight *w, const float *data_f, const
 
 /* Measures fn(ctx) on x: `warmup` untimed runs, then repeats (at least
  * min_reps, at most max_reps, about target_us in all) each timed with the
- * backend timer; writes the median in microseconds. */
+ * backend timer; writes the median in microseconds.  Each run is timed
+ * alone, so a kernel of a few microseconds carries its launch latency
+ * (2-5 us on an H200); timing runs back to back on the same buffers
+ * removes that but keeps weights of up to ~60 MB in L2, and measured a
+ * decode step 7% fast (profiles/README.md, H200). */
 typedef struct hs_exec_timing {
     int warmup, min_reps, max_reps;
     double target_us;

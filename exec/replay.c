@@ -663,12 +663,14 @@ static int run_layer(hs_exec_replay *r, int l, const stage *st, int attention, h
     if (attention && st->n_dec) {
         hs_exec_attn a;
         attn_base(r, &a, l, st->n_dec, d->ints + st->o_dtab, st->kb_dec, d->ints + st->o_dinfo);
+        a.seq_info_host = st->ints + st->o_dinfo;
         a.max_context = st->max_ctx;
         if ((rc = o->attention_decode(x, &a, err))) return rc;
     }
     if (attention && st->n_pre) {
         hs_exec_attn a;
         attn_base(r, &a, l, st->n_pre, d->ints + st->o_ptab, st->kb_pre, d->ints + st->o_pinfo);
+        a.seq_info_host = st->ints + st->o_pinfo;
         a.max_q_len = st->max_qlen;
         if ((rc = o->attention_prefill(x, &a, err))) return rc;
     }
@@ -756,6 +758,7 @@ static int prime(hs_exec_replay *r, const memplan *mp, hs_err *err)
         size_t bytes = (size_t)r->max_dec * (1 + (size_t)kb) * sizeof *z;
         if (!(rc = o->upload_bytes(x, d->ints, z, bytes, err))) {
             attn_base(r, &a, 0, r->max_dec, d->ints + r->max_dec, kb, d->ints);
+            a.seq_info_host = z;
             a.max_context = r->max_ctx;
             rc = o->attention_decode(x, &a, err);
         }
@@ -765,6 +768,7 @@ static int prime(hs_exec_replay *r, const memplan *mp, hs_err *err)
         int32_t pi[4] = {0, 1, 0, 0};   /* one query over one key, page 0 */
         if (!(rc = o->upload_bytes(x, d->ints, pi, sizeof pi, err))) {
             attn_base(r, &a, 0, 1, d->ints + 3, 1, d->ints);
+            a.seq_info_host = pi;
             a.max_q_len = 1;
             rc = o->attention_prefill(x, &a, err);
         }

@@ -50,6 +50,9 @@ check_grep "the measured GEMM rate" "$s" "given ceilings $(printf '%.1f' "$tf") 
 check_grep "compare has a layer row" "$s" '^layer +[0-9]+ \|'
 check_grep "and a fitted column (--fit)" "$s" '^fitted: trained on 1 table of other GPUs: a100-80g/tiny-test$'
 check_grep "fidelity validated" "$s" 'absolute error per iteration: median [0-9.]+%'
+check_grep "fidelity on the measured table" "$s" 'TP 1, table latency model\) on '
+check_grep "and on the default model" "$s" 'TP 1, (fitted|roofline)[a-z+]* latency model\) on '
+check "one schedule and one measurement per model" -f "$T/g/measured-table.csv" -a -f "$T/g/measured-default.csv"
 check_grep "summary ends done" "$s" '^tools/gpu-run: done;'
 # the extrapolation printed is f1 + (L - 1) (f2 - f1) of the measured CSV
 line=$(grep -m1 'output 16: 1 layer' "$s")

@@ -35,6 +35,8 @@ static void cu_destroy(hs_exec *x)
     if (c->stage) (void)cudaFree(c->stage);
     if (c->wdeq) (void)cudaFree(c->wdeq);
     if (c->part) (void)cudaFree(c->part);
+    if (c->pf) (void)cudaFree(c->pf);
+    free(c->pf_info);
     if (c->ev0) (void)cudaEventDestroy(c->ev0);
     if (c->ev1) (void)cudaEventDestroy(c->ev1);
     if (c->blas) (void)cublasDestroy(c->blas);
@@ -61,6 +63,7 @@ static int cu_open(hs_exec *x, int device, int dtype, hs_err *err)
     c->device = device;
     HS_CK(cudaSetDevice(device));
     HS_CK(cudaGetDeviceProperties(&prop, device));
+    c->sms = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
     if (dtype < 0) dtype = HS_EXEC_FP16;
     if (dtype == HS_EXEC_FP32)
         return hs_errf(err, HS_EUNSUPPORTED, "--backend cuda: computes in fp16 or bf16, not fp32");

@@ -28,6 +28,11 @@ typedef struct hs__cuda {
     size_t wdeq_bytes;
     float *part;               /* split-context decode partials */
     size_t part_bytes;
+    void *pf;                  /* prefill attention: gathered K/V, Q/O, scores, probabilities */
+    size_t pf_bytes;
+    int32_t *pf_info;          /* host copy of seq_info when the caller gave none */
+    size_t pf_info_n;
+    int sms;                   /* multiprocessors: sizes the decode split */
 } hs__cuda;
 
 static inline hs__cuda *hs__cu(hs_exec *x)

@@ -6,14 +6,16 @@
  *   norm          one block per row, two passes (mean, then variance)
  *   quantised     one warp per output column reading 16-byte chunks of the
  *   GEMM (m<=16)  INT8/INT4 row, up to 8 token rows per warp
- *   prefill attn  block = 16 queries of one head of one sequence (4 warps x
- *                 4 rows); K/V tiles of 32 keys staged in shared memory,
- *                 lane j scores key j, online softmax (flash-attention
- *                 recurrence) in registers, causal mask per row
- *   decode attn   block = one head of one sequence and one 512-token
- *                 partition of its context (4 warps, one key per warp per
- *                 step, online softmax); a second kernel merges partitions
- *                 when the context is longer (vLLM paged attention v2)
+ *   prefill attn  unfused, on tensor cores: per sequence and block of
+ *                 queries, gather K/V, S = Q K^T and O = P V as cuBLAS
+ *                 strided-batched GEMMs over KV heads, causal softmax
+ *                 between them (see the section's comment)
+ *   decode attn   block = one head of one sequence and one partition of
+ *                 its context (512 tokens, shorter when the grid would not
+ *                 fill the device); 4 warps, 4 keys per warp per step with
+ *                 vector loads, online softmax; a second kernel merges
+ *                 partitions (vLLM paged attention v2, FlashDecoding's
+ *                 split when the batch is small)
  * Layouts are those of exec.h. */
 #include "cuda/cuda.h"
 
@@ -452,130 +454,281 @@ int hs__cuda_kv_write(hs_exec *x, void *k_cache, void *v_cache, const void *k, c
     return 0;
 }
 
-/* ---- prefill attention ---------------------------------------------- */
-
-#define PF_BQ 16    /* queries per block */
-#define PF_RPW 4    /* query rows per warp (4 warps) */
-#define PF_BK 32    /* keys per tile: one per lane */
-
-/* grid (ceil(max_q_len / 16), heads, n_seqs), 128 threads.  NV = values
- * of the head held per lane (head_dim <= 32 NV). */
-template <typename T, int NV>
-__global__ void __launch_bounds__(128) k_attn_prefill(hs_exec_attn a)
+static int check_attn(const hs_exec_attn *a, hs_err *err)
 {
-    extern __shared__ float4 smem4[];
-    const int hd = a.head_dim, ld = hd + 2;   /* +2: odd word stride, no bank conflicts */
-    T *ks = (T *)smem4, *vs = ks + PF_BK * ld, *qs = vs + PF_BK * ld;
-    const int s = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * PF_BQ;
-    const int32_t *si = a.seq_info + 3 * s;
-    const int qstart = si[0], qlen = si[1], prefix = si[2];
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    if (q0 >= qlen) return;
-    const int kvh = (int)((long)h * a.kv_heads / a.heads);
-    const int32_t *bt = a.block_tables + (size_t)s * a.max_blocks;
-    const T *q = (const T *)a.q, *kc = (const T *)a.k_cache, *vc = (const T *)a.v_cache;
-    const int kend = prefix + min(q0 + PF_BQ, qlen);   /* keys [0, kend) */
-    float m[PF_RPW], l[PF_RPW], acc[PF_RPW][NV];
+    if (a->n_seqs < 1 || a->heads < 1 || a->kv_heads < 1 || a->head_dim < 1 ||
+        a->heads < a->kv_heads || a->head_dim > HS_EXEC_MAX_HEAD_DIM || a->n_seqs > 65535 ||
+        a->heads > 65535)
+        return hs_errf(err, HS_EINVAL,
+                       "attention: unsupported shape (%d seqs, %d heads, %d kv heads, head_dim %d)",
+                       a->n_seqs, a->heads, a->kv_heads, a->head_dim);
+    return 0;
+}
 
-    for (int i = tid; i < PF_BQ * hd; i += blockDim.x) {
-        int r = i / hd, d = i % hd, qi = q0 + r;
-        qs[r * hd + d] = qi < qlen ? q[(size_t)(qstart + qi) * a.q_stride + (size_t)h * hd + d]
-                                   : fromf<T>(0.0f);
-    }
-#pragma unroll
-    for (int r = 0; r < PF_RPW; r++) {
-        m[r] = -INFINITY;
-        l[r] = 0.0f;
-#pragma unroll
-        for (int v = 0; v < NV; v++) acc[r][v] = 0.0f;
-    }
-    for (int kt = 0; kt < kend; kt += PF_BK) {
-        __syncthreads();   /* the previous tile is consumed (and q is loaded) */
-        for (int i = tid; i < PF_BK * hd; i += blockDim.x) {
-            int j = i / hd, d = i % hd, p = kt + j;
-            T kv = fromf<T>(0.0f), vv = fromf<T>(0.0f);
-            if (p < kend) {
-                size_t o = cache_off(bt[p / HS_EXEC_KV_BLOCK], kvh, p % HS_EXEC_KV_BLOCK,
-                                     a.kv_heads, hd) + d;
-                kv = kc[o];
-                vv = vc[o];
-            }
-            ks[j * ld + d] = kv;
-            vs[j * ld + d] = vv;
-        }
-        __syncthreads();
-#pragma unroll
-        for (int r = 0; r < PF_RPW; r++) {
-            const int row = warp * PF_RPW + r, qi = q0 + row, p = kt + lane;
-            float sc = -INFINITY;
-            if (qi >= qlen) break;   /* warp-uniform */
-            if (p <= prefix + qi) {
-                const T *kr = ks + lane * ld, *qr = qs + row * hd;
-                float dot = 0.0f;
-                for (int d = 0; d < hd; d++) dot += tof<T>(qr[d]) * tof<T>(kr[d]);
-                sc = dot * a.scale;
-            }
-            const float mnew = fmaxf(m[r], warp_max(sc));
-            const float corr = m[r] == -INFINITY ? 0.0f : expf(m[r] - mnew);
-            const float pj = sc == -INFINITY ? 0.0f : expf(sc - mnew);
-            l[r] = l[r] * corr + warp_sum(pj);
-#pragma unroll
-            for (int v = 0; v < NV; v++) acc[r][v] *= corr;
-#pragma unroll 4
-            for (int j = 0; j < PF_BK; j++) {
-                const float pb = __shfl_sync(FULL, pj, j);
-                const T *vr = vs + j * ld;
-                if (pb == 0.0f) continue;   /* uniform across the warp */
-#pragma unroll
-                for (int v = 0; v < NV; v++) {
-                    int d = lane + 32 * v;
-                    if (d < hd) acc[r][v] += pb * tof<T>(vr[d]);
-                }
-            }
-            m[r] = mnew;
-        }
-    }
-    T *out = (T *)a.out;
-#pragma unroll
-    for (int r = 0; r < PF_RPW; r++) {
-        const int qi = q0 + warp * PF_RPW + r;
-        if (qi >= qlen) break;
-#pragma unroll
-        for (int v = 0; v < NV; v++) {
-            int d = lane + 32 * v;
-            if (d < hd)
-                out[(size_t)(qstart + qi) * a.heads * hd + (size_t)h * hd + d] =
-                    fromf<T>(acc[r][v] / l[r]);
-        }
+/* ---- prefill attention: gather, two batched GEMMs, masked softmax ----- */
+
+/* Per sequence and per block of queries, as unfused attention does it on
+ * tensor cores: the sequence's keys and values are gathered from the paged
+ * cache into [kv_heads][keys][head_dim], the queries into head-major
+ * [heads][rows][head_dim] (so each KV head's query heads are one matrix),
+ * then S = scale Q K^T (FP32, one strided-batched GEMM over KV heads), a
+ * causal softmax per row writes P in the element type, O = P V (a second
+ * GEMM), and O is scattered back to token-major rows.  Query blocks bound
+ * the score scratch (PF_SCRATCH) and skip the keys a block cannot see.
+ * FlashAttention fuses these steps and never writes S; at long chunks this
+ * path moves about 12 bytes per score more than it would. */
+#define PF_SCRATCH ((size_t)512 << 20)   /* S (4 bytes) + P (2 bytes) per block */
+#define PF_QB_MAX 1024                   /* query rows per block */
+#define PF_ALIGN 256
+
+/* dst[h][r] <- src[h][r], rows of `words` W-words, any strides (in words):
+ * the token-major <-> head-major moves of Q and O. */
+template <typename W>
+__global__ void k_move_rows(W *dst, const W *src, int heads, int rows, int words, size_t dst_h,
+                            size_t dst_r, size_t src_h, size_t src_r)
+{
+    GRID_STRIDE(i, (size_t)heads * rows * words)
+    {
+        size_t w = i % words, r = (i / words) % rows, h = i / ((size_t)words * rows);
+        dst[h * dst_h + r * dst_r + w] = src[h * src_h + r * src_r + w];
     }
 }
 
-template <typename T, int NV>
-static void launch_prefill(hs_exec *x, const hs_exec_attn *a)
+/* K and V of keys [0, n) of one sequence into [kv_heads][n][words]. */
+template <typename W>
+__global__ void k_gather_kv(W *kd, W *vd, const W *kc, const W *vc, const int32_t *bt, int n,
+                            int kv_heads, int words)
 {
-    dim3 grid((unsigned)((a->max_q_len + PF_BQ - 1) / PF_BQ), (unsigned)a->heads,
-              (unsigned)a->n_seqs);
-    size_t smem = (size_t)(2 * PF_BK * (a->head_dim + 2) + PF_BQ * a->head_dim) * sizeof(T);
-    k_attn_prefill<T, NV><<<grid, 128, smem, hs__cu(x)->stream>>>(*a);
+    GRID_STRIDE(i, (size_t)kv_heads * n * words)
+    {
+        size_t w = i % words, p = (i / words) % n, j = i / ((size_t)words * n);
+        size_t o = (((size_t)bt[p / HS_EXEC_KV_BLOCK] * kv_heads + j) * HS_EXEC_KV_BLOCK +
+                    p % HS_EXEC_KV_BLOCK) * words + w;
+        kd[i] = kc[o];
+        vd[i] = vc[o];
+    }
+}
+
+/* One block per score row (head h, query row r of the block): row r sees
+ * keys [0, first + r]; P gets exp(s - max) / sum there and 0 past it. */
+template <typename T>
+__global__ void __launch_bounds__(128) k_softmax_causal(void *p, const float *s, int ld, int rows,
+                                                        int first)
+{
+    __shared__ float sh[32];
+    const size_t row = blockIdx.x;
+    const int valid = min(ld, first + (int)(row % rows) + 1);
+    const float *sr = s + row * ld;
+    T *pr = (T *)p + row * ld;
+    float mx = -INFINITY, sum = 0.0f;
+    for (int c = threadIdx.x; c < valid; c += blockDim.x) mx = fmaxf(mx, sr[c]);
+    mx = warp_max(mx);
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = mx;
+    __syncthreads();
+    mx = -INFINITY;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) mx = fmaxf(mx, sh[w]);
+    __syncthreads();
+    for (int c = threadIdx.x; c < valid; c += blockDim.x) sum += expf(sr[c] - mx);
+    const float inv = 1.0f / block_sum(sum, sh);
+    for (int c = threadIdx.x; c < ld; c += blockDim.x)
+        pr[c] = fromf<T>(c < valid ? expf(sr[c] - mx) * inv : 0.0f);
+}
+
+/* The widest word (16, 4 or 2 bytes) dividing every row, stride and base. */
+static int move_word(size_t align)
+{
+    return align % 16 == 0 ? 16 : align % 4 == 0 ? 4 : 2;
+}
+
+static int move_rows(hs_exec *x, void *dst, const void *src, int heads, int rows, int hd,
+                     size_t dst_h, size_t dst_r, size_t src_h, size_t src_r, hs_err *err)
+{
+    const size_t es = 2;
+    const int wb = move_word((size_t)hd * es | dst_h * es | dst_r * es | src_h * es | src_r * es |
+                             (uintptr_t)dst | (uintptr_t)src);
+    const int words = (int)((size_t)hd * es / wb);
+    const size_t n = (size_t)heads * rows * words;
+    cudaStream_t st = hs__cu(x)->stream;
+#define MOVE(W)                                                                                  \
+    k_move_rows<W><<<grid_for(n, 256), 256, 0, st>>>((W *)dst, (const W *)src, heads, rows, words, \
+                                                      dst_h * es / wb, dst_r * es / wb,            \
+                                                      src_h * es / wb, src_r * es / wb)
+    if (wb == 16) MOVE(uint4);
+    else if (wb == 4) MOVE(uint32_t);
+    else MOVE(uint16_t);
+#undef MOVE
+    HS_CK_LAUNCH("attention_prefill (move rows)");
+    return 0;
+}
+
+static int gather_kv(hs_exec *x, void *kd, void *vd, const hs_exec_attn *a, const int32_t *bt,
+                     int n, hs_err *err)
+{
+    const size_t es = 2, row = (size_t)a->head_dim * es;
+    const int wb = move_word(row | (uintptr_t)kd | (uintptr_t)vd | (uintptr_t)a->k_cache |
+                             (uintptr_t)a->v_cache);
+    const int words = (int)(row / wb);
+    const size_t total = (size_t)a->kv_heads * n * words;
+    cudaStream_t st = hs__cu(x)->stream;
+#define GATHER(W)                                                                                \
+    k_gather_kv<W><<<grid_for(total, 256), 256, 0, st>>>((W *)kd, (W *)vd, (const W *)a->k_cache, \
+                                                          (const W *)a->v_cache, bt, n,             \
+                                                          a->kv_heads, words)
+    if (wb == 16) GATHER(uint4);
+    else if (wb == 4) GATHER(uint32_t);
+    else GATHER(uint16_t);
+#undef GATHER
+    HS_CK_LAUNCH("attention_prefill (gather K/V)");
+    return 0;
+}
+
+static size_t pf_up(size_t b)
+{
+    return (b + PF_ALIGN - 1) / PF_ALIGN * PF_ALIGN;
+}
+
+/* Query rows per block for a sequence with `keys` keys and `qlen` queries. */
+static int pf_block(const hs_exec_attn *a, int qlen, int keys)
+{
+    size_t per = (size_t)a->heads * keys * 6, qb = per ? PF_SCRATCH / per : PF_QB_MAX;
+    if (qb > PF_QB_MAX) qb = PF_QB_MAX;
+    if (qb < 16) qb = 16;
+    return (int)(qb < (size_t)qlen ? qb : (size_t)qlen);
+}
+
+int hs__cuda_attention_prefill(hs_exec *x, const hs_exec_attn *a, hs_err *err)
+{
+    hs__cuda *c = hs__cu(x);
+    const int32_t *info = a->seq_info_host;
+    const int hd = a->head_dim, g = a->heads / (a->kv_heads > 0 ? a->kv_heads : 1);
+    const size_t es = 2;
+    const cudaDataType_t t = x->info.dtype == HS_EXEC_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    size_t kv_b = 0, q_b = 0, s_b = 0, need;
+    int rc = check_attn(a, err);
+    if (rc) return rc;
+    if (a->max_q_len < 1) return 0;
+    if (a->heads % a->kv_heads)
+        return hs_errf(err, HS_EINVAL, "attention_prefill: %d heads not a multiple of %d KV heads",
+                       a->heads, a->kv_heads);
+    if (!info) {
+        /* No host copy: fetch the lengths (a synchronising copy). */
+        size_t n = (size_t)a->n_seqs * 3;
+        if (n > c->pf_info_n) {
+            int32_t *p = (int32_t *)realloc(c->pf_info, n * sizeof *p);
+            if (!p) return hs_errf(err, HS_ENOMEM, "out of memory");
+            c->pf_info = p;
+            c->pf_info_n = n;
+        }
+        HS_CK(cudaMemcpyAsync(c->pf_info, a->seq_info, n * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                              c->stream));
+        HS_CK(cudaStreamSynchronize(c->stream));
+        info = c->pf_info;
+    }
+    for (int s = 0; s < a->n_seqs; s++) {
+        const int qlen = info[3 * s + 1], keys = info[3 * s + 2] + qlen;
+        if (qlen < 1) continue;
+        if (info[3 * s + 2] < 0 || keys > a->max_blocks * HS_EXEC_KV_BLOCK)
+            return hs_errf(err, HS_EINVAL, "attention_prefill: sequence %d: %d keys, %d blocks", s,
+                           keys, a->max_blocks);
+        const int qb = pf_block(a, qlen, keys);
+        const size_t kvs = pf_up((size_t)a->kv_heads * keys * hd * es);
+        const size_t qs = pf_up((size_t)a->heads * qb * hd * es);
+        const size_t ss = pf_up((size_t)a->heads * qb * keys * 4);
+        kv_b = kvs > kv_b ? kvs : kv_b;
+        q_b = qs > q_b ? qs : q_b;
+        s_b = ss > s_b ? ss : s_b;
+    }
+    /* K, V, Q (then O), S (FP32) and P (half the size of S) */
+    need = 2 * kv_b + q_b + s_b + pf_up(s_b / 2);
+    if (!need) return 0;
+    if ((rc = hs__cuda_reserve(x, &c->pf, &c->pf_bytes, need, err))) return rc;
+    char *kd = (char *)c->pf, *vd = kd + kv_b, *qd = vd + kv_b, *sd = qd + q_b, *pd = sd + s_b;
+    const float one = 1.0f, zero = 0.0f;
+    for (int s = 0; s < a->n_seqs; s++) {
+        const int q0 = info[3 * s], qlen = info[3 * s + 1], prefix = info[3 * s + 2];
+        const int keys = prefix + qlen;
+        if (qlen < 1) continue;
+        const int qb = pf_block(a, qlen, keys);
+        if ((rc = gather_kv(x, kd, vd, a, a->block_tables + (size_t)s * a->max_blocks, keys, err)))
+            return rc;
+        for (int i0 = 0; i0 < qlen; i0 += qb) {
+            const int nq = qlen - i0 < qb ? qlen - i0 : qb, kb = prefix + i0 + nq;
+            const char *qsrc = (const char *)a->q + ((size_t)q0 + i0) * a->q_stride * es;
+            char *osrc = (char *)a->out + ((size_t)q0 + i0) * a->heads * hd * es;
+            /* Q rows -> [heads][nq][hd] */
+            if ((rc = move_rows(x, qd, qsrc, a->heads, nq, hd, (size_t)nq * hd, hd, hd,
+                                (size_t)a->q_stride, err)))
+                return rc;
+            /* S[j] (g nq x kb, ld kb) = scale Q[j] K[j]^T, batched over KV heads */
+            HS_CKB(cublasGemmStridedBatchedEx(
+                c->blas, CUBLAS_OP_T, CUBLAS_OP_N, kb, g * nq, hd, &a->scale, kd, t, hd,
+                (long long)keys * hd, qd, t, hd, (long long)g * nq * hd, &zero, sd, CUDA_R_32F, kb,
+                (long long)g * nq * kb, a->kv_heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            if (x->info.dtype == HS_EXEC_BF16)
+                k_softmax_causal<__nv_bfloat16><<<(unsigned)(a->heads * nq), 128, 0, c->stream>>>(
+                    pd, (const float *)sd, kb, nq, prefix + i0);
+            else
+                k_softmax_causal<__half><<<(unsigned)(a->heads * nq), 128, 0, c->stream>>>(
+                    pd, (const float *)sd, kb, nq, prefix + i0);
+            HS_CK_LAUNCH("attention_prefill (softmax)");
+            /* O[j] (g nq x hd) = P[j] V[j], into the Q buffer */
+            HS_CKB(cublasGemmStridedBatchedEx(
+                c->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, g * nq, kb, &one, vd, t, hd,
+                (long long)keys * hd, pd, t, kb, (long long)g * nq * kb, &zero, qd, t, hd,
+                (long long)g * nq * hd, a->kv_heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            /* [heads][nq][hd] -> output rows */
+            if ((rc = move_rows(x, osrc, qd, a->heads, nq, hd, hd, (size_t)a->heads * hd,
+                                (size_t)nq * hd, hd, err)))
+                return rc;
+        }
+    }
+    return 0;
 }
 
 /* ---- decode attention ----------------------------------------------- */
 
 #define DC_WARPS 4
-#define DC_PART 512   /* context tokens per block */
+#define DC_KEYS 4        /* keys per warp per step: independent loads in flight */
+#define DC_PART_MAX 512  /* context tokens per block (vLLM paged attention v2) */
+#define DC_PART_MIN 64   /* ... when fewer are needed to fill the device */
 
-/* grid (heads, n_seqs, max partitions), 128 threads. */
+template <typename T, int NV> struct alignas(sizeof(T) * NV) tvec {
+    T v[NV];
+};
+
+/* Lane `lane`'s NV consecutive elements of a head row: one vector load
+ * when `vec` (head_dim a multiple of NV, aligned rows), else elementwise. */
+template <typename T, int NV>
+__device__ __forceinline__ void load_lane(const T *row, int lane, int hd, int vec, float out[NV])
+{
+    const int d0 = lane * NV;
+    if (vec && d0 + NV <= hd) {
+        const tvec<T, NV> w = *(const tvec<T, NV> *)(row + d0);
+#pragma unroll
+        for (int v = 0; v < NV; v++) out[v] = tof<T>(w.v[v]);
+    } else {
+#pragma unroll
+        for (int v = 0; v < NV; v++) out[v] = d0 + v < hd ? tof<T>(row[d0 + v]) : 0.0f;
+    }
+}
+
+/* grid (heads, n_seqs, max partitions), 128 threads: each warp takes
+ * DC_KEYS keys per step of its partition, lane l holds elements
+ * [l NV, l NV + NV) of the head, online softmax per warp, then the block
+ * merges its warps; partitions of a longer context are merged by
+ * k_attn_decode_merge. */
 template <typename T, int NV>
 __global__ void __launch_bounds__(128) k_attn_decode(hs_exec_attn a, float *pm, float *pl,
-                                                     float *pacc, int max_parts)
+                                                     float *pacc, int max_parts, int part_len,
+                                                     int vec)
 {
     __shared__ float sm[DC_WARPS], sl[DC_WARPS];
     __shared__ float sacc[DC_WARPS][HS_EXEC_MAX_HEAD_DIM];
     const int h = blockIdx.x, s = blockIdx.y, part = blockIdx.z;
-    const int ctx = a.seq_info[s], k0 = part * DC_PART;
+    const int ctx = a.seq_info[s], k0 = part * part_len;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, hd = a.head_dim;
     if (k0 >= ctx) return;
-    const int k1 = min(ctx, k0 + DC_PART), nparts = (ctx + DC_PART - 1) / DC_PART;
+    const int k1 = min(ctx, k0 + part_len), nparts = (ctx + part_len - 1) / part_len;
     const int kvh = (int)((long)h * a.kv_heads / a.heads);
     const int32_t *bt = a.block_tables + (size_t)s * a.max_blocks;
     const T *q = (const T *)a.q + (size_t)s * a.q_stride + (size_t)h * hd;
@@ -583,28 +736,55 @@ __global__ void __launch_bounds__(128) k_attn_decode(hs_exec_attn a, float *pm, 
     float qv[NV], acc[NV], m = -INFINITY, l = 0.0f;
 #pragma unroll
     for (int v = 0; v < NV; v++) {
-        int d = lane + 32 * v;
+        int d = lane * NV + v;
         qv[v] = d < hd ? tof<T>(q[d]) : 0.0f;
         acc[v] = 0.0f;
     }
-    for (int p = k0 + warp; p < k1; p += DC_WARPS) {
-        size_t o = cache_off(bt[p / HS_EXEC_KV_BLOCK], kvh, p % HS_EXEC_KV_BLOCK, a.kv_heads, hd);
-        float dot = 0.0f;
+    for (int p0 = k0 + warp * DC_KEYS; p0 < k1; p0 += DC_WARPS * DC_KEYS) {
+        float kf[DC_KEYS][NV], vf[DC_KEYS][NV], sc[DC_KEYS];
 #pragma unroll
-        for (int v = 0; v < NV; v++) {
-            int d = lane + 32 * v;
-            if (d < hd) dot += qv[v] * tof<T>(kc[o + d]);
-        }
-        const float sc = warp_sum(dot) * a.scale;
-        const float mnew = fmaxf(m, sc);
-        const float corr = m == -INFINITY ? 0.0f : expf(m - mnew), pp = expf(sc - mnew);
-        l = l * corr + pp;
+        for (int j = 0; j < DC_KEYS; j++) {
+            const int p = p0 + j;
+            if (p < k1) {
+                size_t o = cache_off(bt[p / HS_EXEC_KV_BLOCK], kvh, p % HS_EXEC_KV_BLOCK,
+                                     a.kv_heads, hd);
+                load_lane<T, NV>(kc + o, lane, hd, vec, kf[j]);
+                load_lane<T, NV>(vc + o, lane, hd, vec, vf[j]);
+            } else {
 #pragma unroll
-        for (int v = 0; v < NV; v++) {
-            int d = lane + 32 * v;
-            acc[v] = acc[v] * corr + (d < hd ? pp * tof<T>(vc[o + d]) : 0.0f);
+                for (int v = 0; v < NV; v++) kf[j][v] = vf[j][v] = 0.0f;
+            }
         }
-        m = mnew;
+#pragma unroll
+        for (int j = 0; j < DC_KEYS; j++) {
+            float dot = 0.0f;
+#pragma unroll
+            for (int v = 0; v < NV; v++) dot += qv[v] * kf[j][v];
+            sc[j] = dot;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int j = 0; j < DC_KEYS; j++) sc[j] += __shfl_xor_sync(FULL, sc[j], o);
+        float mx = m;
+#pragma unroll
+        for (int j = 0; j < DC_KEYS; j++) {
+            sc[j] = p0 + j < k1 ? sc[j] * a.scale : -INFINITY;
+            mx = fmaxf(mx, sc[j]);
+        }
+        /* key p0 < k1 is valid, so mx is finite */
+        const float corr = m == -INFINITY ? 0.0f : expf(m - mx);
+        l *= corr;
+#pragma unroll
+        for (int v = 0; v < NV; v++) acc[v] *= corr;
+#pragma unroll
+        for (int j = 0; j < DC_KEYS; j++) {
+            const float pj = sc[j] == -INFINITY ? 0.0f : expf(sc[j] - mx);
+            l += pj;
+#pragma unroll
+            for (int v = 0; v < NV; v++) acc[v] += pj * vf[j][v];
+        }
+        m = mx;
     }
     if (lane == 0) {
         sm[warp] = m;
@@ -612,7 +792,7 @@ __global__ void __launch_bounds__(128) k_attn_decode(hs_exec_attn a, float *pm, 
     }
 #pragma unroll
     for (int v = 0; v < NV; v++) {
-        int d = lane + 32 * v;
+        int d = lane * NV + v;
         if (d < hd) sacc[warp][d] = acc[v];
     }
     __syncthreads();
@@ -637,10 +817,10 @@ __global__ void __launch_bounds__(128) k_attn_decode(hs_exec_attn a, float *pm, 
 /* grid (heads, n_seqs): merges the partitions of sequences longer than one. */
 template <typename T>
 __global__ void k_attn_decode_merge(hs_exec_attn a, const float *pm, const float *pl,
-                                    const float *pacc, int max_parts)
+                                    const float *pacc, int max_parts, int part_len)
 {
     const int h = blockIdx.x, s = blockIdx.y, hd = a.head_dim, ctx = a.seq_info[s];
-    const int nparts = (ctx + DC_PART - 1) / DC_PART;
+    const int nparts = (ctx + part_len - 1) / part_len;
     if (nparts <= 1) return;
     const size_t base = ((size_t)s * a.heads + h) * max_parts;
     float M = -INFINITY, L = 0.0f;
@@ -655,10 +835,14 @@ __global__ void k_attn_decode_merge(hs_exec_attn a, const float *pm, const float
 
 template <typename T, int NV>
 static void launch_decode(hs_exec *x, const hs_exec_attn *a, float *pm, float *pl, float *pacc,
-                          int parts)
+                          int parts, int part_len)
 {
     dim3 grid((unsigned)a->heads, (unsigned)a->n_seqs, (unsigned)parts);
-    k_attn_decode<T, NV><<<grid, 128, 0, hs__cu(x)->stream>>>(*a, pm, pl, pacc, parts);
+    const size_t align = (size_t)NV * 2;
+    const int vec = a->head_dim % NV == 0 && (uintptr_t)a->k_cache % align == 0 &&
+                    (uintptr_t)a->v_cache % align == 0;
+    k_attn_decode<T, NV><<<grid, 128, 0, hs__cu(x)->stream>>>(*a, pm, pl, pacc, parts, part_len,
+                                                              vec);
 }
 
 /* Instantiates fn<T, NV> for the dtype and the smallest NV in {1, 2, 4, 8}
@@ -679,35 +863,33 @@ static void launch_decode(hs_exec *x, const hs_exec_attn *a, float *pm, float *p
         }                                                                              \
     } while (0)
 
-static int check_attn(const hs_exec_attn *a, hs_err *err)
+/* Context tokens per block: 512 (one block per head and sequence for
+ * contexts up to 512, as vLLM's kernel) unless that leaves the device with
+ * fewer than 4 blocks per multiprocessor, then short enough partitions to
+ * reach that (at least 64 keys each: 4 steps of the 4 warps). */
+static int decode_part_len(const hs__cuda *c, const hs_exec_attn *a)
 {
-    if (a->n_seqs < 1 || a->heads < 1 || a->kv_heads < 1 || a->head_dim < 1 ||
-        a->heads < a->kv_heads || a->head_dim > HS_EXEC_MAX_HEAD_DIM || a->n_seqs > 65535 ||
-        a->heads > 65535)
-        return hs_errf(err, HS_EINVAL,
-                       "attention: unsupported shape (%d seqs, %d heads, %d kv heads, head_dim %d)",
-                       a->n_seqs, a->heads, a->kv_heads, a->head_dim);
-    return 0;
-}
-
-int hs__cuda_attention_prefill(hs_exec *x, const hs_exec_attn *a, hs_err *err)
-{
-    int rc = check_attn(a, err);
-    if (rc) return rc;
-    if (a->max_q_len < 1) return 0;
-    DISPATCH_NV(x, a, launch_prefill, x, a);
-    HS_CK_LAUNCH("attention_prefill");
-    return 0;
+    const long base = (long)a->heads * a->n_seqs, want = 4L * c->sms;
+    long len = DC_PART_MAX;
+    if (base < want) {
+        long parts = (want + base - 1) / base;
+        len = (a->max_context + parts - 1) / parts;
+        len = (len + DC_WARPS * DC_KEYS - 1) / (DC_WARPS * DC_KEYS) * (DC_WARPS * DC_KEYS);
+        if (len < DC_PART_MIN) len = DC_PART_MIN;
+        if (len > DC_PART_MAX) len = DC_PART_MAX;
+    }
+    return (int)len;
 }
 
 int hs__cuda_attention_decode(hs_exec *x, const hs_exec_attn *a, hs_err *err)
 {
     hs__cuda *c = hs__cu(x);
-    int rc = check_attn(a, err), parts;
+    int rc = check_attn(a, err), parts, part_len;
     float *pm = NULL, *pl = NULL, *pacc = NULL;
     if (rc) return rc;
     if (a->max_context < 1) return 0;
-    parts = (a->max_context + DC_PART - 1) / DC_PART;
+    part_len = decode_part_len(c, a);
+    parts = (a->max_context + part_len - 1) / part_len;
     if (parts > 65535) return hs_errf(err, HS_EINVAL, "attention_decode: context %d", a->max_context);
     if (parts > 1) {
         size_t slots = (size_t)a->n_seqs * a->heads * parts;
@@ -718,15 +900,16 @@ int hs__cuda_attention_decode(hs_exec *x, const hs_exec_attn *a, hs_err *err)
         pl = pm + slots;
         pacc = pl + slots;
     }
-    DISPATCH_NV(x, a, launch_decode, x, a, pm, pl, pacc, parts);
+    DISPATCH_NV(x, a, launch_decode, x, a, pm, pl, pacc, parts, part_len);
     HS_CK_LAUNCH("attention_decode");
     if (parts > 1) {
+        dim3 grid((unsigned)a->heads, (unsigned)a->n_seqs);
         if (x->info.dtype == HS_EXEC_BF16)
-            k_attn_decode_merge<__nv_bfloat16><<<dim3((unsigned)a->heads, (unsigned)a->n_seqs), 128, 0,
-                                                 c->stream>>>(*a, pm, pl, pacc, parts);
+            k_attn_decode_merge<__nv_bfloat16><<<grid, 128, 0, c->stream>>>(*a, pm, pl, pacc, parts,
+                                                                           part_len);
         else
-            k_attn_decode_merge<__half><<<dim3((unsigned)a->heads, (unsigned)a->n_seqs), 128, 0,
-                                          c->stream>>>(*a, pm, pl, pacc, parts);
+            k_attn_decode_merge<__half><<<grid, 128, 0, c->stream>>>(*a, pm, pl, pacc, parts,
+                                                                    part_len);
         HS_CK_LAUNCH("attention_decode_merge");
     }
     return 0;
