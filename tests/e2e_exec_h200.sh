@@ -45,5 +45,7 @@ within() { python3 -c "import sys; v=float(sys.argv[1] or 99); print(int(abs(v) 
 check "TPOT p50 within 2% ($(pct TPOT 1)%)" "$(within "$(pct TPOT 1)" 2)" = 1
 check "TPOT p99 within 2% ($(pct TPOT 2)%)" "$(within "$(pct TPOT 2)" 2)" = 1
 check "E2E p50 within 3% ($(pct E2E 1)%)" "$(within "$(pct E2E 1)" 3)" = 1
+check_grep "prefill iterations within 1% (-0.32%)" "$r" '^  prefill only +115 +[0-9.]+% +-0\.[0-9]+%$'
+check_grep "batch-1 decode steps listed" "$r" '^  decode, batch 1 +262 '
 check_grep "KV blocks agree with the executor" "$r" 'KV blocks: memory model 16168, executor 16168 \(\+0\.00%\)'
 e2e_finish

@@ -40,6 +40,14 @@ check_grep "TTFT p50" "$T/report" 'TTFT +p50 predicted +13\.250 ms measured +11\
 check_grep "TPOT p50" "$T/report" 'TPOT +p50 predicted +5\.000 ms measured +5\.250 ms \(-4\.76%\)'
 check_grep "E2E p50" "$T/report" 'E2E +p50 predicted +20\.750 ms measured +19\.750 ms \(\+5\.06%\)'
 check_grep "KV capacity" "$T/report" 'KV blocks: memory model 1000, executor 900 \(\+11\.11%\)'
+# by kind: it 0 prefill alone (10 vs 8 ms: +25%), it 1 prefill + decode
+# (4 vs 5: -20%), it 2 decode at batch 2 (4 vs 4: 0%); no other kind listed
+check_grep "prefill alone" "$T/report" '^  prefill only +1 +25\.00% +\+25\.00%$'
+check_grep "prefill with decodes" "$T/report" '^  prefill \+ decode +1 +20\.00% +-20\.00%$'
+check_grep "decode by batch" "$T/report" '^  decode, batch 2-3 +1 +0\.00% +\+0\.00%$'
+check_eq "only the kinds present" "$(grep -c '^  \(prefill\|decode\)' "$T/report")" "3"
+# timeline: measured ends 9, 15, 20 against 11, 16, 21
+check_grep "timeline drift" "$T/report" 'iteration ends: median -1\.000 ms, from -2\.000 to -1\.000 ms'
 rows=$(q "$T/v.db" "select group_concat(iteration||':'||predicted_ns||':'||measured_ns, ' ') from (select * from validations where run = 1 and device = 'handmade' order by iteration)")
 check_eq "validations rows" "$rows" "0:10000000:8000000 1:4000000:5000000 2:4000000:4000000"
 # validating again replaces, never duplicates

@@ -4,7 +4,9 @@
  * Joins the schedule a run emitted (--emit-schedule) with the iteration
  * times hetsim-exec replay measured, stores the pairs in the `validations`
  * table of the run, and reports:
- *   - the absolute percentage error per iteration (median, p90, p99);
+ *   - the absolute percentage error per iteration (median, p90, p99), and
+ *     by kind of iteration (prefill alone, with decodes, decode by batch
+ *     size) with its sign, and the drift of the measured timeline;
  *   - each request's TTFT, TPOT and E2E recomputed on the measured
  *     timeline, against the predicted ones (p50 and p99 errors);
  *   - the KV blocks the executor found room for against the memory model.
@@ -55,6 +57,7 @@ typedef struct vdata {
     size_t cap_it;
     double *meas;                 /* measured ns per iteration */
     double *ovh;                  /* predicted host cost per iteration, ns */
+    int32_t *n_pre, *n_dec;       /* prefill chunks and decode sequences per iteration */
     char device[128];
     int64_t exec_kv_blocks;       /* -1: not reported */
 } vdata;
@@ -79,7 +82,7 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
     hs_sched_request q;
     hs_sched_iter it;
     int kind, rc;
-    size_t cap_it2 = 0, cap_it3 = 0, cap_it4 = 0, cap_it5 = 0;
+    size_t cap_it2 = 0, cap_it3 = 0, cap_it4 = 0, cap_it5 = 0, cap_it6 = 0, cap_it7 = 0;
     /* first/finished ids per iteration, resolved once requests are sorted */
     int64_t *ev_id = NULL, *ev_it = NULL, n_ev = 0;
     char *ev_first = NULL;
@@ -106,7 +109,9 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
                 hs_vec_reserve((void **)&d->end, &cap_it2, need, sizeof *d->end, 256) ||
                 hs_vec_reserve((void **)&d->chained, &cap_it3, need, sizeof *d->chained, 256) ||
                 hs_vec_reserve((void **)&d->arrived, &cap_it4, need, sizeof *d->arrived, 256) ||
-                hs_vec_reserve((void **)&d->ovh, &cap_it5, need, sizeof *d->ovh, 256))
+                hs_vec_reserve((void **)&d->ovh, &cap_it5, need, sizeof *d->ovh, 256) ||
+                hs_vec_reserve((void **)&d->n_pre, &cap_it6, need, sizeof *d->n_pre, 256) ||
+                hs_vec_reserve((void **)&d->n_dec, &cap_it7, need, sizeof *d->n_dec, 256))
                 goto nomem;
             {
                 /* the host cost the engine charged (hs_perf_step_ns): schedules
@@ -119,6 +124,8 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
             }
             d->start[i] = it.start;
             d->end[i] = it.end;
+            d->n_pre[i] = it.n_pre;
+            d->n_dec[i] = it.n_dec;
             d->arrived[i] = 0;
             d->chained[i] = i > 0 && it.start == d->end[i - 1];
             /* events: 1 first token, 0 finished, 2 prefilled here */
@@ -249,6 +256,8 @@ static void free_data(vdata *d)
     free(d->chained);
     free(d->arrived);
     free(d->meas);
+    free(d->n_pre);
+    free(d->n_dec);
 }
 
 /* The measured end of every iteration (see the top of the file). */
@@ -303,6 +312,50 @@ static double pct(double *v, size_t n, double q)
 static double rel(double meas, double pred)
 {
     return meas != 0 ? (pred - meas) / meas * 100.0 : NAN;
+}
+
+/* Where the iteration error comes from: the error of each kind of
+ * iteration (prefill alone, prefill with decodes, decode by batch size),
+ * median absolute and median signed (pred / meas - 1), and how far the
+ * measured timeline drifts from the predicted one, which is what moves
+ * TTFT when iterations of both signs alternate. */
+static int print_kinds(const vdata *d, const hs_ns *mend, hs_err *err)
+{
+    static const struct { const char *name; int lo, hi; } band[] = {
+        {"prefill only", -1, -1}, {"prefill + decode", -2, -2}, {"decode, batch 1", 1, 1},
+        {"decode, batch 2-3", 2, 3}, {"decode, batch 4-7", 4, 7}, {"decode, batch 8-15", 8, 15},
+        {"decode, batch 16-31", 16, 31}, {"decode, batch 32-63", 32, 63},
+        {"decode, batch 64+", 64, INT32_MAX}};
+    double *e = malloc((size_t)d->n_it * sizeof *e), *s = malloc((size_t)d->n_it * sizeof *s);
+    if (!e || !s) {
+        free(e);
+        free(s);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    printf("by kind of iteration: count, median absolute error, median signed error (predicted - measured)\n");
+    for (size_t b = 0; b < sizeof band / sizeof band[0]; b++) {
+        size_t n = 0;
+        for (int64_t i = 0; i < d->n_it; i++) {
+            int np = d->n_pre[i], nd = d->n_dec[i], in;
+            if (band[b].lo == -1) in = np > 0 && nd == 0;
+            else if (band[b].lo == -2) in = np > 0 && nd > 0;
+            else in = np == 0 && nd >= band[b].lo && nd <= band[b].hi;
+            if (!in) continue;
+            s[n] = ((double)(d->end[i] - d->start[i]) - d->ovh[i] - d->meas[i]) / d->meas[i] * 100.0;
+            e[n] = fabs(s[n]);
+            n++;
+        }
+        if (n) printf("  %-20s %7zu %8.2f%% %+8.2f%%\n", band[b].name, n, pct(e, n, 50), pct(s, n, 50));
+    }
+    for (int64_t i = 0; i < d->n_it; i++) s[i] = (double)(mend[i] - d->end[i]) / 1e6;
+    {
+        double med = pct(s, (size_t)d->n_it, 50);   /* sorts s */
+        printf("measured timeline minus predicted, iteration ends: median %+.3f ms, from %+.3f to %+.3f ms\n",
+               med, s[0], s[d->n_it - 1]);
+    }
+    free(e);
+    free(s);
+    return 0;
 }
 
 static int parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out)
@@ -407,6 +460,7 @@ int hs_cli_validate(int argc, char **argv)
     printf("iterations: %lld; absolute error per iteration: median %.2f%%, p90 %.2f%%, p99 %.2f%%\n",
            (long long)d.n_it, pct(ape, (size_t)d.n_it, 50), pct(ape, (size_t)d.n_it, 90),
            pct(ape, (size_t)d.n_it, 99));
+    if ((rc = print_kinds(&d, mend, &err))) goto fail;
     {
         /* Per-request metrics on both timelines. */
         static const char *const names[] = {"TTFT", "TPOT", "E2E"};
