@@ -60,6 +60,7 @@ int hs_exec_open(hs_exec *x, const char *name, int dtype, hs_err *err)
 
 void hs_exec_close(hs_exec *x)
 {
+    if (x && x->ops && x->flush) x->ops->free(x, x->flush);
     if (x && x->ops) x->ops->destroy(x);
     if (x) memset(x, 0, sizeof *x);
 }
@@ -194,9 +195,18 @@ int hs_exec_measure(hs_exec *x, const hs_exec_timing *t,
     const hs_exec_ops *o = x->ops;
     double first = 0, *s;
     int rc, reps;
+    uint64_t seed = 0;
+    if (t->flush_bytes > x->flush_cap) {
+        if (x->flush) o->free(x, x->flush);
+        x->flush = NULL;
+        x->flush_cap = 0;
+        if ((rc = o->alloc(x, &x->flush, t->flush_bytes, err))) return rc;
+        x->flush_cap = t->flush_bytes;
+    }
+#define FLUSH() (t->flush_bytes ? o->fill_bytes(x, x->flush, t->flush_bytes, ++seed, err) : 0)
     /* Warm-up; the last one is timed to choose the number of repeats. */
     for (int i = 0; i < (t->warmup > 1 ? t->warmup : 1); i++) {
-        if ((rc = o->timer_start(x, err)) || (rc = fn(x, ctx, err)) ||
+        if ((rc = FLUSH()) || (rc = o->timer_start(x, err)) || (rc = fn(x, ctx, err)) ||
             (rc = o->timer_stop(x, &first, err)))
             return rc;
     }
@@ -207,11 +217,12 @@ int hs_exec_measure(hs_exec *x, const hs_exec_timing *t,
     if (!(s = malloc((size_t)reps * sizeof *s)))
         return hs_errf(err, HS_ENOMEM, "out of memory (timing samples)");
     for (int i = 0; i < reps; i++)
-        if ((rc = o->timer_start(x, err)) || (rc = fn(x, ctx, err)) ||
+        if ((rc = FLUSH()) || (rc = o->timer_start(x, err)) || (rc = fn(x, ctx, err)) ||
             (rc = o->timer_stop(x, &s[i], err))) {
             free(s);
             return rc;
         }
+#undef FLUSH
     qsort(s, (size_t)reps, sizeof *s, cmp_double);
     *us = reps % 2 ? s[reps / 2] : 0.5 * (s[reps / 2 - 1] + s[reps / 2]);
     free(s);

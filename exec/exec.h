@@ -168,6 +168,8 @@ struct hs_exec {
     void *priv;                /* backend state */
     double bytes_alloc;        /* device bytes allocated through weights and replay
                                   buffers since creation (fingerprint memory) */
+    void *flush;               /* hs_exec_measure's cache-flush buffer */
+    size_t flush_cap;
 };
 
 /* Registry: "cpu" always, "cuda" when built with the toolkit (HS_HAVE_CUDA).
@@ -207,14 +209,21 @@ int hs_exec_weight_set(hs_exec *x, hs_exec_weight *w, const float *data_f, const
 
 /* Measures fn(ctx) on x: `warmup` untimed runs, then repeats (at least
  * min_reps, at most max_reps, about target_us in all) each timed with the
- * backend timer; writes the median in microseconds.  Each run is timed
- * alone, so a kernel of a few microseconds carries its launch latency
- * (2-5 us on an H200); timing runs back to back on the same buffers
- * removes that but keeps weights of up to ~60 MB in L2, and measured a
- * decode step 7% fast (profiles/README.md, H200). */
+ * backend timer; writes the median in microseconds.
+ *
+ * Each run is timed alone, so a kernel of a few microseconds carries its
+ * launch latency (2-5 us on an H200), which a stream of kernels hides;
+ * timing runs back to back on the same buffers removes that but keeps
+ * weights of up to ~60 MB in L2, and measured a decode step 7% fast
+ * (profiles/README.md, H200).  With flush_bytes > 0 ("cold"), each run is
+ * queued behind a write of that many bytes: the L2 holds none of the op's
+ * data, as after a step's other layers, and the device is still busy with
+ * the write while the op is queued, so its launch is hidden too. */
+#define HS_EXEC_FLUSH_BYTES ((size_t)256 << 20)   /* several times any GPU's L2 */
 typedef struct hs_exec_timing {
     int warmup, min_reps, max_reps;
     double target_us;
+    size_t flush_bytes;        /* 0: none */
 } hs_exec_timing;
 int hs_exec_measure(hs_exec *x, const hs_exec_timing *t,
                     int (*fn)(hs_exec *x, void *ctx, hs_err *err), void *ctx, double *us,

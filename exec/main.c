@@ -50,6 +50,9 @@ static void profile_usage(FILE *fp)
             "  --dtype D          fp16 or bf16 on cuda (default fp16); fp32 on cpu\n"
             "  --out DIR          output folder (default profiles/<device>/<model>/)\n"
             "  --quick            small grids and few repeats (seconds on the CPU with tiny-test)\n"
+            "  --timing T         alone (default): each op timed by itself; cold: each op queued\n"
+            "                     behind a 256 MiB write, so the L2 holds none of its data and its\n"
+            "                     launch is hidden (not yet validated on a GPU: exec/README.md)\n"
             "  --quiet            no progress lines on stderr\n");
 }
 
@@ -172,7 +175,7 @@ static int cmd_profile(int argc, char **argv)
     o.n_bits = 1;
     o.progress = 1;
     for (int i = 1; i < argc; i++) {
-        static const char *const flags[] = {"--model", "--tp", "--bits", "--out", NULL};
+        static const char *const flags[] = {"--model", "--tp", "--bits", "--out", "--timing", NULL};
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             profile_usage(stdout);
@@ -184,7 +187,13 @@ static int cmd_profile(int argc, char **argv)
         if (rc == 0) continue;
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--out")) o.out = v;
-        else if (!strcmp(a, "--tp")) {
+        else if (!strcmp(a, "--timing")) {
+            if (strcmp(v, "alone") && strcmp(v, "cold")) {
+                hs_errf(&err, HS_EINVAL, "--timing %s: must be alone or cold", v);
+                return fail(&err);
+            }
+            o.cold = !strcmp(v, "cold");
+        } else if (!strcmp(a, "--tp")) {
             if (parse_list("--tp", v, o.tp, HS_EXEC_MAX_TPS, 1, 1024, &o.n_tp, &err)) return fail(&err);
         } else {
             if (parse_list("--bits", v, o.bits, 3, 1, 64, &o.n_bits, &err)) return fail(&err);

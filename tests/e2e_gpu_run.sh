@@ -42,6 +42,7 @@ check_grep "kernels checked on the device" "$s" "checks passed, 0 failed"
 check_grep "ceilings measured" "$s" '^gemm: [0-9.]+ TFLOP/s'
 check_grep "table profiled" "$s" '[0-9]+ dense, [0-9]+ decode, [0-9]+ prefill lines'
 check "table written under profiles/<device>/<model>" -f "$T/g/profiles/$dev/tiny4/dense.csv"
+check_grep "the timing method recorded (alone by default)" "$T/g/profiles/$dev/tiny4/meta.json" '"timing": "alone"'
 check_grep "compared with the datasheet" "$s" '^roofline: datasheet 0.1 TFLOP/s and 20 GB/s'
 tf=$(sed -n 's/^gemm: \([0-9.]*\) TFLOP.*/\1/p' "$T/g/info.txt")
 # attn_eff / gemm_eff = 0.37 / 0.70 (crossval.c: a fraction of the measured GEMM rate)

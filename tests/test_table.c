@@ -94,6 +94,7 @@ static void test_read_fixture(void)
     CHECK_INT(t->meta.mem_total_bytes, 85899345920LL);
     CHECK_INT(t->meta.kv_blocks, 1000);
     CHECK_INT(t->meta.kv_block_size, 16);
+    CHECK_STR(t->meta.timing, "");
     /* sorted: first row is emb, tp 1, tokens 1 */
     CHECK_INT(t->dense[0].op, HS_OP_EMB);
     CHECK_INT(t->dense[0].tp, 1);
@@ -182,6 +183,27 @@ static void test_malformed(void)
         write_text(dir, "meta.json", "{\"gpu\": \"a\", \"model\": \"b\", \"backend\": \"cuda\"}\n");
         CHECK_INT(hs_ptable_read(&t, dir, &err), HS_EIO);
         CHECK(strstr(err.msg, "dense.csv: cannot open") != NULL);
+        rm_rf(dir);
+    }
+    bad_case("meta.json", "{\"gpu\": \"a\", \"model\": \"b\", \"backend\": \"cuda\", \"timing\": \"warm\"}",
+             HS_EPARSE, "meta.json: timing: \"warm\" is not alone or cold");
+    {   /* hetsim-exec's timing method is read and written back */
+        char dir[256], again[300];
+        hs_ptable *t = NULL, *u = NULL;
+        hs_err err = {0};
+        make_tmpdir(dir, sizeof dir);
+        write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\", \"timing\": \"cold\"}\n");
+        write_text(dir, "dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n");
+        CHECK_OK(hs_ptable_read(&t, dir, &err), &err);
+        if (t) {
+            CHECK_STR(t->meta.timing, "cold");
+            snprintf(again, sizeof again, "%s/again", dir);
+            CHECK_OK(hs_ptable_write(t, again, &err), &err);
+            CHECK_OK(hs_ptable_read(&u, again, &err), &err);
+            if (u) CHECK_STR(u->meta.timing, "cold");
+        }
+        hs_ptable_destroy(t);
+        hs_ptable_destroy(u);
         rm_rf(dir);
     }
 }

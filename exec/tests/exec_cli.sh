@@ -53,7 +53,7 @@ if "$bin" profile --model tiny-test --tp 1,2 --bits 16,8,4 --backend cpu --quick
     fi
     for key in '"gpu": "cpu-' '"model": "tiny-test"' '"backend": "cpu"' '"dtype": "fp32"' \
                '"source": "hetsim-exec profile"' '"created": "' '"mem_total_bytes": ' \
-               '"mem_usable_bytes": ' '"kv_block_size": 16' '"kv_blocks": '; do
+               '"mem_usable_bytes": ' '"kv_block_size": 16' '"kv_blocks": ' '"timing": "alone"'; do
         grep -qF "$key" "$out/meta.json" || fail "meta.json: no $key"
     done
     python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); assert m["kv_blocks"] > 0 and m["mem_usable_bytes"] > 0' \
@@ -61,6 +61,18 @@ if "$bin" profile --model tiny-test --tp 1,2 --bits 16,8,4 --backend cpu --quick
     ls "$out" | grep -q '\.tmp$' && fail "temporary files left behind"
 else
     fail "profile: $(cat "$tmp/err")"
+fi
+
+# --timing cold: every op queued behind a cache-flushing write; the table
+# says so (test_table checks the simulator's reader takes it).
+if "$bin" profile --model tiny-test --bits 16 --backend cpu --quick --timing cold --out "$tmp/cold" \
+        >"$tmp/out" 2>"$tmp/err"; then
+    grep -qF '"timing": "cold"' "$tmp/cold/meta.json" || fail "meta.json: no \"timing\": \"cold\""
+    awk -F, 'NR > 1 && !($NF > 0) { bad++ } END { exit bad > 0 }' "$tmp/cold/dense.csv" ||
+        fail "cold dense.csv: a time is not positive"
+    echo "ok: --timing cold"
+else
+    fail "profile --timing cold: $(cat "$tmp/err")"
 fi
 
 # Errors: one line, exit 2.
@@ -72,6 +84,7 @@ expect_error "bad --model" "unknown model \"no-such-model\"" profile --model no-
 expect_error "--tp not dividing heads" "does not divide the 4 attention heads" profile --model tiny-test --tp 3 --backend cpu --quick --out "$tmp/x"
 expect_error "bad --tp" "--tp 0" profile --model tiny-test --tp 0 --backend cpu
 expect_error "bad --bits" "--bits 3" profile --model tiny-test --bits 3 --backend cpu
+expect_error "bad --timing" "--timing warm: must be alone or cold" profile --model tiny-test --timing warm --backend cpu
 expect_error "unwritable --out" "cannot create /proc/hetsim-exec-test" profile --model tiny-test --backend cpu --quick --out /proc/hetsim-exec-test
 expect_error "bad --backend" "unknown backend" info --backend tpu
 expect_error "cpu in bf16" "fp32 only" info --backend cpu --dtype bf16

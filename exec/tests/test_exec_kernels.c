@@ -604,7 +604,7 @@ static int run_add(hs_exec *x, void *ctx, hs_err *err)
 static void test_timing(void)
 {
     void *b[3] = {dev((size_t)1 << 16), dev((size_t)1 << 16), dev((size_t)1 << 16)};
-    hs_exec_timing t = {1, 3, 5, 100};
+    hs_exec_timing t = {1, 3, 5, 100, 0};
     double us = -1;
     CHECK_OK(X.ops->fill_random(&X, b[1], (size_t)1 << 16, 1, 1.0f, &E), &E);
     CHECK_OK(X.ops->fill_random(&X, b[2], (size_t)1 << 16, 2, 1.0f, &E), &E);

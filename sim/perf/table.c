@@ -49,6 +49,7 @@ static const hs_field meta_fields[] = {
     HS_FIELD_NUM(hs_ptable_meta, mem_usable_bytes, HS_F_I64, 0, 0, 0, 1e15, "usable memory, bytes"),
     HS_FIELD_NUM(hs_ptable_meta, kv_block_size, HS_F_INT, 0, 16, 1, 65536, "tokens per KV block"),
     HS_FIELD_NUM(hs_ptable_meta, kv_blocks, HS_F_I64, 0, 0, 0, 1e12, "KV blocks that fit"),
+    HS_FIELD_STR(hs_ptable_meta, timing, 0, "", "how hetsim-exec timed each op: alone or cold"),
     {0},
 };
 
@@ -357,6 +358,8 @@ static int read_meta(hs_ptable *t, const char *path, hs_err *err)
         strcmp(t->meta.backend, "vidur"))
         return hs_errf(err, HS_EPARSE, "%s: backend: \"%s\" is not cuda, cpu or vidur",
                        path, t->meta.backend);
+    if (t->meta.timing[0] && strcmp(t->meta.timing, "alone") && strcmp(t->meta.timing, "cold"))
+        return hs_errf(err, HS_EPARSE, "%s: timing: \"%s\" is not alone or cold", path, t->meta.timing);
     return 0;
 }
 
@@ -443,7 +446,8 @@ static int write_meta(const hs_ptable *t, const char *dir, hs_err *err)
           !cJSON_AddNumberToObject(j, "mem_total_bytes", (double)m->mem_total_bytes) ||
           !cJSON_AddNumberToObject(j, "mem_usable_bytes", (double)m->mem_usable_bytes) ||
           !cJSON_AddNumberToObject(j, "kv_block_size", m->kv_block_size) ||
-          !cJSON_AddNumberToObject(j, "kv_blocks", (double)m->kv_blocks);
+          !cJSON_AddNumberToObject(j, "kv_blocks", (double)m->kv_blocks) ||
+          (m->timing[0] && !cJSON_AddStringToObject(j, "timing", m->timing));
     rc = hs_json_save(bad ? NULL : j, path, err);
     cJSON_Delete(j);
     return rc;
