@@ -199,64 +199,102 @@ __global__ void k_dequant(void *out, const uint8_t *q, const void *scale, const 
     }
 }
 
-/* One warp per output column, blockDim 128 (4 columns), up to 8 rows of x
- * per block (blockIdx.y).  Each lane reads one 16-byte chunk of the row
- * per step: 16 INT8 or 32 INT4 weights, all in one quantisation group
- * (rows are padded to 16 bytes and 128 is a multiple of 32). */
+/* Up to HS__CUDA_FUSED_M rows: weight-bandwidth bound, as the decode
+ * kernels of AWQ/GPTQ runtimes.  A block of QF_WARPS warps computes
+ * QF_COLS output columns (QF_CPW per warp) for up to QF_ROWS rows of x
+ * (blockIdx.y).  Per tile of 32 lanes x PER weights along k, the block
+ * stages those rows of x in shared memory once; each lane then
+ * dequantises one 16-byte chunk (PER weights of one quantisation group:
+ * rows are padded to 16 bytes and 128 is a multiple of 32) of each of its
+ * warp's columns and multiplies it with the staged rows.  Weights are
+ * read once per block of rows, x once per block of columns.  (The first
+ * version read x once per column: on an H200 it cost 2.3-3.1x FP16 cuBLAS
+ * at one row and 23-60x at 16.)  The staged rows are padded by one float
+ * per PER, so that the lanes' reads at the same offset fall in different
+ * banks. */
 #define QF_ROWS 8
+#define QF_WARPS 8
+#define QF_CPW 4
+#define QF_COLS (QF_WARPS * QF_CPW)
 template <typename T, int BITS>
-__global__ void __launch_bounds__(128) k_gemm_q(void *y, const void *xin, const uint8_t *q,
-                                                const void *scale, const void *zero, int m, int n,
-                                                int k, size_t ld, int groups)
+__global__ void __launch_bounds__(QF_WARPS * 32) k_gemm_q(void *y, const void *xin, const uint8_t *q,
+                                                          const void *scale, const void *zero, int m,
+                                                          int n, int k, size_t ld, int groups)
 {
     constexpr int PER = BITS == 8 ? 16 : 32;   /* weights per 16-byte chunk */
-    const T *xs = (const T *)xin, *sc = (const T *)scale, *zp = (const T *)zero;
+    constexpr int TILE = 32 * PER;             /* k per tile: one chunk per lane */
+    constexpr int PITCH = TILE + TILE / PER;   /* padded row of the staged x */
+    __shared__ float xs[QF_ROWS * PITCH];
+    const T *xg = (const T *)xin, *sc = (const T *)scale, *zp = (const T *)zero;
     T *ys = (T *)y;
-    int lane = threadIdx.x & 31, col = blockIdx.x * 4 + (threadIdx.x >> 5);
-    int m0 = blockIdx.y * QF_ROWS, mr = min(QF_ROWS, m - m0);
-    float acc[QF_ROWS];
-    if (col >= n || mr <= 0) return;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int m0 = blockIdx.y * QF_ROWS, mr = min(QF_ROWS, m - m0);
+    const int col0 = blockIdx.x * QF_COLS + warp * QF_CPW;
+    float acc[QF_CPW][QF_ROWS];
 #pragma unroll
-    for (int r = 0; r < QF_ROWS; r++) acc[r] = 0.0f;
-    const uint8_t *row = q + (size_t)col * ld;
-    for (int base = lane * PER; base < k; base += 32 * PER) {
-        uint4 chunk = *(const uint4 *)(row + (size_t)base * BITS / 8);
-        const uint8_t *b = (const uint8_t *)&chunk;
-        int g = base / HS_EXEC_QGROUP, lim = min(PER, k - base);
-        float s = tof<T>(sc[(size_t)col * groups + g]), z = tof<T>(zp[(size_t)col * groups + g]);
-        float w[PER];
+    for (int c = 0; c < QF_CPW; c++)
 #pragma unroll
-        for (int e = 0; e < PER; e++) w[e] = ((float)qcode<BITS>(b, e) - z) * s;
+        for (int r = 0; r < QF_ROWS; r++) acc[c][r] = 0.0f;
+    for (int kt = 0; kt < k; kt += TILE) {
+        __syncthreads();   /* the previous tile is consumed */
+        for (int i = threadIdx.x; i < mr * TILE; i += blockDim.x) {
+            const int r = i / TILE, c = i % TILE;
+            xs[r * PITCH + c + c / PER] = kt + c < k ? tof<T>(xg[(size_t)(m0 + r) * k + kt + c]) : 0.0f;
+        }
+        __syncthreads();
+        const int base = kt + lane * PER;
+        if (base >= k) continue;   /* past the end: no chunk (lanes rejoin at the barrier) */
+        const int g = base / HS_EXEC_QGROUP, lim = min(PER, k - base);
+        const float *xl = xs + lane * (PER + 1);
+        uint4 chunk[QF_CPW];
+        float s[QF_CPW], z[QF_CPW];
+        /* all of the lane's loads first, so they are in flight together */
 #pragma unroll
-        for (int r = 0; r < QF_ROWS; r++) {
-            if (r < mr) {
-                const T *xr = xs + (size_t)(m0 + r) * k + base;
-                float a = 0.0f;
+        for (int c = 0; c < QF_CPW; c++) {
+            const int col = col0 + c < n ? col0 + c : n - 1;   /* past n: a valid row, not stored */
+            chunk[c] = *(const uint4 *)(q + (size_t)col * ld + (size_t)base * BITS / 8);
+            s[c] = tof<T>(sc[(size_t)col * groups + g]);
+            z[c] = tof<T>(zp[(size_t)col * groups + g]);
+        }
 #pragma unroll
-                for (int e = 0; e < PER; e++)
-                    if (e < lim) a += w[e] * tof<T>(xr[e]);
-                acc[r] += a;
+        for (int c = 0; c < QF_CPW; c++) {
+            const uint8_t *b = (const uint8_t *)&chunk[c];
+            float w[PER];
+#pragma unroll
+            for (int e = 0; e < PER; e++) w[e] = e < lim ? ((float)qcode<BITS>(b, e) - z[c]) * s[c] : 0.0f;
+#pragma unroll
+            for (int r = 0; r < QF_ROWS; r++) {
+                if (r < mr) {
+                    const float *xr = xl + r * PITCH;
+                    float a = 0.0f;
+#pragma unroll
+                    for (int e = 0; e < PER; e++) a += w[e] * xr[e];
+                    acc[c][r] += a;
+                }
             }
         }
     }
 #pragma unroll
-    for (int r = 0; r < QF_ROWS; r++) acc[r] = warp_sum(acc[r]);
+    for (int c = 0; c < QF_CPW; c++)
+#pragma unroll
+        for (int r = 0; r < QF_ROWS; r++) acc[c][r] = warp_sum(acc[c][r]);
     if (lane == 0)
-        for (int r = 0; r < mr; r++) ys[(size_t)(m0 + r) * n + col] = fromf<T>(acc[r]);
+        for (int c = 0; c < QF_CPW && col0 + c < n; c++)
+            for (int r = 0; r < mr; r++) ys[(size_t)(m0 + r) * n + col0 + c] = fromf<T>(acc[c][r]);
 }
 
 template <typename T>
 static void launch_gemm_q(hs_exec *x, void *y, const void *in, const hs_exec_weight *w, int m)
 {
-    dim3 grid((unsigned)((w->n + 3) / 4), (unsigned)((m + QF_ROWS - 1) / QF_ROWS));
+    dim3 grid((unsigned)((w->n + QF_COLS - 1) / QF_COLS), (unsigned)((m + QF_ROWS - 1) / QF_ROWS));
     const uint8_t *q = (const uint8_t *)w->data;
     cudaStream_t st = hs__cu(x)->stream;
     if (w->bits == 8)
-        k_gemm_q<T, 8><<<grid, 128, 0, st>>>(y, in, q, w->scale, w->zero, m, w->n, w->k, w->ld,
-                                             w->groups);
+        k_gemm_q<T, 8><<<grid, QF_WARPS * 32, 0, st>>>(y, in, q, w->scale, w->zero, m, w->n, w->k,
+                                                       w->ld, w->groups);
     else
-        k_gemm_q<T, 4><<<grid, 128, 0, st>>>(y, in, q, w->scale, w->zero, m, w->n, w->k, w->ld,
-                                             w->groups);
+        k_gemm_q<T, 4><<<grid, QF_WARPS * 32, 0, st>>>(y, in, q, w->scale, w->zero, m, w->n, w->k,
+                                                       w->ld, w->groups);
 }
 
 template <typename T>
