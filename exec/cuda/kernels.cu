@@ -184,18 +184,46 @@ __device__ __forceinline__ int qcode(const uint8_t *row, int i)
     return BITS == 8 ? row[i] : (row[i >> 1] >> (4 * (i & 1))) & 15;
 }
 
+/* Eight elements, one 16-byte store. */
+template <typename T> struct alignas(16) t8 {
+    T v[8];
+};
+
+/* One thread per 16-byte chunk of codes (PER weights of one group):
+ * unpacks them in registers and stores PER elements, as 16-byte vectors
+ * when k is a multiple of 8 (rows then start 16-byte aligned).  (The first
+ * version divided a 64-bit index by k for every element.) */
 template <typename T, int BITS>
 __global__ void k_dequant(void *out, const uint8_t *q, const void *scale, const void *zero, int n,
                           int k, size_t ld, int groups)
 {
+    constexpr int PER = BITS == 8 ? 16 : 32;
+    const int cpr = (k + PER - 1) / PER;   /* chunks per row */
+    const int vec = k % 8 == 0;
     T *o = (T *)out;
     const T *sc = (const T *)scale, *zp = (const T *)zero;
-    GRID_STRIDE(i, (size_t)n * k)
+    GRID_STRIDE(i, (size_t)n * cpr)
     {
-        size_t r = i / k;
-        int c = (int)(i % k);
-        size_t g = r * groups + c / HS_EXEC_QGROUP;
-        o[i] = fromf<T>(((float)qcode<BITS>(q + r * ld, c) - tof<T>(zp[g])) * tof<T>(sc[g]));
+        const size_t r = i / cpr;
+        const int c0 = (int)(i % cpr) * PER, lim = min(PER, k - c0);
+        const uint4 chunk = *(const uint4 *)(q + r * ld + (size_t)c0 * BITS / 8);
+        const uint8_t *b = (const uint8_t *)&chunk;
+        const size_t g = r * groups + c0 / HS_EXEC_QGROUP;
+        const float s = tof<T>(sc[g]), z = tof<T>(zp[g]);
+        T *dst = o + r * k + c0;
+        if (vec && lim == PER) {
+#pragma unroll
+            for (int h = 0; h < PER / 8; h++) {
+                t8<T> v;
+#pragma unroll
+                for (int e = 0; e < 8; e++) v.v[e] = fromf<T>(((float)qcode<BITS>(b, 8 * h + e) - z) * s);
+                *(t8<T> *)(dst + 8 * h) = v;
+            }
+        } else {
+#pragma unroll
+            for (int e = 0; e < PER; e++)   /* constant indices keep the chunk in registers */
+                if (e < lim) dst[e] = fromf<T>(((float)qcode<BITS>(b, e) - z) * s);
+        }
     }
 }
 
@@ -300,7 +328,8 @@ static void launch_gemm_q(hs_exec *x, void *y, const void *in, const hs_exec_wei
 template <typename T>
 static void launch_dequant(hs_exec *x, void *dst, const hs_exec_weight *w)
 {
-    size_t n = (size_t)w->n * w->k;
+    const int per = w->bits == 8 ? 16 : 32;
+    size_t n = (size_t)w->n * ((w->k + per - 1) / per);   /* chunks */
     const uint8_t *q = (const uint8_t *)w->data;
     cudaStream_t st = hs__cu(x)->stream;
     if (w->bits == 8)
