@@ -98,9 +98,9 @@ typedef struct hs_exec_attn {
     /* device int32: prefill [n_seqs][3] = {q_start, q_len, prefix};
      * decode [n_seqs] = context */
     const int32_t *seq_info;
-    /* optional host copy of seq_info: a backend that plans per sequence
-     * (the CUDA prefill issues cuBLAS calls sized by each chunk) reads the
-     * lengths here instead of waiting for a device-to-host copy */
+    /* prefill, optional: a host copy of seq_info, for a backend that plans
+     * per sequence (the CUDA prefill sizes its cuBLAS calls by each chunk)
+     * and would otherwise wait for a device-to-host copy */
     const int32_t *seq_info_host;
     int max_q_len;                   /* prefill: largest q_len (grid size) */
     int max_context;                 /* decode: largest context (grid size) */

@@ -452,7 +452,6 @@ static int sweep_decode(ws *w, const grids *g, int max_ctx, table *out, int *ski
             j.a.n_seqs = B;
             j.a.max_blocks = nb;
             j.a.max_context = C;
-            j.a.seq_info_host = info;
             if ((rc = hs_exec_measure(w->x, &g->t, run_attn, &j, &us, err))) {
                 hs_err_prefix(err, "decode attention, batch %d, context %d: ", B, C);
                 break;

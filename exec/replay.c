@@ -663,7 +663,6 @@ static int run_layer(hs_exec_replay *r, int l, const stage *st, int attention, h
     if (attention && st->n_dec) {
         hs_exec_attn a;
         attn_base(r, &a, l, st->n_dec, d->ints + st->o_dtab, st->kb_dec, d->ints + st->o_dinfo);
-        a.seq_info_host = st->ints + st->o_dinfo;
         a.max_context = st->max_ctx;
         if ((rc = o->attention_decode(x, &a, err))) return rc;
     }
@@ -758,7 +757,6 @@ static int prime(hs_exec_replay *r, const memplan *mp, hs_err *err)
         size_t bytes = (size_t)r->max_dec * (1 + (size_t)kb) * sizeof *z;
         if (!(rc = o->upload_bytes(x, d->ints, z, bytes, err))) {
             attn_base(r, &a, 0, r->max_dec, d->ints + r->max_dec, kb, d->ints);
-            a.seq_info_host = z;
             a.max_context = r->max_ctx;
             rc = o->attention_decode(x, &a, err);
         }

@@ -607,6 +607,14 @@ static int move_word(size_t align)
     return align % 16 == 0 ? 16 : align % 4 == 0 ? 4 : 2;
 }
 
+/* Calls f with a value of the unsigned type of wb bytes (16, 4 or 2). */
+template <typename F> static void by_word(int wb, F f)
+{
+    if (wb == 16) f(uint4{});
+    else if (wb == 4) f(uint32_t{});
+    else f(uint16_t{});
+}
+
 static int move_rows(hs_exec *x, void *dst, const void *src, int heads, int rows, int hd,
                      size_t dst_h, size_t dst_r, size_t src_h, size_t src_r, hs_err *err)
 {
@@ -616,14 +624,12 @@ static int move_rows(hs_exec *x, void *dst, const void *src, int heads, int rows
     const int words = (int)((size_t)hd * es / wb);
     const size_t n = (size_t)heads * rows * words;
     cudaStream_t st = hs__cu(x)->stream;
-#define MOVE(W)                                                                                  \
-    k_move_rows<W><<<grid_for(n, 256), 256, 0, st>>>((W *)dst, (const W *)src, heads, rows, words, \
-                                                      dst_h * es / wb, dst_r * es / wb,            \
-                                                      src_h * es / wb, src_r * es / wb)
-    if (wb == 16) MOVE(uint4);
-    else if (wb == 4) MOVE(uint32_t);
-    else MOVE(uint16_t);
-#undef MOVE
+    by_word(wb, [&](auto w) {
+        using W = decltype(w);
+        k_move_rows<W><<<grid_for(n, 256), 256, 0, st>>>((W *)dst, (const W *)src, heads, rows, words,
+                                                          dst_h * es / wb, dst_r * es / wb,
+                                                          src_h * es / wb, src_r * es / wb);
+    });
     HS_CK_LAUNCH("attention_prefill (move rows)");
     return 0;
 }
@@ -637,14 +643,12 @@ static int gather_kv(hs_exec *x, void *kd, void *vd, const hs_exec_attn *a, cons
     const int words = (int)(row / wb);
     const size_t total = (size_t)a->kv_heads * n * words;
     cudaStream_t st = hs__cu(x)->stream;
-#define GATHER(W)                                                                                \
-    k_gather_kv<W><<<grid_for(total, 256), 256, 0, st>>>((W *)kd, (W *)vd, (const W *)a->k_cache, \
-                                                          (const W *)a->v_cache, bt, n,             \
-                                                          a->kv_heads, words)
-    if (wb == 16) GATHER(uint4);
-    else if (wb == 4) GATHER(uint32_t);
-    else GATHER(uint16_t);
-#undef GATHER
+    by_word(wb, [&](auto w) {
+        using W = decltype(w);
+        k_gather_kv<W><<<grid_for(total, 256), 256, 0, st>>>((W *)kd, (W *)vd, (const W *)a->k_cache,
+                                                              (const W *)a->v_cache, bt, n, a->kv_heads,
+                                                              words);
+    });
     HS_CK_LAUNCH("attention_prefill (gather K/V)");
     return 0;
 }

@@ -316,16 +316,20 @@ static double rel(double meas, double pred)
 
 /* Where the iteration error comes from: the error of each kind of
  * iteration (prefill alone, prefill with decodes, decode by batch size),
- * median absolute and median signed (pred / meas - 1), and how far the
- * measured timeline drifts from the predicted one, which is what moves
- * TTFT when iterations of both signs alternate. */
-static int print_kinds(const vdata *d, const hs_ns *mend, hs_err *err)
+ * median absolute and median signed (pred / meas - 1), from the predicted
+ * and measured ns the validations table stores; and how far the measured
+ * timeline drifts from the predicted one, which is what moves TTFT when
+ * iterations of both signs alternate. */
+static int print_kinds(const vdata *d, const int64_t *pred, const int64_t *meas, const hs_ns *mend,
+                       hs_err *err)
 {
-    static const struct { const char *name; int lo, hi; } band[] = {
-        {"prefill only", -1, -1}, {"prefill + decode", -2, -2}, {"decode, batch 1", 1, 1},
-        {"decode, batch 2-3", 2, 3}, {"decode, batch 4-7", 4, 7}, {"decode, batch 8-15", 8, 15},
-        {"decode, batch 16-31", 16, 31}, {"decode, batch 32-63", 32, 63},
-        {"decode, batch 64+", 64, INT32_MAX}};
+    enum { PREFILL, MIXED, DECODE };
+    static const struct { const char *name; int kind, lo, hi; } band[] = {
+        {"prefill only", PREFILL, 0, 0}, {"prefill + decode", MIXED, 0, 0},
+        {"decode, batch 1", DECODE, 1, 1}, {"decode, batch 2-3", DECODE, 2, 3},
+        {"decode, batch 4-7", DECODE, 4, 7}, {"decode, batch 8-15", DECODE, 8, 15},
+        {"decode, batch 16-31", DECODE, 16, 31}, {"decode, batch 32-63", DECODE, 32, 63},
+        {"decode, batch 64+", DECODE, 64, INT32_MAX}};
     double *e = malloc((size_t)d->n_it * sizeof *e), *s = malloc((size_t)d->n_it * sizeof *s);
     if (!e || !s) {
         free(e);
@@ -336,12 +340,10 @@ static int print_kinds(const vdata *d, const hs_ns *mend, hs_err *err)
     for (size_t b = 0; b < sizeof band / sizeof band[0]; b++) {
         size_t n = 0;
         for (int64_t i = 0; i < d->n_it; i++) {
-            int np = d->n_pre[i], nd = d->n_dec[i], in;
-            if (band[b].lo == -1) in = np > 0 && nd == 0;
-            else if (band[b].lo == -2) in = np > 0 && nd > 0;
-            else in = np == 0 && nd >= band[b].lo && nd <= band[b].hi;
-            if (!in) continue;
-            s[n] = ((double)(d->end[i] - d->start[i]) - d->ovh[i] - d->meas[i]) / d->meas[i] * 100.0;
+            int np = d->n_pre[i], nd = d->n_dec[i];
+            int kind = np > 0 ? (nd > 0 ? MIXED : PREFILL) : DECODE;
+            if (kind != band[b].kind || (kind == DECODE && (nd < band[b].lo || nd > band[b].hi))) continue;
+            s[n] = rel((double)meas[i], (double)pred[i]);
             e[n] = fabs(s[n]);
             n++;
         }
@@ -460,7 +462,7 @@ int hs_cli_validate(int argc, char **argv)
     printf("iterations: %lld; absolute error per iteration: median %.2f%%, p90 %.2f%%, p99 %.2f%%\n",
            (long long)d.n_it, pct(ape, (size_t)d.n_it, 50), pct(ape, (size_t)d.n_it, 90),
            pct(ape, (size_t)d.n_it, 99));
-    if ((rc = print_kinds(&d, mend, &err))) goto fail;
+    if ((rc = print_kinds(&d, pred, meas, mend, &err))) goto fail;
     {
         /* Per-request metrics on both timelines. */
         static const char *const names[] = {"TTFT", "TPOT", "E2E"};
