@@ -132,7 +132,7 @@ static int same_predictions(const hs_fit *a, const hs_fit *b, const hs_model *m,
     int kinds = 0, bad = 0;
     for (int k = 0; k < HS_FK_COUNT; k++) {
         if (a->k[k].from != b->k[k].from || a->k[k].memory_only != b->k[k].memory_only ||
-            a->k[k].rows != b->k[k].rows) {
+            a->k[k].sm_term != b->k[k].sm_term || a->k[k].rows != b->k[k].rows) {
             bad++;
             fprintf(stderr, "%s:%d (from %d): kind %s: from %d/%d, memory_only %d/%d, rows %d/%d\n", __FILE__,
                     __LINE__, line, hs_fit_kind_name(k), a->k[k].from, b->k[k].from, a->k[k].memory_only,
@@ -204,6 +204,11 @@ static void test_build_round_trip(hs_calib *cal)
      * attention kinds) */
     for (int i = 0; i < cal->n; i++)
         for (int k = 0; k < HS_FK_COUNT; k++) CHECK(cal->e[i].fit.k[k].from >= 0);
+    /* memory-only kinds: the cross-GPU form on the transfer entry only */
+    for (int k = 0; k < HS_OP_COUNT; k++) {
+        CHECK_INT(tr->fit.k[k].sm_term, tr->fit.k[k].memory_only);
+        CHECK_INT(a100->fit.k[k].sm_term, 0);
+    }
 
     /* write -> load */
     snprintf(path, sizeof path, "%s/cal-rt.json", root);
@@ -340,6 +345,10 @@ static void test_load_errors(void)
               "entries[0]: kinds[1] (lm_head)", "from: unknown \"mlp\"");
     bad_calib(__LINE__, fx_variant(good_calib, "\"memory_only\": true", "\"memory_only\": 1"), HS_EPARSE, kinds,
               "memory_only: expected true or false");
+    bad_calib(__LINE__, fx_variant(good_calib, "\"memory_only\": true", "\"memory_only\": true, \"sm_term\": \"yes\""),
+              HS_EPARSE, kinds, "sm_term: expected true or false");
+    bad_calib(__LINE__, fx_variant(good_calib, "\"memory_only\": false", "\"memory_only\": false, \"sm_term\": true"),
+              HS_EPARSE, "kinds[1] (lm_head)", "sm_term: only memory-only kinds");
     bad_calib(__LINE__, fx_variant(good_calib, "\"gpu\": \"a100-80g\", ", ""), HS_EPARSE, "entries[0]", "\"gpu\"");
     bad_calib(__LINE__, fx_variant(good_calib, "\"trained_on\": [\"a100-80g\"],", "\"trained_on\": \"a100-80g\","), HS_EPARSE,
               "entries[0]", "trained_on");

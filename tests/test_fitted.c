@@ -35,6 +35,9 @@ static const double gemm_par[HS_FP_COUNT] = {6.0, 0.75, 50.0, 4.0, 0.85, 0, 1e7}
 static const double mem_par[HS_FP_COUNT] = {3.0, 0.7, 16.0, 4.0, 0.6, 2e6, 4e6};
 static const double dec_par[HS_FP_COUNT] = {12.0, 0.05, 400.0, 3.0, 0.8, 0, 1e7};
 static const double pre_par[HS_FP_COUNT] = {9.0, 0.45, 2000.0, 2.5, 0.5, 0, 1e7};
+/* the cross-GPU memory form: c0, bytes per SM cycle, -, p (fixed 4), em_inf */
+static const double sm_par[HS_FP_COUNT] = {2.5, 4.0, 1.0, 4.0, 0.8, 0, 1.0};
+static int sm_truth; /* memory-only ops follow sm_par (test_sm_form) */
 
 static const double *truth(int kind, const hs_model *m)
 {
@@ -60,6 +63,7 @@ static double true_us(int kind, const hs_model *m, const hs_gpu *g, int tp, doub
     hs_work w;
     if (kind < HS_OP_COUNT) hs_fit_op_work(kind, m, tp, 16, x, &w);
     else hs_fit_attn_work(kind, m, tp, 16, x, y, &w);
+    if (sm_truth && kind < HS_OP_COUNT && w.flops == 0) return hs_fit_eval_sm(sm_par, &w, g);
     return hs_fit_eval(truth(kind, m), &w, g);
 }
 
@@ -220,6 +224,84 @@ static void test_recovery(const hs_model *m7, const hs_model *m70, const hs_mode
             fclose(out);
         }
     }
+    for (int i = 0; i < 4; i++) hs_ptable_destroy(t[i]);
+}
+
+/* Memory-only ops timed by DRAM or SM issue, whichever binds: a fit on two
+ * chips with different bytes per SM cycle (A100-like 13.4, A40-like 4.8)
+ * recovers c0, ec and em_inf and predicts a third chip and an unseen
+ * model; a fit on one chip keeps the per-chip form; a GPU without SM
+ * figures falls back to the roofline. */
+static void test_sm_form(const hs_model *m7, const hs_model *m70, const hs_model *m13)
+{
+    hs_gpu a100 = mk_gpu("a100-like", 312, 2039), a40 = mk_gpu("a40-like", 149.7, 696);
+    hs_gpu h100 = mk_gpu("h100-like", 989.4, 3350), bare;
+    hs_ptable *t[4];
+    hs_fit f;
+    hs_err err = {0};
+    a100.sm_rate = 108 * 1410e6;
+    a40.sm_rate = 84 * 1740e6;
+    h100.sm_rate = 132 * 1980e6;
+    sm_truth = 1;
+    t[0] = synth(m7, &a100, 0);
+    t[1] = synth(m70, &a100, 1);
+    t[2] = synth(m7, &a40, 0);
+    t[3] = synth(m70, &a40, 1);
+    {
+        hs_fit_input in[4] = {{t[0], m7, &a100}, {t[1], m70, &a100}, {t[2], m7, &a40}, {t[3], m70, &a40}};
+        int bad = 0;
+        CHECK_OK(hs_fit_run(&f, in, 4, &err), &err);
+        for (int k = 0; k < HS_OP_COUNT; k++) {
+            const hs_kindfit *kf = &f.k[k];
+            if (!kf->memory_only) {
+                CHECK_INT(kf->sm_term, 0);
+                continue;
+            }
+            CHECK_INT(kf->sm_term, 1);
+            CHECK_REL(kf->par[HS_FP_C0], sm_par[HS_FP_C0], 0.01);
+            CHECK_REL(kf->par[HS_FP_EC], sm_par[HS_FP_EC], 0.01);
+            CHECK_REL(kf->par[HS_FP_EMI], sm_par[HS_FP_EMI], 0.01);
+            CHECK(kf->par[HS_FP_EMI] <= 0.9);
+        }
+        for (int op = 0; op < HS_OP_COUNT; op++)
+            for (int tp = 1; tp <= 2; tp++)
+                for (int tok = 1; tok <= 4096; tok = tok * 3 + 1) {
+                    double p = hs_fit_op_us(&f, op, m13, &h100, tp, 16, tok);
+                    bad += fabs(p / true_us(op, m13, &h100, tp, tok, 0) - 1) > 0.01;
+                }
+        CHECK_INT(bad, 0);
+        /* no SM figures: the roofline, as for a per-chip fit */
+        bare = h100;
+        bare.sm_rate = 0;
+        {
+            hs_perf_cfg dc;
+            hs_perf_cfg_defaults(&dc);
+            CHECK_NEAR(hs_fit_op_us(&f, HS_OP_ACT, m13, &bare, 1, 16, 512),
+                       hs_roofline_op_us(HS_OP_ACT, m13, &bare, 1, 16, 512, &dc), 1e-12);
+        }
+        {
+            FILE *out = tmpfile();
+            if (out) {
+                char buf[4096] = "";
+                size_t n;
+                hs_fit_print(&f, out);
+                rewind(out);
+                n = fread(buf, 1, sizeof buf - 1, out);
+                buf[n] = '\0';
+                CHECK(strstr(buf, "bytes per SM cycle") != NULL);
+                fclose(out);
+            }
+        }
+    }
+    /* one chip: the per-chip form, which the truth does not follow, so only
+     * its shape is checked */
+    {
+        hs_fit_input in[2] = {{t[0], m7, &a100}, {t[1], m70, &a100}};
+        CHECK_OK(hs_fit_run(&f, in, 2, &err), &err);
+        CHECK_INT(f.k[HS_OP_ADD].memory_only, 1);
+        CHECK_INT(f.k[HS_OP_ADD].sm_term, 0);
+    }
+    sm_truth = 0;
     for (int i = 0; i < 4; i++) hs_ptable_destroy(t[i]);
 }
 
@@ -510,6 +592,7 @@ int main(void)
         return 1;
     }
     test_recovery(&m7, &m70, &m13);
+    test_sm_form(&m7, &m70, &m13);
     test_builder(&m7);
     test_compare(&m7);
     test_crossval();

@@ -105,6 +105,9 @@ static void test_all_gpus(void)
         CHECK(g.flops16 >= 1e13 && g.flops16 <= 5e15);
         CHECK(g.mem_bytes >= 8.0 * 1073741824.0 && g.mem_bytes <= 256.0 * 1073741824.0);
         CHECK(g.mem_bw >= 1e11 && g.mem_bw <= 1e13);
+        /* every shipped GPU can use the cross-GPU memory-op model: 40-200
+         * SMs at 1-3 GHz */
+        CHECK(g.sm_rate >= 40e9 && g.sm_rate <= 600e9);
         CHECK(g.pcie_bw >= 1e10 && g.pcie_bw <= 1e11);
         CHECK(g.nvlink_bw == 0 || g.nvlink_bw >= 1e10);
         CHECK(g.price_per_hour > 0 && g.price_per_hour < 20);
@@ -141,6 +144,7 @@ static void test_a100(void)
         CHECK_OK(hs_gpu_find(&g, path, &err), &err);
         CHECK_REL(g.flops16, 989.4e12, 1e-12);
         CHECK_REL(g.nvlink_bw, 450e9, 1e-12);
+        CHECK_REL(g.sm_rate, 132 * 1980e6, 1e-12); /* 132 SMs at 1980 MHz */
     }
 }
 
@@ -319,6 +323,15 @@ static void test_gpu_errors(void)
             "same_chip_as", "unknown GPU \"a4O\"");
     gpu_bad(gpu_text("tdp_w", "\"tdp_w\": 300, \"same_chip_as\": \"../gpus/a40\""), HS_EPARSE,
             "same_chip_as", NULL);
+
+    /* sms and boost_mhz: optional, but together; their product is SM cycles/s */
+    CHECK(g.sm_rate == 0);
+    CHECK_OK(hs_gpu_load(&g, write_tmp(gpu_text("tdp_w", "\"tdp_w\": 300, \"sms\": 84, \"boost_mhz\": 1740")), &err), &err);
+    CHECK_REL(g.sm_rate, 84 * 1740e6, 1e-12);
+    gpu_bad(gpu_text("tdp_w", "\"tdp_w\": 300, \"sms\": 84"), HS_EPARSE, "boost_mhz", "together");
+    gpu_bad(gpu_text("tdp_w", "\"tdp_w\": 300, \"boost_mhz\": 1740"), HS_EPARSE, "sms", "together");
+    gpu_bad(gpu_text("tdp_w", "\"tdp_w\": 300, \"sms\": 8.5, \"boost_mhz\": 1740"), HS_ERANGE, "sms", "not an integer");
+    gpu_bad(gpu_text("tdp_w", "\"tdp_w\": 300, \"sms\": -1, \"boost_mhz\": 1740"), HS_ERANGE, "sms", NULL);
 
     /* missing files: load -> HS_EIO, find by name -> HS_ENOTFOUND */
     CHECK_INT(hs_gpu_load(&g, "/nonexistent/dir/x.json", &err), HS_EIO);

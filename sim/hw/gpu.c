@@ -39,8 +39,8 @@ int hs_resolve(char *buf, size_t cap, const char *dir, const char *name,
 typedef struct gpu_json {
     char name[32], display[64], price_source[512], same_chip_as[32];
     double fp16_tflops, int8_tops, mem_gib, mem_bw_gbs, nvlink_gbs, pcie_gbs,
-        tdp_w, price_per_hour, intra_bw_gbs, intra_latency_us, inter_bw_gbs, inter_latency_us;
-    int bf16;
+        tdp_w, price_per_hour, boost_mhz, intra_bw_gbs, intra_latency_us, inter_bw_gbs, inter_latency_us;
+    int bf16, sms;
 } gpu_json;
 
 static const hs_field gpu_fields[] = {
@@ -51,6 +51,9 @@ static const hs_field gpu_fields[] = {
     HS_FIELD_NUM(gpu_json, int8_tops, HS_F_DOUBLE, 1, 0, 0, 1e5, "dense INT8 TOPS"),
     HS_FIELD_NUM(gpu_json, mem_gib, HS_F_DOUBLE, 1, 0, 0.5, 4096, "memory, GiB"),
     HS_FIELD_NUM(gpu_json, mem_bw_gbs, HS_F_DOUBLE, 1, 0, 1, 1e5, "memory bandwidth, GB/s"),
+    /* Optional: the memory-bound ops' transfer model needs them (perf/fitted.h). */
+    HS_FIELD_NUM(gpu_json, sms, HS_F_INT, 0, 0, 0, 10000, "streaming multiprocessors"),
+    HS_FIELD_NUM(gpu_json, boost_mhz, HS_F_DOUBLE, 0, 0, 0, 1e5, "boost clock, MHz"),
     HS_FIELD_NUM(gpu_json, nvlink_gbs, HS_F_DOUBLE, 1, 0, 0, 1e5, "NVLink per direction, GB/s"),
     HS_FIELD_NUM(gpu_json, pcie_gbs, HS_F_DOUBLE, 1, 0, 0.1, 1e4, "PCIe per direction, GB/s"),
     HS_FIELD_NUM(gpu_json, tdp_w, HS_F_DOUBLE, 1, 0, 1, 1e4, "TDP, W"),
@@ -95,6 +98,10 @@ int hs_gpu_load(hs_gpu *g, const char *path, hs_err *err)
             return hs_errf(err, HS_EPARSE, "%s: same_chip_as: unknown GPU \"%s\"%s", path, g->same_chip_as,
                            hs_suggest_file(dym, sizeof dym, "profiles/gpus", g->same_chip_as));
     }
+    if ((j.sms > 0) != (j.boost_mhz > 0))
+        return hs_errf(err, HS_EPARSE, "%s: %s: give sms and boost_mhz together (or neither)", path,
+                       j.sms > 0 ? "boost_mhz" : "sms");
+    g->sm_rate = j.sms * j.boost_mhz * 1e6;
     g->flops16 = j.fp16_tflops * 1e12;
     g->bf16 = j.bf16;
     g->ops8 = j.int8_tops * 1e12;

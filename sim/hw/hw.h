@@ -22,6 +22,8 @@ typedef struct hs_gpu {
     double ops8;           /* OP/s, dense INT8 (0: none) */
     double mem_bytes;      /* bytes */
     double mem_bw;         /* bytes/s */
+    double sm_rate;        /* SM cycles per second: SMs x boost clock (0: not
+                              given); elementwise kernels scale with it */
     double nvlink_bw;      /* bytes/s per direction, 0: none */
     double pcie_bw;        /* bytes/s per direction */
     double tdp_w;          /* W */

@@ -60,6 +60,7 @@ static cJSON *entry_json(const hs_calib_entry *e)
               !cJSON_AddStringToObject(ko, "from", hs_fit_kind_name(kf->from)) ||
               !cJSON_AddNumberToObject(ko, "rows", kf->rows) ||
               !cJSON_AddBoolToObject(ko, "memory_only", kf->memory_only) ||
+              (kf->sm_term && !cJSON_AddBoolToObject(ko, "sm_term", 1)) ||
               !cJSON_AddNumberToObject(ko, "fit_median_ape", kf->st.med_ape) ||
               !cJSON_AddNumberToObject(ko, "fit_p90_ape", kf->st.p90_ape) ||
               !(par = cJSON_AddArrayToObject(ko, "par"));
@@ -110,6 +111,11 @@ static int load_kind(hs_fit *f, const cJSON *ko, const char *where, hs_err *err)
     mo = cJSON_GetObjectItemCaseSensitive(ko, "memory_only");
     if (!cJSON_IsBool(mo)) return hs_errf(err, HS_EPARSE, "%s (%s): memory_only: expected true or false", where, name);
     f->k[k].memory_only = cJSON_IsTrue(mo);
+    mo = cJSON_GetObjectItemCaseSensitive(ko, "sm_term");
+    if (mo && !cJSON_IsBool(mo)) return hs_errf(err, HS_EPARSE, "%s (%s): sm_term: expected true or false", where, name);
+    f->k[k].sm_term = cJSON_IsTrue(mo);
+    if (f->k[k].sm_term && !f->k[k].memory_only)
+        return hs_errf(err, HS_EPARSE, "%s (%s): sm_term: only memory-only kinds have it", where, name);
     if ((rc = hs_json_num_opt(ko, "fit_median_ape", 0, 1e6, &f->k[k].st.med_ape, where, err)) ||
         (rc = hs_json_num_opt(ko, "fit_p90_ape", 0, 1e6, &f->k[k].st.p90_ape, where, err)))
         return rc;

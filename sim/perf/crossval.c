@@ -668,9 +668,16 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
                 hs_fitstat ost[HS_OP_COUNT];
                 double ob[HS_OP_COUNT];
                 if (cv_stats(&one, &cv, ost, ob)) rc = hs_errf(err, HS_ENOMEM, "out of memory");
-                else if (cv.n)
+                else if (cv.n) {
                     fprintf(log, "  transfer, %s held out: layer median %.1f%%  p90 %.1f%%  bias %+.1f%%  (%d points)\n",
                             gpus[g], cv.layer_med, cv.layer_p90, cv.layer_bias, cv.n);
+                    /* the memory-bound ops are the ones that transfer worst */
+                    fprintf(log, "    memory-bound ops, median (bias) %%:");
+                    for (int op = 0; op < HS_OP_COUNT; op++)
+                        if (f->k[op].memory_only && ost[op].n)
+                            fprintf(log, " %s %.1f (%+.1f)", hs_op_name(op), ost[op].med_ape, ob[op]);
+                    fprintf(log, "\n");
+                }
             }
             acc_free(&one);
         }

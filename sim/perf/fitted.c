@@ -93,11 +93,15 @@ static double smax(double a, double b, double p)
     return hi * pow(1.0 + pow(lo / hi, p), 1.0 / p);
 }
 
-static double eval_pw(const double *par, const hs_work *w, double peak, double bw)
+/* sm > 0: the memory-only form fitted across GPUs (see fitted.h), the
+ * bytes bound by DRAM or by the SMs issuing them, whichever is slower. */
+static double eval_pw(const double *par, const hs_work *w, double peak, double bw, double sm)
 {
     double em = par[HS_FP_EMI] + par[HS_FP_KC] / (par[HS_FP_BC] + w->bytes);
     double tm = w->bytes / (bw * em) * 1e6, s = tm;
-    if (w->flops > 0) {
+    if (sm > 0) {
+        s = smax(w->bytes / (sm * par[HS_FP_EC]) * 1e6, tm, par[HS_FP_P]);
+    } else if (w->flops > 0) {
         double ec = par[HS_FP_EC] * w->x / (w->x + par[HS_FP_TH]);
         s = smax(w->flops / (peak * ec) * 1e6, tm, par[HS_FP_P]);
     }
@@ -106,7 +110,12 @@ static double eval_pw(const double *par, const hs_work *w, double peak, double b
 
 double hs_fit_eval(const double *par, const hs_work *w, const hs_gpu *g)
 {
-    return eval_pw(par, w, g->flops16, g->mem_bw);
+    return eval_pw(par, w, g->flops16, g->mem_bw, 0);
+}
+
+double hs_fit_eval_sm(const double *par, const hs_work *w, const hs_gpu *g)
+{
+    return g->sm_rate > 0 ? eval_pw(par, w, g->flops16, g->mem_bw, g->sm_rate) : 0;
 }
 
 /* A GPU on the same chip as a training GPU counts as seen: its kernels
@@ -123,15 +132,18 @@ double hs_fit_op_us(const hs_fit *f, int op, const hs_model *m, const hs_gpu *g,
                     int tp, int bits, double tokens)
 {
     hs_work w;
+    const hs_kindfit *kf;
     if (op < 0 || op >= HS_OP_COUNT || f->k[op].from < 0) return 0;
-    if (f->k[op].memory_only && !f->memory_transfers && !trained_on(f, g)) {
-        /* see the file comment: memory efficiency does not transfer */
+    kf = &f->k[op];
+    if (kf->memory_only && (kf->sm_term ? g->sm_rate <= 0 : !f->memory_transfers && !trained_on(f, g))) {
+        /* see fitted.h: a per-GPU memory fit does not transfer, and the
+         * cross-GPU form needs the GPU's SM count and clock */
         hs_perf_cfg cfg;
         hs_perf_cfg_defaults(&cfg);
         return hs_roofline_op_us(op, m, g, tp, bits, tokens, &cfg);
     }
     hs_fit_op_work(op, m, tp, bits, tokens, &w);
-    return hs_fit_eval(f->k[op].par, &w, g);
+    return kf->sm_term ? hs_fit_eval_sm(kf->par, &w, g) : hs_fit_eval(kf->par, &w, g);
 }
 
 double hs_fit_attn_us(const hs_fit *f, int kind, const hs_model *m, const hs_gpu *g,
@@ -147,7 +159,7 @@ double hs_fit_attn_us(const hs_fit *f, int kind, const hs_model *m, const hs_gpu
 
 typedef struct sample {
     hs_work w;
-    double peak, bw;          /* FLOP/s, bytes/s of the GPU it ran on */
+    double peak, bw, sm;      /* FLOP/s, bytes/s, SM cycles/s of its GPU */
     double us;                /* measured */
 } sample;
 
@@ -156,7 +168,16 @@ typedef struct fitctx {
     size_t n;
     unsigned free_mask;       /* 1 << HS_FP_*: fitted; others fixed */
     double base[HS_FP_COUNT]; /* values of the fixed parameters */
+    int sm_form;              /* memory-only form across GPUs (eval_pw sm) */
 } fitctx;
+
+/* The cross-GPU memory form bounds em_inf: unbounded, two GPUs with the
+ * same bytes-per-SM-cycle balance (A100 and H100 both have about 13) cannot
+ * tell DRAM from SM time apart and the fit may leave DRAM unbounded.  The
+ * bound is what a streaming copy measures: hetsim-exec's copy reached
+ * 4.1-4.2 of the H200's 4.8 TB/s (86-88%), STREAM-style copies 85-92% on
+ * A100 and H100. */
+#define EM_MAX 0.9
 
 #define THETA_MAX 40.0
 
@@ -173,7 +194,8 @@ static void to_par(const fitctx *c, const gsl_vector *th, double *par)
         v = gsl_vector_get(th, j++);
         if (v > THETA_MAX) v = THETA_MAX;
         if (v < -THETA_MAX) v = -THETA_MAX;
-        par[i] = i == HS_FP_P ? 1.0 + exp(v) : exp(v);
+        if (i == HS_FP_EMI && c->sm_form) par[i] = EM_MAX / (1.0 + exp(-v));
+        else par[i] = i == HS_FP_P ? 1.0 + exp(v) : exp(v);
     }
     /* Without its own cache term a kind has one bandwidth fraction. */
     if (!(c->free_mask & (1u << HS_FP_KC))) par[HS_FP_KC] = 0;
@@ -185,7 +207,7 @@ static int resid(const gsl_vector *th, void *vc, gsl_vector *f)
     double par[HS_FP_COUNT];
     to_par(c, th, par);
     for (size_t i = 0; i < c->n; i++) {
-        double pred = eval_pw(par, &c->s[i].w, c->s[i].peak, c->s[i].bw);
+        double pred = eval_pw(par, &c->s[i].w, c->s[i].peak, c->s[i].bw, c->sm_form ? c->s[i].sm : 0);
         gsl_vector_set(f, i, log(pred / c->s[i].us));
     }
     return GSL_SUCCESS;
@@ -209,7 +231,14 @@ static int jac(const gsl_vector *th, void *vc, gsl_matrix *J)
         double em = par[HS_FP_EMI] + par[HS_FP_KC] * g;
         double tm = w->bytes / (c->s[i].bw * em) * 1e6, dS_dtm = 1, S = tm, pred;
         size_t j = 0;
-        if (w->flops > 0) {
+        if (c->sm_form) {
+            /* S = smax_p(ts, tm), ts = B / (sm * ec); p is fixed */
+            double p = par[HS_FP_P], ts = w->bytes / (c->s[i].sm * par[HS_FP_EC]) * 1e6;
+            double hi = ts > tm ? ts : tm, Q = pow(ts / hi, p) + pow(tm / hi, p);
+            S = hi * pow(Q, 1.0 / p);
+            dS_dtm = pow(tm / S, p - 1);
+            d[HS_FP_EC] = -pow(ts / S, p - 1) * ts / par[HS_FP_EC];
+        } else if (w->flops > 0) {
             double p = par[HS_FP_P], ece = par[HS_FP_EC] * w->x / (w->x + par[HS_FP_TH]);
             double tc = w->flops / (c->s[i].peak * ece) * 1e6, hi = tc > tm ? tc : tm;
             double u = tc / hi, v = tm / hi, up = pow(u, p), vp = pow(v, p), Q = up + vp;
@@ -228,8 +257,10 @@ static int jac(const gsl_vector *th, void *vc, gsl_matrix *J)
         d[HS_FP_BC] = dS_dtm * tm / em * par[HS_FP_KC] * g * g;
         pred = par[HS_FP_C0] + S;
         for (int k = 0; k < HS_FP_COUNT; k++) {
+            double dp_dth = k == HS_FP_P ? par[k] - 1.0 : par[k];
             if (!(c->free_mask & (1u << k))) continue;
-            gsl_matrix_set(J, i, j++, d[k] * (k == HS_FP_P ? par[k] - 1.0 : par[k]) / pred);
+            if (k == HS_FP_EMI && c->sm_form) dp_dth = par[k] * (1.0 - par[k] / EM_MAX);
+            gsl_matrix_set(J, i, j++, d[k] * dp_dth / pred);
         }
     }
     return GSL_SUCCESS;
@@ -253,7 +284,9 @@ static double lm_run(fitctx *c, const double *par0, double *par)
     if (!x || !w) goto out;
     for (int i = 0; i < HS_FP_COUNT; i++)
         if (c->free_mask & (1u << i))
-            gsl_vector_set(x, j++, i == HS_FP_P ? log(par0[i] - 1.0) : log(par0[i]));
+            gsl_vector_set(x, j++, i == HS_FP_P ? log(par0[i] - 1.0)
+                                   : i == HS_FP_EMI && c->sm_form ? log(par0[i] / (EM_MAX - par0[i]))
+                                                                  : log(par0[i]));
     fdf.f = resid;
     fdf.df = jac;
     fdf.fvv = NULL;
@@ -279,7 +312,7 @@ static double clampd(double v, double lo, double hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only)
+static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only, int sm_form)
 {
     /* Starting points from the data, so that a kind far from typical
      * efficiencies (decode attention reaches a few percent of tensor peak)
@@ -287,11 +320,12 @@ static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only)
      * at 100% of peak over measured time, 90th percentile), the corner at
      * the 10th and 50th percentile of x with a soft and a sharp corner; for
      * memory kinds the median and 90th-percentile bandwidth fraction and a
-     * cache knee at the 25th and 75th percentile of bytes.  The best of the
-     * four runs is kept. */
-    fitctx c = {s, n, 0, {0}};
+     * cache knee at the 25th and 75th percentile of bytes; for the cross-GPU
+     * memory form the median and 90th-percentile bytes per SM cycle.  The
+     * best of the four runs is kept. */
+    fitctx c = {s, n, 0, {0}, sm_form};
     double best = INFINITY, ymin = INFINITY, par0[HS_FP_COUNT], par[HS_FP_COUNT];
-    double *v = malloc(n * sizeof *v), ec90, em50, em90, x10, x50, b25, b75;
+    double *v = malloc(n * sizeof *v), ec90, em50, em90, x10, x50, b25, b75, k50 = 1, k90 = 1;
     size_t nc = 0;
     if (!v) return -1;
     for (size_t i = 0; i < n; i++) if (s[i].us < ymin) ymin = s[i].us;
@@ -307,6 +341,11 @@ static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only)
     for (size_t i = 0; i < n; i++) v[i] = s[i].w.bytes;
     b25 = hs__percentile(v, (int)n, 25);
     b75 = hs__percentile(v, (int)n, 75);
+    if (sm_form) {
+        for (size_t i = 0; i < n; i++) v[i] = s[i].w.bytes / (s[i].sm * s[i].us * 1e-6);
+        k50 = clampd(hs__percentile(v, (int)n, 50), 1e-3, 1e3);
+        k90 = clampd(hs__percentile(v, (int)n, 90), 1e-3, 1e3);
+    }
     free(v);
     par0[HS_FP_C0] = ymin * 0.5;
     par0[HS_FP_EC] = ec90;
@@ -318,7 +357,13 @@ static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only)
     for (int a = 0; a < 2; a++)
         for (int b = 0; b < 2; b++) {
             double cost;
-            if (memory_only) {
+            if (sm_form) {
+                c.free_mask = 1u << HS_FP_C0 | 1u << HS_FP_EC | 1u << HS_FP_EMI;
+                par0[HS_FP_EC] = a ? k90 : k50;
+                par0[HS_FP_EMI] = clampd(b ? em90 : em50, 0.05, 0.85);
+                par0[HS_FP_P] = 4;
+                par0[HS_FP_KC] = 0;
+            } else if (memory_only) {
                 c.free_mask = 1u << HS_FP_C0 | 1u << HS_FP_EMI | 1u << HS_FP_KC | 1u << HS_FP_BC;
                 par0[HS_FP_EMI] = a ? em90 : em50;
                 par0[HS_FP_BC] = (b ? b75 : b25) > 1 ? (b ? b75 : b25) : 1;
@@ -341,7 +386,7 @@ static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only)
         double *pred = malloc(n * sizeof *pred), *meas = malloc(n * sizeof *meas);
         if (pred && meas) {
             for (size_t i = 0; i < n; i++) {
-                pred[i] = eval_pw(kf->par, &s[i].w, s[i].peak, s[i].bw);
+                pred[i] = eval_pw(kf->par, &s[i].w, s[i].peak, s[i].bw, sm_form ? s[i].sm : 0);
                 meas[i] = s[i].us;
             }
             hs_fitstat_compute(&kf->st, pred, meas, (int)n);
@@ -351,6 +396,7 @@ static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only)
     }
     kf->rows = (int)n;
     kf->memory_only = memory_only;
+    kf->sm_term = sm_form;
     return 0;
 }
 
@@ -376,7 +422,7 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
 {
     size_t cap = 0;
     sample *s = NULL;
-    int rc = 0, any = 0;
+    int rc = 0, any = 0, sm_form;
     gsl_error_handler_t *old;
     memset(f, 0, sizeof *f);
     f->n_inputs = n;
@@ -384,6 +430,10 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
     for (int i = 0; i < n; i++)
         if (!trained_on(f, in[i].g) && f->n_gpus < HS_FIT_MAX_GPUS)
             snprintf(f->gpus[f->n_gpus++], sizeof f->gpus[0], "%s", in[i].g->name);
+    /* Memory-only kinds get the cross-GPU form when there is more than one
+     * chip to fit it on and every GPU gives its SM count and clock. */
+    sm_form = f->n_gpus >= 2;
+    for (int i = 0; i < n; i++) sm_form = sm_form && in[i].g->sm_rate > 0;
     for (int i = 0; i < n; i++) {
         size_t m = in[i].t->n_dense;
         if (in[i].t->n_attn[0] > m) m = in[i].t->n_attn[0];
@@ -405,6 +455,7 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
                     hs_fit_op_work(k, in[i].m, d->tp, d->bits, d->tokens, &s[ns].w);
                     s[ns].peak = in[i].g->flops16;
                     s[ns].bw = in[i].g->mem_bw;
+                    s[ns].sm = in[i].g->sm_rate;
                     s[ns++].us = d->us;
                 }
             } else {
@@ -415,6 +466,7 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
                     hs_fit_attn_work(k, in[i].m, d->tp, 16, d->x, d->y, &s[ns].w);
                     s[ns].peak = in[i].g->flops16;
                     s[ns].bw = in[i].g->mem_bw;
+                    s[ns].sm = in[i].g->sm_rate;
                     s[ns++].us = d->us;
                 }
             }
@@ -432,7 +484,7 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
             hs_work probe;
             hs_fit_op_work(k, in[0].m, 1, 16, 1, &probe);
             int memory_only = k < HS_OP_COUNT && probe.flops == 0;
-            if (fit_kind(&f->k[k], s, ns, memory_only) == 0) {
+            if (fit_kind(&f->k[k], s, ns, memory_only, memory_only && sm_form) == 0) {
                 f->k[k].from = k;
                 any += k < HS_OP_COUNT;
             }
@@ -448,6 +500,7 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
             if (src->rows > 0) {
                 memcpy(f->k[k].par, src->par, sizeof src->par);
                 f->k[k].memory_only = src->memory_only;
+                f->k[k].sm_term = src->sm_term;
                 f->k[k].from = borrow[k][b];
                 break;
             }
@@ -458,6 +511,7 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
 
 void hs_fit_print(const hs_fit *f, FILE *out)
 {
+    int any_sm = 0;
     fprintf(out, "%-13s %6s %-12s %9s %9s %9s %6s %6s %9s %9s %7s %7s\n", "kind", "rows", "from",
             "c0_us", "ec", "th", "p", "em_inf", "k_c", "b_c", "med%", "p90%");
     for (int k = 0; k < HS_FK_COUNT; k++) {
@@ -469,14 +523,19 @@ void hs_fit_print(const hs_fit *f, FILE *out)
         }
         fprintf(out, "%-13s %6d %-12s %9.3f ", hs_fit_kind_name(k), kf->rows, hs_fit_kind_name(kf->from),
                 p[HS_FP_C0]);
-        if (kf->memory_only) fprintf(out, "%9s %9s %6s ", "-", "-", "-");
+        if (kf->sm_term) fprintf(out, "%9.3g %9s %6.2f ", p[HS_FP_EC], "-", p[HS_FP_P]);
+        else if (kf->memory_only) fprintf(out, "%9s %9s %6s ", "-", "-", "-");
         else fprintf(out, "%9.3g %9.3g %6.2f ", p[HS_FP_EC], p[HS_FP_TH], p[HS_FP_P]);
         fprintf(out, "%6.3f ", p[HS_FP_EMI]);
-        if (kf->memory_only) fprintf(out, "%9.3g %9.3g ", p[HS_FP_KC], p[HS_FP_BC]);
+        if (kf->memory_only && !kf->sm_term) fprintf(out, "%9.3g %9.3g ", p[HS_FP_KC], p[HS_FP_BC]);
         else fprintf(out, "%9s %9s ", "-", "-");
         if (kf->rows) fprintf(out, "%7.2f %7.2f\n", kf->st.med_ape, kf->st.p90_ape);
         else fprintf(out, "%7s %7s\n", "-", "-");
+        any_sm |= kf->sm_term;
     }
+    if (any_sm)
+        fprintf(out, "memory-only kinds fitted across GPUs: ec is bytes per SM cycle (the SMs' issue bound), "
+                     "em_inf <= %.2f\n", EM_MAX);
 }
 
 /* ---- training data from disk ----------------------------------------------- */

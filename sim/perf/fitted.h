@@ -24,11 +24,20 @@
  * similar kind (lm_head <- mlp_up, ...), recorded in `from`.
  * Transfer assumptions (what makes a prediction for a new GPU possible):
  * compute efficiencies are fractions of datasheet peaks and carry over
- * between GPUs; fixed costs carry over in microseconds.  Memory-only ops do
- * not carry over: the DRAM fraction their kernels reach is a property of the
- * GPU (Vidur's A100 elementwise kernels reach 14-50% of HBM bandwidth, its
- * A40 ones 55-85% of GDDR6), so on a GPU the fit never saw they are timed by
- * the datasheet roofline instead; `hetsim perf crossval` measures both. */
+ * between GPUs; fixed costs carry over in microseconds.
+ * Memory-only ops need a second bound to transfer.  Their DRAM fraction is
+ * not a constant: Vidur's A100 and H100 elementwise kernels reach 14-50% of
+ * HBM bandwidth, the A40's 55-85% of GDDR6.  What the three share is a cost
+ * per byte in SM cycles: the large ops of one model take the same number of
+ * SM cycles (SMs x boost clock x time) on A100 and H100 within about 10%,
+ * and the A40, with a third of their bytes per SM cycle, runs into its DRAM
+ * instead.  So a fit across two or more chips (sm_term) times them as
+ *     t = c0 + smax_4( B / (R * ec),  B / (W * em_inf) ),  em_inf <= 0.9
+ * with R the GPU's SM cycles per second (sms x boost_mhz) and ec the op's
+ * bytes per SM cycle.  A fit on one chip keeps the cache form above; it
+ * applies to that chip only, and elsewhere (or on a GPU without sms and
+ * boost_mhz) the datasheet roofline times memory-only ops.
+ * `hetsim perf crossval` and tools/bench-fidelity measure both. */
 #ifndef HS_PERF_FITTED_H
 #define HS_PERF_FITTED_H
 
@@ -50,6 +59,8 @@ typedef struct hs_kindfit {
     int rows;                 /* training rows (0: borrowed or absent) */
     int from;                 /* kind the parameters were fitted on; -1: none */
     int memory_only;          /* 1: no compute term (ec, th, p unused) */
+    int sm_term;              /* memory-only, fitted across GPUs: ec is bytes
+                                 per SM cycle, p fixed, no cache term */
     double par[HS_FP_COUNT];  /* see the top of this file */
     hs_fitstat st;            /* error on its training rows */
 } hs_kindfit;
@@ -89,6 +100,8 @@ void hs_fit_attn_work(int kind, const hs_model *m, int tp, int kv_bits, double x
 
 /* Predicted time in us of a kind with the given parameters and work. */
 double hs_fit_eval(const double *par, const hs_work *w, const hs_gpu *g);
+/* The cross-GPU memory-only form (sm_term); 0 when g has no sm_rate. */
+double hs_fit_eval_sm(const double *par, const hs_work *w, const hs_gpu *g);
 
 /* Predicted op / attention time (us); 0 when the kind has no parameters
  * (k[].from < 0). */
