@@ -116,8 +116,10 @@ static void test_perf_terms(void)
     for (int t = 1; t <= 2048; t += 341) {
         double emb = ref.stage[0].dense[t], lay = ref.stage[1].dense[t];
         CHECK(emb > 0 && lay > 0);
-        CHECK_REL(p.stage[0].enc[t], emb + (12 + 12 * fkv) * lay, 1e-12);
-        CHECK_REL(p.stage[1].enc[t], (12 + 12 * fkv) * lay, 1e-12);
+        /* and each encoder layer's attention cost per query row */
+        double tok = 12 * ref.stage[1].pre_tok * t;
+        CHECK_REL(p.stage[0].enc[t], emb + (12 + 12 * fkv) * lay + tok, 1e-12);
+        CHECK_REL(p.stage[1].enc[t], (12 + 12 * fkv) * lay + tok, 1e-12);
         CHECK_REL(p.stage[0].dense[t], emb + 12 * rd * lay, 1e-12);
         CHECK_REL(p.stage[1].dense[t], 12 * rd * lay, 1e-12);
     }

@@ -473,8 +473,9 @@ static void estimate_vs_simulation(void)
         CHECK_REL(sim, est, 0.10);
         /* no preemption cascade on the decode side (INV-HANDOVER): the old
          * prompt-only reservation preempted 11-17% of such requests; the
-         * expected-length commitment may miss by a burst's worth */
-        CHECK(pre >= 0 && pre <= OFFLINE_N / 100);
+         * expected-length commitment may miss by a burst's worth (0.9-1.0%
+         * on het3 and the homogeneous H100s), so 2% separates the two */
+        CHECK(pre >= 0 && pre <= OFFLINE_N / 50);
         hs_deploy_free(&d);
         hs_cluster_destroy(c);
     }

@@ -84,8 +84,9 @@ static void test_cfg(void)
     hs_perf_cfg_defaults(&cfg);
     CHECK_STR(cfg.model, "auto");
     CHECK_NEAR(cfg.gemm_eff, 0.7, 0);
-    CHECK_NEAR(cfg.attn_eff, 0.37, 0);
-    CHECK_NEAR(cfg.attn_knee, 1.28e5, 0);
+    CHECK_NEAR(cfg.attn_eff, 0.459, 0);
+    CHECK_NEAR(cfg.attn_knee, 8.40e4, 0);
+    CHECK_NEAR(cfg.attn_query_keys, 650, 0);
     CHECK_NEAR(cfg.mem_eff, 0.8, 0);
     CHECK_NEAR(cfg.link_eff, 0.8, 0);
     CHECK_NEAR(cfg.launch_us, 4, 0);
@@ -222,16 +223,18 @@ static void test_single_a100(const hs_model *m, const hs_cluster *c)
 
         /* decode attention: memory bound here since 4q / (flops * attn_eff)
          * = 1.4e-10 s < kvb / (bw * mem_eff) = 1.0e-8 s per token-layer */
-        CHECK(4.0 * q / (A100_FLOPS * 0.37) < kvb / mem);
+        CHECK(4.0 * q / (A100_FLOPS * 0.459) < kvb / mem);
         CHECK_REL(st->dec_ctx, L7 * kvb / mem * 1e9, 1e-12);
         CHECK_REL(st->dec_seq, L7 * 4.0 * q / mem * 1e9, 1e-12);
         CHECK_REL(st->dec_fixed, L7 * 4e3, 1e-12);
         /* the causal triangle at twice a pair (roofline.c) */
-        CHECK_REL(st->pre_self, 2 * L7 * 4.0 * q / (A100_FLOPS * 0.37) * 1e9, 1e-12);
+        CHECK_REL(st->pre_self, 2 * L7 * 4.0 * q / (A100_FLOPS * 0.459) * 1e9, 1e-12);
         CHECK_REL(st->pre_cross, st->pre_self / 2, 1e-15); /* one FLOP rate for both in the roofline */
         CHECK_REL(st->pre_ctx, L7 * kvb / mem * 1e9, 1e-12);
-        /* a launch and the ramp: attn_knee pairs at attn_eff */
-        CHECK_REL(st->pre_fixed, L7 * (4e3 + 1.28e5 * 4.0 * q / (A100_FLOPS * 0.37) * 1e9), 1e-12);
+        /* a launch and the ramp: attn_knee pairs at attn_eff; each query
+         * row attn_query_keys pairs */
+        CHECK_REL(st->pre_fixed, L7 * (4e3 + 8.40e4 * 4.0 * q / (A100_FLOPS * 0.459) * 1e9), 1e-12);
+        CHECK_REL(st->pre_tok, L7 * 650 * 4.0 * q / (A100_FLOPS * 0.459) * 1e9, 1e-12);
         CHECK_NEAR(st->send_alpha, 0, 0);   /* last stage sends nothing */
         CHECK_NEAR(st->send_token, 0, 0);
 

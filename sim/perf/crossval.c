@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_multifit_nlinear.h>
+
 #include "perf/calib.h"
 #include "perf/fitted.h"
 #include "perf/table_int.h"
@@ -403,6 +406,104 @@ static void print_line(FILE *out, const char *name, const hs_compare *r, int slo
     fputc('\n', out);
 }
 
+/* ---- the roofline's prefill-attention knobs, refitted on a table ---------- */
+
+typedef struct attn_refit {
+    const hs_ptable *t;
+    const hs_model *m;
+    const hs_gpu *g;
+    hs_perf_cfg cfg;          /* the other perf.* settings */
+} attn_refit;
+
+/* theta = logs of attn_eff, attn_knee, attn_query_keys */
+static void refit_cfg(const attn_refit *c, const gsl_vector *th, hs_perf_cfg *cfg)
+{
+    double v[3];
+    for (int i = 0; i < 3; i++) v[i] = exp(fmin(fmax(gsl_vector_get(th, (size_t)i), -40), 40));
+    *cfg = c->cfg;
+    cfg->attn_eff = fmin(v[0], 1.0);
+    cfg->attn_knee = v[1];
+    cfg->attn_query_keys = v[2];
+}
+
+static int refit_resid(const gsl_vector *th, void *vc, gsl_vector *f)
+{
+    const attn_refit *c = vc;
+    const hs_attn_row *r = c->t->attn[HS_ATTN_PREFILL];
+    hs_perf_cfg cfg;
+    refit_cfg(c, th, &cfg);
+    for (size_t i = 0; i < c->t->n_attn[HS_ATTN_PREFILL]; i++)
+        gsl_vector_set(f, i, log(hs_roofline_attn_us(HS_ATTN_PREFILL, c->m, c->g, r[i].tp, 16, r[i].x, r[i].y, &cfg) /
+                                 r[i].us));
+    return GSL_SUCCESS;
+}
+
+/* Error of the roofline's prefill attention with cfg on the table's rows. */
+static void refit_stat(const attn_refit *c, const hs_perf_cfg *cfg, hs_fitstat *st)
+{
+    pairs v = {0};
+    const hs_attn_row *r = c->t->attn[HS_ATTN_PREFILL];
+    for (size_t i = 0; i < c->t->n_attn[HS_ATTN_PREFILL]; i++)
+        if (pairs_add(&v, hs_roofline_attn_us(HS_ATTN_PREFILL, c->m, c->g, r[i].tp, 16, r[i].x, r[i].y, cfg),
+                      r[i].us))
+            break;
+    stat_of(st, &v);
+    free(v.p);
+    free(v.m);
+}
+
+/* Refits attn_eff, attn_knee and attn_query_keys on the table's prefill
+ * rows (Levenberg-Marquardt on log time, finite-difference Jacobian, from
+ * the defaults) and prints them beside the defaults' error: how the shipped
+ * defaults were made, and what another GPU's table would give. */
+static void attn_refit_report(const hs_ptable *t, const hs_model *m, const hs_gpu *g, FILE *out)
+{
+    size_t n = t->n_attn[HS_ATTN_PREFILL];
+    attn_refit c;
+    gsl_multifit_nlinear_parameters fp = gsl_multifit_nlinear_default_parameters();
+    gsl_multifit_nlinear_fdf fdf;
+    gsl_multifit_nlinear_workspace *w;
+    gsl_vector *x;
+    gsl_error_handler_t *old;
+    hs_fitstat st0, st1;
+    hs_perf_cfg fitted;
+    int info;
+    if (n < 3) return;
+    memset(&c, 0, sizeof c);
+    c.t = t;
+    c.m = m;
+    c.g = g;
+    hs_perf_cfg_defaults(&c.cfg);
+    x = gsl_vector_alloc(3);
+    w = gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &fp, n, 3);
+    if (!x || !w) goto out;
+    gsl_vector_set(x, 0, log(c.cfg.attn_eff));
+    gsl_vector_set(x, 1, log(c.cfg.attn_knee > 1 ? c.cfg.attn_knee : 1));
+    gsl_vector_set(x, 2, log(c.cfg.attn_query_keys > 1 ? c.cfg.attn_query_keys : 1));
+    fdf.f = refit_resid;
+    fdf.df = NULL;
+    fdf.fvv = NULL;
+    fdf.n = n;
+    fdf.p = 3;
+    fdf.params = &c;
+    old = gsl_set_error_handler_off();
+    if (gsl_multifit_nlinear_init(x, &fdf, w) == GSL_SUCCESS) {
+        gsl_multifit_nlinear_driver(200, 1e-10, 1e-10, 0.0, NULL, NULL, &info, w);
+        refit_cfg(&c, gsl_multifit_nlinear_position(w), &fitted);
+        refit_stat(&c, &c.cfg, &st0);
+        refit_stat(&c, &fitted, &st1);
+        fprintf(out, "\nroofline prefill attention refitted on these %zu rows (least squares on log time):\n", n);
+        fprintf(out, "  defaults: attn_eff %.3f  attn_knee %.3g  attn_query_keys %.0f   median %.2f%%  p90 %.2f%%\n",
+                c.cfg.attn_eff, c.cfg.attn_knee, c.cfg.attn_query_keys, st0.med_ape, st0.p90_ape);
+        fprintf(out, "  refit:    attn_eff %.3f  attn_knee %.3g  attn_query_keys %.0f   median %.2f%%  p90 %.2f%%\n",
+                fitted.attn_eff, fitted.attn_knee, fitted.attn_query_keys, st1.med_ape, st1.p90_ape);
+    }
+    gsl_set_error_handler(old);
+out:
+    gsl_vector_free(x);
+    if (w) gsl_multifit_nlinear_free(w);
+}
+
 int hs_perf_compare(const char *dir, const hs_compare_opts *o, hs_compare *res, FILE *out,
                     hs_err *err)
 {
@@ -508,6 +609,7 @@ int hs_perf_compare(const char *dir, const hs_compare_opts *o, hs_compare *res, 
     print_line(out, "layer", &r, HS_CMP_LAYER);
     print_line(out, "dense pooled", &r, HS_CMP_ALL);
     fprintf(out, "\n(layer: qkv + rope + attn_out + mlp_up + act + mlp_down + 2 norm + 2 add at each measured (tp, bits, tokens))\n");
+    if (!(o && (o->tflops > 0 || o->gbs > 0))) attn_refit_report(t, &m, &g, out);
 out:
     for (int k = 0; k < 2; k++) acc_free(&a[k]);
     free(in);

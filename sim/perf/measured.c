@@ -394,6 +394,7 @@ static int attn_coef(const src *s, bctx *b, int kind, int tp, int max_tokens, in
             coef[1] = 2 * cc * 1e6;
             coef[2] = cc * 1e6;
             coef[3] = cm * 1e6;
+            coef[HS_ATTN_TOK] = cc * cfg->attn_query_keys * 1e6;
         }
     }
     return 0;

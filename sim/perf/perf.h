@@ -142,6 +142,8 @@ typedef struct hs_perf_cfg {
     double attn_eff;          /* fraction of peak FLOP/s reached by attention */
     double attn_knee;         /* prefill attention: a call costs attn_knee more
                                  query-key pairs than it has (its ramp to attn_eff) */
+    double attn_query_keys;   /* prefill attention: each query row costs as many
+                                 pairs more (its tiles, softmax and output) */
     double mem_eff;           /* fraction of peak memory bandwidth */
     double link_eff;          /* fraction of link bandwidth in collectives */
     double launch_us;         /* per kernel launch */

@@ -24,8 +24,9 @@ void hs_perf_cfg_defaults(hs_perf_cfg *c)
 const hs_field hs_perf_cfg_fields[] = {
     HS_FIELD_STR(hs_perf_cfg, model, 0, "auto", "latency model: auto (measured table, else fitted, else roofline), table, fitted, roofline"),
     HS_FIELD_NUM(hs_perf_cfg, gemm_eff, HS_F_DOUBLE, 0, 0.7, 0.01, 1, "GEMM fraction of peak FLOP/s"),
-    HS_FIELD_NUM(hs_perf_cfg, attn_eff, HS_F_DOUBLE, 0, 0.37, 0.01, 1, "attention fraction of peak FLOP/s (0.37: fitted with attn_knee on Vidur's A100 FlashAttention prefill table)"),
-    HS_FIELD_NUM(hs_perf_cfg, attn_knee, HS_F_DOUBLE, 0, 1.28e5, 0, 1e9, "prefill attention's ramp, in query-key pairs: a kernel call costs (pairs + attn_knee) at attn_eff (1.28e5: fitted with attn_eff)"),
+    HS_FIELD_NUM(hs_perf_cfg, attn_eff, HS_F_DOUBLE, 0, 0.459, 0.01, 1, "attention fraction of peak FLOP/s (0.459: fitted with attn_knee and attn_query_keys on Vidur's A100 FlashAttention prefill table, `hetsim perf compare`)"),
+    HS_FIELD_NUM(hs_perf_cfg, attn_knee, HS_F_DOUBLE, 0, 8.40e4, 0, 1e9, "prefill attention's ramp, in query-key pairs: a kernel call costs (pairs + attn_knee) at attn_eff (8.40e4: fitted with attn_eff)"),
+    HS_FIELD_NUM(hs_perf_cfg, attn_query_keys, HS_F_DOUBLE, 0, 650, 0, 1e6, "prefill attention's cost per query row, in query-key pairs at attn_eff (650: fitted with attn_eff)"),
     HS_FIELD_NUM(hs_perf_cfg, mem_eff, HS_F_DOUBLE, 0, 0.8, 0.01, 1, "fraction of memory bandwidth"),
     HS_FIELD_NUM(hs_perf_cfg, link_eff, HS_F_DOUBLE, 0, 0.8, 0.01, 1, "fraction of link bandwidth"),
     HS_FIELD_NUM(hs_perf_cfg, launch_us, HS_F_DOUBLE, 0, 4, 0, 1e4, "per kernel launch, us"),

@@ -78,6 +78,7 @@ typedef struct attn_coef {
     double pre_fixed, pre_pair, pre_ctx;  /* pre_pair: per pair against the prefix; a
                                              pair of the chunk's causal triangle costs
                                              twice that (see attn_coefs) */
+    double pre_tok;                       /* per query row of the chunk */
 } attn_coef;
 
 static void attn_coefs(const rf *r, const hs_model *m, int tp, int kv_bits, attn_coef *a)
@@ -98,15 +99,20 @@ static void attn_coefs(const rf *r, const hs_model *m, int tp, int kv_bits, attn
      * is scheduled per query tile (on Vidur's A100 table the triangle runs
      * at about half the rate of the prefix rectangle).  A call ramps up to
      * attn_eff: with W pairs it runs at attn_eff W / (W + attn_knee), i.e.
-     * it costs attn_knee pairs more, a fixed cost per call.  attn_eff 0.37
-     * and attn_knee 1.28e5, fitted together (least squares on the log) on
-     * that table, give 8.0% median error, 19% p90; attn_eff alone gave
-     * 11.0% / 39% (-65% on chunks under 256 tokens, which are latency
-     * bound); counting c(c+1)/2 pairs at 0.5, the error was -51%.  Tile
+     * it costs attn_knee pairs more, a fixed cost per call.  Each query row
+     * costs attn_query_keys pairs more: the time per pair of a prompt falls
+     * from 0.55 ns at 512 tokens to 0.28 at 4,096 on that table, a cost
+     * linear in the queries that the pairs alone miss.  attn_eff 0.459,
+     * attn_knee 8.40e4 and attn_query_keys 650, fitted together (least
+     * squares on the log, `hetsim perf compare` prints the refit) on that
+     * table, give 4.7% median error, 11.6% p90; without the per-query term
+     * 8.0% / 19% (short prefixes 8% fast, long ones 12% slow); attn_eff
+     * alone 11.0% / 39%; counting c(c+1)/2 pairs at 0.5, -51%.  Tile
      * padding (64 or 128 queries and keys) or per-SM wave models did worse
      * (19-27%). */
     a->pre_pair = 4.0 * q / (r->flops * r->cfg->attn_eff);
     a->pre_fixed = r->cfg->launch_us * 1e-6 + a->pre_pair * r->cfg->attn_knee;
+    a->pre_tok = a->pre_pair * r->cfg->attn_query_keys;
     a->pre_ctx = kvb / (r->bw * r->cfg->mem_eff);
 }
 
@@ -119,7 +125,7 @@ double hs_roofline_attn_us(int kind, const hs_model *m, const hs_gpu *g, int tp,
     if (kind == HS_ATTN_DECODE) return (a.dec_fixed + a.dec_seq * x + a.dec_ctx * x * y) * 1e6;
     /* one chunk: its causal triangle's x (x + 1) / 2 pairs at twice a pair
      * (see attn_coefs; the hot path's 2 pre_self Q), x * y against the prefix */
-    return (a.pre_fixed + a.pre_pair * (x * (x + 1) + x * y) + a.pre_ctx * y) * 1e6;
+    return (a.pre_fixed + a.pre_pair * (x * (x + 1) + x * y) + a.pre_tok * x + a.pre_ctx * y) * 1e6;
 }
 
 /* One decoder layer on one rank for t tokens (dense part, no attention
@@ -202,6 +208,7 @@ static int build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
             ps->pre_cross = L * a.pre_pair * 1e9;
             ps->pre_ctx = L * a.pre_ctx * 1e9;
             ps->pre_fixed = L * a.pre_fixed * 1e9;   /* launch and the ramp */
+            ps->pre_tok = L * a.pre_tok * 1e9;
         }
         if (!last) {
             const hs_stage_layout *nx = &l->stage[s + 1];

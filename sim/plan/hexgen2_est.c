@@ -101,7 +101,7 @@ static double stage_roofline(const hs_hg2_ctx *x, const int *gpus, int tp, int l
     if (b->pre_chunks) {
         double pair = L * 4.0 * q / (g.flops16 * cfg->attn_eff);
         /* the launch and the call's ramp (roofline.c attn_coefs) */
-        s += pair * (2 * b->pre_self + b->pre_cross + cfg->attn_knee) +
+        s += pair * (2 * b->pre_self + b->pre_cross + cfg->attn_knee + cfg->attn_query_keys * (double)b->pre_tokens) +
              L * kvb / (g.mem_bw * cfg->mem_eff) * (double)b->pre_prefix + L * cfg->launch_us * 1e-6;
     }
     assert(isfinite(s) && s >= 0); /* FLOP/s, bandwidths and efficiencies > 0 */
@@ -179,8 +179,8 @@ static uint64_t lat_fingerprint(const hs_hg2_ctx *x)
 {
     const hs_perf_cfg *pc = &x->pc;
     uint64_t h = UINT64_C(1469598103934665603);
-    double v[7] = {pc->gemm_eff, pc->attn_eff, pc->mem_eff, pc->link_eff, pc->launch_us, pc->step_overhead_us,
-                   pc->attn_knee};
+    double v[8] = {pc->gemm_eff, pc->attn_eff, pc->mem_eff, pc->link_eff, pc->launch_us, pc->step_overhead_us,
+                   pc->attn_knee, pc->attn_query_keys};
     int iv[4] = {x->max_tokens, x->ec.max_num_seqs, x->ec.kv_bits, x->bits};
     h = fnv_str(h, x->m->name);
     h = fnv_bytes(h, &x->m->layers, sizeof x->m->layers);
