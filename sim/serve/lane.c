@@ -336,6 +336,47 @@ int32_t hs_lane_batch_tokens(hs_engine *e, hs_lane *l, int32_t *reqs, int32_t al
     return kept;
 }
 
+void hs_fixed_shape(hs_engine *e, hs_lane *l, const hs_fixed_batch *b, int32_t n, hs_batch_shape *s)
+{
+    memset(s, 0, sizeof *s);
+    if (b->prefill) {
+        if (e->replicas[l->replica].encdec) {
+            s->enc_tokens = s->enc_new = (int32_t)((int64_t)n * b->max_prompt);
+            s->enc_pairs = (double)n * b->max_prompt * b->max_prompt;
+            s->enc_seqs = n;
+            return;
+        }
+        s->tokens = (int64_t)n * b->max_prompt;
+        s->samples = n;
+        s->pre_chunks = n;
+        s->pre_self = (double)n * b->max_prompt * (b->max_prompt + 1) / 2.0;
+        s->pre_tokens = (int64_t)n * b->max_prompt;
+        return;
+    }
+    l->it.decode = 1;
+    s->tokens = s->samples = s->dec_seqs = n;
+    s->dec_ctx = (int64_t)n * (b->max_prompt + b->step + 1);
+}
+
+int hs_fixed_step(hs_engine *e, hs_lane *l, hs_fixed_batch *b, hs_ns t)
+{
+    /* tokens after `step` decoding steps: the prompt pass samples the first
+     * of a decoder-only model; encoding samples none */
+    int64_t shift = e->replicas[l->replica].encdec ? 0 : 1;
+    if (b->prefill) {
+        b->prefill = 0;
+    } else {
+        b->step++;
+        if (e->sink.itl && b->alive > 0 && b->step + shift > 1)
+            e->sink.itl(e->sink.ctx, t - b->last_end, b->alive);
+    }
+    b->alive = hs_lane_batch_tokens(e, l, b->reqs, b->alive, (int32_t)(b->step + shift), t);
+    b->last_end = t;
+    if (b->alive > 0) return 0;
+    b->active = 0;
+    return 1;
+}
+
 int hs_lane_continuous(hs_engine *e, hs_lane *l, int32_t max_new, hs_admit_veto veto, void *ctx)
 {
     for (int pass = 0; pass < 2; pass++) {

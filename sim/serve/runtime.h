@@ -384,6 +384,27 @@ int32_t hs_lane_batch_take(struct hs_engine *e, hs_lane *l, int32_t want, int32_
  * (hs_req_done) leave `running` and finish at t in their order in reqs,
  * the others keep their order at the front.  Returns how many remain. */
 int32_t hs_lane_batch_tokens(struct hs_engine *e, hs_lane *l, int32_t *reqs, int32_t alive, int32_t gen, hs_ns t);
+/* A fixed batch (static batching, DeepSpeed-Inference's micro-batches):
+ * taken at once, prompts padded to the longest, run to its longest output
+ * with nothing admitted meanwhile; finished requests leave at their own
+ * last token but keep their slot. */
+typedef struct hs_fixed_batch {
+    int active, prefill;       /* a batch is running; in its prompt pass */
+    int32_t n, max_prompt;
+    int32_t alive;             /* of reqs[0..n), the first `alive` are still generating */
+    int64_t step;              /* decode steps done */
+    int32_t *reqs, cap;        /* the unfinished first (hs_lane_batch_tokens) */
+    hs_ns last_end;            /* end of the previous iteration */
+} hs_fixed_batch;
+/* The padded shape of n of b's sequences in b's current phase, into s
+ * (zeroed first): the prompt pass (or encoding) of n x max_prompt tokens,
+ * or a decode step of n slots at the padded context (l->it.decode set). */
+void hs_fixed_shape(struct hs_engine *e, hs_lane *l, const hs_fixed_batch *b, int32_t n, hs_batch_shape *s);
+/* b's iteration ended at t: the prompt pass is over or one more step is
+ * decoded (inter-token gap to the sink), every live slot has its token and
+ * finished requests leave.  Returns 1 when the last one has (b->active
+ * cleared; the policy releases the slots), else 0. */
+int hs_fixed_step(struct hs_engine *e, hs_lane *l, hs_fixed_batch *b, hs_ns t);
 /* Default completion: decode step, chunk progress, joins, finishes. */
 void hs_lane_complete(struct hs_engine *e, hs_lane *l);
 /* Finishes a request (record to the sink, frees its slot). */

@@ -50,11 +50,8 @@ static const hs_field opts[] = {
 
 /* The batch (first lane's pstate). */
 typedef struct dsi_batch {
-    int active, prefill;
-    int32_t n, alive, max_prompt, m;   /* m: micro-batches of the current phase */
-    int64_t step;
-    int32_t *reqs, cap;
-    hs_ns last_end;
+    hs_fixed_batch fb;         /* first: lane_free frees fb.reqs */
+    int32_t m;                 /* micro-batches of the current phase */
     /* the iteration's pipeline scan (pipe_scan), for stage_ns */
     double mx, pass;           /* slowest stage or send; one pass */
     int arg;                   /* the stage of mx */
@@ -97,29 +94,6 @@ static int64_t replica_free(const hs_replica *rp)
     return f;
 }
 
-/* One micro-batch's shape of the current phase. */
-static void mb_shape(hs_engine *e, hs_lane *l, const dsi_batch *b, hs_batch_shape *s)
-{
-    int32_t mb = (b->n + b->m - 1) / b->m;
-    memset(s, 0, sizeof *s);
-    if (b->prefill) {
-        if (e->replicas[l->replica].encdec) {
-            s->enc_tokens = s->enc_new = (int32_t)((int64_t)mb * b->max_prompt);
-            s->enc_pairs = (double)mb * b->max_prompt * b->max_prompt;
-            s->enc_seqs = mb;
-            return;
-        }
-        s->tokens = (int64_t)mb * b->max_prompt;
-        s->samples = mb;
-        s->pre_chunks = mb;
-        s->pre_self = (double)mb * b->max_prompt * (b->max_prompt + 1) / 2.0;
-        s->pre_tokens = (int64_t)mb * b->max_prompt;
-        return;
-    }
-    l->it.decode = 1;
-    s->tokens = s->samples = s->dec_seqs = mb;
-    s->dec_ctx = (int64_t)mb * (b->max_prompt + b->step + 1);
-}
 
 /* The iteration's slowest stage (host work on stage 0) or send, its
  * stage, and one pass through the pipeline, once per iteration rather
@@ -139,7 +113,7 @@ static void pipe_scan(hs_engine *e, hs_lane *l, dsi_batch *b)
         if (ti > b->mx) b->mx = ti, b->arg = i;
         if (si > b->mx) b->mx = si, b->arg = i;
     }
-    if (!b->prefill && p > 1) b->pass += hs_perf_send_ns(&rp->perf, 0, 0); /* the sampled token goes back */
+    if (!b->fb.prefill && p > 1) b->pass += hs_perf_send_ns(&rp->perf, 0, 0); /* the sampled token goes back */
 }
 
 static int schedule(hs_engine *e, hs_lane *l)
@@ -154,7 +128,8 @@ static int schedule(hs_engine *e, hs_lane *l)
         }
         return 0;
     }
-    if (!b->active) {
+    if (!b->fb.active) {
+        hs_fixed_batch *f = &b->fb;
         int64_t sb = slot_blocks(e), slots = sb > 0 ? replica_free(rp) / sb : 0;
         int32_t want = opt(e)->dsi_batch < e->cfg.max_num_seqs ? opt(e)->dsi_batch : e->cfg.max_num_seqs;
         for (int32_t k = 1; k < rp->n_lanes; k++) pass_queue(e, &rp->lanes[k], first);
@@ -165,14 +140,15 @@ static int schedule(hs_engine *e, hs_lane *l)
                 hs_lane_drop(e, l, l->waiting.head, "KV memory holds no DSI slot of the context length");
             return 0;
         }
-        if ((b->n = hs_lane_batch_take(e, l, want, &b->reqs, &b->cap, &b->max_prompt)) < 0) return 0;
-        reserve(rp, (int64_t)b->n * sb, 1);
-        b->active = b->prefill = 1;
-        b->alive = b->n;
-        b->step = 0;
-        b->m = opt(e)->dsi_prompt_mb < b->n ? opt(e)->dsi_prompt_mb : b->n;
+        if ((f->n = hs_lane_batch_take(e, l, want, &f->reqs, &f->cap, &f->max_prompt)) < 0) return 0;
+        reserve(rp, (int64_t)f->n * sb, 1);
+        f->active = f->prefill = 1;
+        f->alive = f->n;
+        f->step = 0;
+        b->m = opt(e)->dsi_prompt_mb < f->n ? opt(e)->dsi_prompt_mb : f->n;
     }
-    mb_shape(e, l, b, &l->it.shape);
+    /* one micro-batch's shape of the current phase */
+    hs_fixed_shape(e, l, &b->fb, (b->fb.n + b->m - 1) / b->m, &l->it.shape);
     pipe_scan(e, l, b);
     return 1;
 }
@@ -186,40 +162,23 @@ static double stage_ns(hs_engine *e, hs_lane *l, int s)
     const dsi_batch *b = rp->lanes[0].pstate;
     double t = hs_perf_stage_ns(&rp->perf, s, &l->it.shape);
     if (b->m <= 1) return t;
-    if (b->prefill) return s == b->arg ? t + (b->m - 1) * b->mx : t;
+    if (b->fb.prefill) return s == b->arg ? t + (b->m - 1) * b->mx : t;
     return s == rp->perf.pp - 1 ? t + fmax(0, b->m * b->mx - b->pass) : t;
 }
 
 static void complete(hs_engine *e, hs_lane *l)
 {
-    hs_replica *rp = &e->replicas[l->replica];
     dsi_batch *b = l->pstate;
-    hs_ns t = l->it.end;
-    int32_t gen;
-    /* the prompt pass samples the first token of a decoder-only model;
-     * encoding samples none */
-    int64_t shift = rp->encdec ? 0 : 1;
-    if (b->prefill) {
-        b->prefill = 0;
-        b->m = opt(e)->dsi_gen_mb < b->n ? opt(e)->dsi_gen_mb : b->n;
-    } else {
-        b->step++;
-        if (e->sink.itl && b->alive > 0 && b->step + shift > 1)
-            e->sink.itl(e->sink.ctx, t - b->last_end, b->alive);
-    }
-    gen = (int32_t)(b->step + shift);
-    b->alive = hs_lane_batch_tokens(e, l, b->reqs, b->alive, gen, t);
-    b->last_end = t;
-    if (b->alive == 0) {
-        reserve(rp, (int64_t)b->n * slot_blocks(e), -1);
-        b->active = 0;
-    }
+    /* the generation phase runs its own micro-batches */
+    if (b->fb.prefill) b->m = opt(e)->dsi_gen_mb < b->fb.n ? opt(e)->dsi_gen_mb : b->fb.n;
+    if (hs_fixed_step(e, l, &b->fb, l->it.end))
+        reserve(&e->replicas[l->replica], (int64_t)b->fb.n * slot_blocks(e), -1);
 }
 
 static void lane_free(hs_lane *l)
 {
     dsi_batch *b = l->pstate;
-    free(b->reqs);
+    free(b->fb.reqs);
 }
 
 /* A prompt micro-batch of context-long prompts. */

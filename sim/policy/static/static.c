@@ -26,16 +26,8 @@ static const hs_field opts[] = {
     {0},
 };
 
-/* The lane's batch (lane->pstate, lane_bytes). */
-typedef struct fixed_batch {
-    int active, prefill;
-    int32_t n, max_prompt;
-    int32_t alive;             /* of reqs[0..n), the first `alive` are still generating */
-    int64_t step;              /* decode steps done */
-    int32_t *reqs;             /* [cap]: the unfinished first, each part by id */
-    int32_t cap;
-    hs_ns last_end;
-} fixed_batch;
+/* The lane's batch (lane->pstate, lane_bytes); reqs sorted by id. */
+typedef hs_fixed_batch fixed_batch;
 
 static int32_t batch_cap(const hs_engine_cfg *c, const static_opts *o)
 {
@@ -84,48 +76,17 @@ static int schedule(hs_engine *e, hs_lane *l)
         b->active = b->prefill = 1;
         b->alive = b->n;
         b->step = 0;
-        if (e->replicas[l->replica].encdec) {
-            s->enc_tokens = s->enc_new = b->n * b->max_prompt;
-            s->enc_pairs = (double)b->n * b->max_prompt * b->max_prompt;
-            s->enc_seqs = b->n;
-            return 1;
-        }
-        s->tokens = b->n * b->max_prompt;
-        s->samples = b->n;
-        s->pre_chunks = b->n;
-        s->pre_self = (double)b->n * b->max_prompt * (b->max_prompt + 1) / 2.0;
-        s->pre_tokens = (int64_t)b->n * b->max_prompt;
-        return 1;
     }
-    /* A decode step of every slot, padded contexts. */
-    l->it.decode = 1;
-    s->tokens = s->samples = s->dec_seqs = b->n;
-    s->dec_ctx = (int64_t)b->n * (b->max_prompt + b->step + 1);
+    /* the padded prompt pass, then decode steps of every slot */
+    hs_fixed_shape(e, l, b, b->n, s);
     return 1;
 }
 
 static void complete(hs_engine *e, hs_lane *l)
 {
-    fixed_batch *b = l->pstate;
-    hs_ns t = l->it.end;
-    int32_t gen;
-    /* tokens after `step` decoding steps: the prefill samples the first of
-     * a decoder-only model; encoding samples none */
-    int64_t shift = e->replicas[l->replica].encdec ? 0 : 1;
-    if (b->prefill) {
-        b->prefill = 0;
-    } else {
-        b->step++;
-        if (e->sink.itl && b->alive > 0 && b->step + shift > 1)
-            e->sink.itl(e->sink.ctx, t - b->last_end, b->alive);
-    }
-    gen = (int32_t)(b->step + shift);
-    b->alive = hs_lane_batch_tokens(e, l, b->reqs, b->alive, gen, t);
-    b->last_end = t;
-    if (b->alive == 0) {
+    if (hs_fixed_step(e, l, l->pstate, l->it.end)) {
         l->blocks_free += l->reserved;
         l->reserved = 0;
-        b->active = 0;
     }
 }
 
