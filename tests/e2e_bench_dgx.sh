@@ -16,10 +16,10 @@ if HS=$HS "$B" --fit >"$T/fit" 2>"$T/err"; then
     ok "bench-dgx --fit exits 0"
     check_eq "one floor per DGX host" "$(grep -c '^dispatch floor ' "$T/fit")" 2
     for g in a100-80g h100-sxm-80g; do
-        got=$(sed -n "s/^dispatch floor $g: \([0-9.]*\) us per layer.*/\1/p" "$T/fit")
-        want=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print([e['layer_us'] for e in d['dispatch'] if e['gpu']==sys.argv[2]][0])" \
+        got=$(sed -n "s/^dispatch floor $g: \([0-9.]*\) us per operator.*/\1/p" "$T/fit")
+        want=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print([e['op_us'] for e in d['dispatch'] if e['gpu']==sys.argv[2]][0])" \
             "$HS_ROOT/profiles/engines/vllm-eager.json" "$g")
-        check_num "vllm-eager ships the fitted floor of $g ($got us)" "$want" "(x - $got)^2 < 0.01"
+        check_num "vllm-eager ships the fitted floor of $g ($got us per operator)" "$want" "(x - $got)^2 < 0.0001"
     done
 else
     bad "bench-dgx --fit exits 0" "$(head -c 300 "$T/err")"

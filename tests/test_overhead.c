@@ -1009,36 +1009,53 @@ static void test_perf_build(void)
 
 
 /* The dispatch floor (overhead.h): the profile's entries by GPU type with a
- * "" fallback; read, written and rejected as the rest of the profile; in
- * the hot path a pass takes at least layers x layer_us, the slowest host of
- * the stage deciding, and a pass above the floor is unchanged. */
+ * "" fallback; read, written and rejected as the rest of the profile (the
+ * retired layer_us named); in the hot path a pass takes at least layers x
+ * operators per layer x op_us, the slowest host of the stage deciding, and
+ * a pass above the floor is unchanged; operators per layer follow the
+ * model's structure (hs_model_layer_ops). */
 static void test_dispatch(void)
 {
-    static const char *disp = "\"dispatch\": [{\"gpu\": \"a100-80g\", \"layer_us\": 500}, {\"gpu\": \"\", \"layer_us\": 300}],\n  \"components\"";
+    static const char *disp = "\"dispatch\": [{\"gpu\": \"a100-80g\", \"op_us\": 50}, {\"gpu\": \"\", \"op_us\": 30}],\n  \"components\"";
     char *text = strdup(fx_variant(good_profile, "\"components\"", disp)); /* fx_variant reuses its buffer */
     hs_ovh_profile p, q;
     hs_err err = {0};
     char out[400];
     CHECK_OK(hs_ovh_load(&p, hs_test_tmpfile("ovh", text), &err), &err);
     CHECK_INT(p.n_disp, 2);
-    CHECK_NEAR(hs_ovh_layer_us(&p, "a100-80g"), 500, 0);
-    CHECK_NEAR(hs_ovh_layer_us(&p, "h100-sxm-80g"), 300, 0);   /* the "" entry */
+    CHECK_NEAR(hs_ovh_op_us(&p, "a100-80g"), 50, 0);
+    CHECK_NEAR(hs_ovh_op_us(&p, "h100-sxm-80g"), 30, 0);   /* the "" entry */
     {   /* without a "" entry an unlisted GPU has no floor */
         hs_ovh_profile r = p;
         r.n_disp = 1;
-        CHECK_NEAR(hs_ovh_layer_us(&r, "h100-sxm-80g"), 0, 0);
+        CHECK_NEAR(hs_ovh_op_us(&r, "h100-sxm-80g"), 0, 0);
     }
     snprintf(out, sizeof out, "%s/disp.json", tmpdir);
     CHECK_OK(hs_ovh_write(&p, out, &err), &err);
     CHECK_OK(hs_ovh_load(&q, out, &err), &err);
     CHECK(q.n_disp == 2 && !strcmp(q.disp[0].gpu, "a100-80g") && q.disp[1].gpu[0] == 0);
-    CHECK_NEAR(q.disp[0].layer_us, 500, 0);
-    bad_profile(__LINE__, fx_variant(text, "\"layer_us\": 500", "\"layer_us\": 500, \"cpu\": 1"), HS_EPARSE,
+    CHECK_NEAR(q.disp[0].op_us, 50, 0);
+    bad_profile(__LINE__, fx_variant(text, "\"op_us\": 50", "\"op_us\": 50, \"cpu\": 1"), HS_EPARSE,
                 "dispatch[0]: unknown key \"cpu\"", NULL);
+    bad_profile(__LINE__, fx_variant(text, "\"op_us\": 50", "\"layer_us\": 500"), HS_EPARSE,
+                "dispatch[0]: layer_us: replaced by op_us", NULL);
     bad_profile(__LINE__, fx_variant(text, "\"gpu\": \"\"", "\"gpu\": \"a100-80g\""), HS_EPARSE,
                 "dispatch[1]: gpu \"a100-80g\" listed twice", NULL);
-    bad_profile(__LINE__, fx_variant(text, "\"layer_us\": 300", "\"layer_us\": -3"), HS_ERANGE,
-                "dispatch[1]: layer_us: -3 is outside", NULL);
+    bad_profile(__LINE__, fx_variant(text, "\"op_us\": 30", "\"op_us\": -3"), HS_ERANGE,
+                "dispatch[1]: op_us: -3 is outside", NULL);
+    /* operators per layer, as counted from vLLM's model code */
+    {
+        hs_model lm, bm, om;
+        if (!hs_model_find(&lm, "llama-2-70b", &err) && !hs_model_find(&bm, "bloom-176b", &err) &&
+            !hs_model_find(&om, "opt-13b", &err)) {
+            CHECK_INT(hs_model_layer_ops(&lm, 8), 12); /* 2 fused norms, qkv, rope, 2 attention, o, 3 MLP, 2 all-reduces */
+            CHECK_INT(hs_model_layer_ops(&lm, 1), 10); /* no all-reduce */
+            CHECK_INT(hs_model_layer_ops(&bm, 8), 15); /* LayerNorm + add twice, no rope, bias after each all-reduce */
+            CHECK_INT(hs_model_layer_ops(&om, 2), 15); /* the same structure, learned positions */
+        } else {
+            CHECK_OK(1, &err);
+        }
+    }
     bad_profile(__LINE__, fx_variant(text, "\"dispatch\": [{", "\"dispatch\": {\"x\": [{"), HS_EPARSE, NULL, NULL);
     /* the hot path: Llama-2-7B (32 layers) on 2 A100s with the shipped
      * vllm-eager profile */
@@ -1067,7 +1084,7 @@ static void test_dispatch(void)
         CHECK_OK(hs_perf_build(&v, &cfg, &m, c, &l, 4096, 64, &err), &err);
         {
             hs_batch_shape dec, pre;
-            double floor = 32 * hs_ovh_layer_us(&eager, "a100-80g") * 1e3;
+            double floor = 32 * 12 * hs_ovh_op_us(&eager, "a100-80g") * 1e3; /* 12 operators at TP 2 */
             memset(&dec, 0, sizeof dec);
             dec.tokens = dec.samples = dec.dec_seqs = 1;
             dec.dec_ctx = 512;

@@ -180,6 +180,9 @@ static int perf_step(int argc, char **argv)
     printf("%s on %s, TP %ld, %ld-bit: latency model %s, engine %s\n", m.name, c->name, tp, bits,
            p.model_name, p.engine);
     if (p.calib[0]) printf("trust: %s\n", p.calib);
+    if (p.stage[0].dispatch_ns > 0)
+        printf("dispatch floor: %.1f us per layer (%d operators, engine %s)\n",
+               p.stage[0].dispatch_ns / m.layers * 1e-3, hs_model_layer_ops(&m, (int)tp), p.engine);
     /* tokens: the context of each decoding sequence, or the prompt */
     printf("%-8s %7s %9s %9s %9s %9s %9s %9s %10s\n", "kind", "batch", "tokens", "dense_ms", "head_ms",
            "attn_ms", "wait_ms", "host_ms", "total_ms");

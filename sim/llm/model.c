@@ -158,6 +158,15 @@ int hs_model_kv_heads_per_rank(const hs_model *m, int tp)
     return (m->kv_heads + tp - 1) / tp;
 }
 
+int hs_model_layer_ops(const hs_model *m, int tp)
+{
+    int norms = m->parallel_attn ? 1 : 2, reduces = tp > 1 ? (m->parallel_attn ? 1 : 2) : 0;
+    int ops = norms * (strcmp(m->norm, "rmsnorm") ? 2 : 1);
+    ops += 1 + (strcmp(m->position, "rope") ? 0 : 1) + 2 + 1 + 3;
+    ops += reduces * (m->bias ? 2 : 1);
+    return ops;
+}
+
 double hs_model_kv_bytes_token_layer(const hs_model *m, int tp, int kv_bits)
 {
     return 2.0 * hs_model_kv_heads_per_rank(m, tp) * m->head_dim * (kv_bits / 8.0);

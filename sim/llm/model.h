@@ -70,6 +70,17 @@ int hs_model_kv_heads_per_rank(const hs_model *m, int tp);
 /* KV bytes per token per layer on one rank, at kv_bits (16 or 8). */
 double hs_model_kv_bytes_token_layer(const hs_model *m, int tp, int kv_bits);
 
+/* Operators an eager engine (vLLM without CUDA graphs) issues from the host
+ * for one decoder layer on one of tp ranks, counted from vLLM's model code:
+ * a norm 1 (RMSNorm fuses the residual add) or 2 (LayerNorm and a separate
+ * residual add), two per layer (one with parallel attention); QKV 1; RoPE 1
+ * (ALiBi, learned and relative positions: 0); attention 2 (KV cache write,
+ * attention); output projection 1; MLP 3 (two GEMMs and the activation);
+ * with tp > 1 an all-reduce per row-parallel output (one with parallel
+ * attention) and, with biases, the bias added after it.  Llama-2-70B at
+ * TP 8: 12; BLOOM-176B: 15. */
+int hs_model_layer_ops(const hs_model *m, int tp);
+
 /* Memory of one pipeline stage on one TP rank. */
 typedef struct hs_stage_mem {
     double weights;      /* bytes */

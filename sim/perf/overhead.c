@@ -64,24 +64,25 @@ void hs_ovh_coef(const hs_ovh_profile *p, int tp, int pp, double *fixed_ns, doub
     *tok_ns = t * 1e3;
 }
 
-double hs_ovh_layer_us(const hs_ovh_profile *p, const char *gpu)
+double hs_ovh_op_us(const hs_ovh_profile *p, const char *gpu)
 {
     double any = 0;
     for (int i = 0; i < p->n_disp; i++) {
-        if (!strcmp(p->disp[i].gpu, gpu)) return p->disp[i].layer_us;
-        if (!p->disp[i].gpu[0]) any = p->disp[i].layer_us;
+        if (!strcmp(p->disp[i].gpu, gpu)) return p->disp[i].op_us;
+        if (!p->disp[i].gpu[0]) any = p->disp[i].op_us;
     }
     return any;
 }
 
-double hs_ovh_stage_layer_us(const hs_ovh_profile *p, const hs_cluster *c, const int *gpus, int n)
+double hs_ovh_stage_layer_us(const hs_ovh_profile *p, const hs_model *m, const hs_cluster *c, const int *gpus,
+                             int n)
 {
     double us = 0;
     for (int k = 0; k < n && p->n_disp; k++) {
-        double v = hs_ovh_layer_us(p, hs_cluster_gpu(c, gpus[k])->name);
+        double v = hs_ovh_op_us(p, hs_cluster_gpu(c, gpus[k])->name);
         if (v > us) us = v;
     }
-    return us;
+    return us * hs_model_layer_ops(m, n);
 }
 
 /* ---- reader and writer ------------------------------------------------------- */
@@ -194,13 +195,20 @@ int hs_ovh_load(hs_ovh_profile *p, const char *path, hs_err *err)
                 rc = hs_errf(err, HS_EPARSE, "%s: expected an object", where);
                 goto out;
             }
-            for (const cJSON *k = d->child; k; k = k->next)
-                if (strcmp(k->string, "gpu") && strcmp(k->string, "layer_us")) {
+            for (const cJSON *k = d->child; k; k = k->next) {
+                if (!strcmp(k->string, "layer_us")) {
+                    /* the per-layer form could not tell a BLOOM layer from a Llama one */
+                    rc = hs_errf(err, HS_EPARSE, "%s: layer_us: replaced by op_us, the host time per operator "
+                                 "(a layer's floor is op_us x its operators; profiles/README.md)", where);
+                    goto out;
+                }
+                if (strcmp(k->string, "gpu") && strcmp(k->string, "op_us")) {
                     rc = hs_errf(err, HS_EPARSE, "%s: unknown key \"%s\"", where, k->string);
                     goto out;
                 }
+            }
             if ((rc = hs_json_str(d, "gpu", p->disp[p->n_disp].gpu, sizeof p->disp[0].gpu, where, err)) ||
-                (rc = hs_json_num(d, "layer_us", 0, 1e6, &p->disp[p->n_disp].layer_us, where, err)))
+                (rc = hs_json_num(d, "op_us", 0, 1e5, &p->disp[p->n_disp].op_us, where, err)))
                 goto out;
             for (int i = 0; i < p->n_disp; i++)
                 if (!strcmp(p->disp[i].gpu, p->disp[p->n_disp].gpu)) {
@@ -260,7 +268,7 @@ int hs_ovh_write(const hs_ovh_profile *p, const char *path, hs_err *err)
                     break;
                 }
                 bad = !cJSON_AddStringToObject(o, "gpu", p->disp[i].gpu) ||
-                      !cJSON_AddNumberToObject(o, "layer_us", r4(p->disp[i].layer_us));
+                      !cJSON_AddNumberToObject(o, "op_us", r4(p->disp[i].op_us));
             }
         }
         bad = bad || !(arr = cJSON_AddArrayToObject(j, "components"));

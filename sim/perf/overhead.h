@@ -21,11 +21,14 @@
  * An engine that issues every operator from Python without CUDA graphs
  * (eager PyTorch) is host bound when the GPU work is small: a pass cannot
  * end before the host has issued it.  `dispatch` gives that host time per
- * decoder layer for the hosts of each GPU type (a DGX-H100's CPUs issue
- * faster than a DGX-A100's); a stage's pass takes at least its layers x
- * layer_us (perf.h hs_perf_stage_ns, dispatch_ns).  Splitwise's DGX
- * measurements of Llama-2-70B decode no faster at TP 8 than at TP 4 for
- * this reason (tools/bench-dgx).
+ * operator for the hosts of each GPU type (a DGX-H100's CPUs issue faster
+ * than a DGX-A100's); a stage's pass takes at least its layers x the
+ * model's operators per layer (hs_model_layer_ops) x op_us (perf.h
+ * hs_perf_stage_ns, dispatch_ns).  Splitwise's DGX measurements of
+ * Llama-2-70B decode no faster at TP 8 than at TP 4 for this reason, and
+ * BLOOM-176B's layers (15 operators to Llama's 12: LayerNorm with separate
+ * residual adds, biases after the all-reduces) take longer to issue
+ * (tools/bench-dgx).
  *
  * Profiles are fitted once (hs_ovh_fit, `hetsim perf fit-overhead`) and
  * loaded; the hot path sees three numbers per replica (hs_ovh_coef) and
@@ -70,7 +73,7 @@ typedef struct hs_ovh_profile {
     int n_disp;                       /* host dispatch floors, by GPU type */
     struct {
         char gpu[32];                 /* "" : any GPU type not listed */
-        double layer_us;              /* host time to issue one decoder layer */
+        double op_us;                 /* host time to issue one operator */
     } disp[HS_OVH_MAX_DISP];
 } hs_ovh_profile;
 
@@ -81,12 +84,15 @@ int hs_ovh_load(hs_ovh_profile *p, const char *path, hs_err *err);
 int hs_ovh_find(hs_ovh_profile *p, const char *name, hs_err *err);
 int hs_ovh_write(const hs_ovh_profile *p, const char *path, hs_err *err);
 
-/* The dispatch floor per decoder layer (us) on hosts of GPU type gpu: its
- * entry, else the "" entry, else 0 (no floor). */
-double hs_ovh_layer_us(const hs_ovh_profile *p, const char *gpu);
-/* The floor of a stage on GPUs gpus[0..n-1] of c: the slowest host among
- * their types (what perf.c gives the stage, and the planners' mirrors). */
-double hs_ovh_stage_layer_us(const hs_ovh_profile *p, const hs_cluster *c, const int *gpus, int n);
+/* The host time per operator (us) on hosts of GPU type gpu: its entry,
+ * else the "" entry, else 0 (no floor). */
+double hs_ovh_op_us(const hs_ovh_profile *p, const char *gpu);
+/* The dispatch floor per decoder layer of m (us) on a stage of GPUs
+ * gpus[0..n-1] of c, n the TP degree: the slowest host among their types
+ * times m's operators per layer at that degree (what perf.c gives the
+ * stage, and the planners' mirrors). */
+double hs_ovh_stage_layer_us(const hs_ovh_profile *p, const hs_model *m, const hs_cluster *c, const int *gpus,
+                             int n);
 
 /* One component's cost (us) for a replica of tp x pp GPUs. */
 double hs_ovh_comp_us(const hs_ovh_comp *c, int tp, int pp, double seqs, double tokens);

@@ -48,7 +48,7 @@ static void add_launch(hs_perf *p, const hs_model *m, const hs_layout *l, double
  * coefficients into p (builders leave step_overhead at
  * perf.step_overhead_us; the profile adds to it), and the host launch of
  * one collective (ns; 0 without a profile). */
-static int engine_terms(hs_perf *p, const hs_perf_cfg *cfg, const hs_cluster *c, const hs_layout *l,
+static int engine_terms(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m, const hs_cluster *c, const hs_layout *l,
                         double *launch, hs_err *err)
 {
     hs_ovh_profile prof;
@@ -73,7 +73,7 @@ static int engine_terms(hs_perf *p, const hs_perf_cfg *cfg, const hs_cluster *c,
     for (int s = 0; s < l->pp && prof.n_disp; s++) {
         const hs_stage_layout *st = &l->stage[s];
         p->stage[s].dispatch_ns =
-            (st->layers + st->enc_layers) * hs_ovh_stage_layer_us(&prof, c, st->gpus, st->tp) * 1e3;
+            (st->layers + st->enc_layers) * hs_ovh_stage_layer_us(&prof, m, c, st->gpus, st->tp) * 1e3;
     }
     return 0;
 }
@@ -258,7 +258,7 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
             return hs_errf(err, HS_ERANGE, "layout: stage %d: %d decoder and %d encoder layers (%s has %d encoder layers)",
                            s, l->stage[s].layers, l->stage[s].enc_layers, m->name, m->encoder_layers);
     if ((rc = b->build(p, cfg, m, c, l, max_tokens, max_seqs, err))) return rc;
-    if ((rc = engine_terms(p, cfg, c, l, &launch, err)) ||
+    if ((rc = engine_terms(p, cfg, m, c, l, &launch, err)) ||
         (!m->encoder_layers && (rc = mixed_terms(b, p, cfg, m, c, l, max_tokens, err))) ||
         (m->encoder_layers && (rc = encdec_terms(b, p, cfg, m, c, l, max_tokens, launch, err)))) {
         hs_perf_free(p);

@@ -107,7 +107,7 @@ static double stage_roofline(const hs_hg2_ctx *x, const int *gpus, int tp, int l
     assert(isfinite(s) && s >= 0); /* FLOP/s, bandwidths and efficiencies > 0 */
     /* the engine's dispatch floor (perf.c engine_terms): the slowest host */
     {
-        double floor_s = L * hs_ovh_stage_layer_us(&x->ovh, x->c, gpus, tp) * 1e-6;
+        double floor_s = L * hs_ovh_stage_layer_us(&x->ovh, m, x->c, gpus, tp) * 1e-6;
         if (s < floor_s) s = floor_s;
     }
     return s;
