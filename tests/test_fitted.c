@@ -120,6 +120,21 @@ static void check_par(int kind, const hs_kindfit *kf, const double *want)
     }
 }
 
+/* Whether hs_fit_print's report of f contains want. */
+static int print_has(const hs_fit *f, const char *want)
+{
+    char buf[4096] = "";
+    size_t n;
+    FILE *out = tmpfile();
+    if (!out) return 0;
+    hs_fit_print(f, out);
+    rewind(out);
+    n = fread(buf, 1, sizeof buf - 1, out);
+    buf[n] = '\0';
+    fclose(out);
+    return strstr(buf, want) != NULL;
+}
+
 static void test_recovery(const hs_model *m7, const hs_model *m70, const hs_model *m13)
 {
     hs_gpu a100 = mk_gpu("a100-like", 312, 2039), a40 = mk_gpu("a40-like", 149.7, 696);
@@ -210,20 +225,8 @@ static void test_recovery(const hs_model *m7, const hs_model *m70, const hs_mode
         hs_ptable_destroy(d);
         CHECK_INT(hs_fit_run(&f2, NULL, 0, &err), HS_ENOTFOUND);
     }
-    {
-        FILE *out = tmpfile();
-        if (out) {
-            char buf[4096] = "";
-            size_t n;
-            hs_fit_print(&f, out);
-            rewind(out);
-            n = fread(buf, 1, sizeof buf - 1, out);
-            buf[n] = '\0';
-            CHECK(strstr(buf, "attn_prefill") != NULL);
-            CHECK(strstr(buf, "mlp_down") != NULL);
-            fclose(out);
-        }
-    }
+    CHECK(print_has(&f, "attn_prefill"));
+    CHECK(print_has(&f, "mlp_down"));
     for (int i = 0; i < 4; i++) hs_ptable_destroy(t[i]);
 }
 
@@ -279,19 +282,7 @@ static void test_sm_form(const hs_model *m7, const hs_model *m70, const hs_model
             CHECK_NEAR(hs_fit_op_us(&f, HS_OP_ACT, m13, &bare, 1, 16, 512),
                        hs_roofline_op_us(HS_OP_ACT, m13, &bare, 1, 16, 512, &dc), 1e-12);
         }
-        {
-            FILE *out = tmpfile();
-            if (out) {
-                char buf[4096] = "";
-                size_t n;
-                hs_fit_print(&f, out);
-                rewind(out);
-                n = fread(buf, 1, sizeof buf - 1, out);
-                buf[n] = '\0';
-                CHECK(strstr(buf, "bytes per SM cycle") != NULL);
-                fclose(out);
-            }
-        }
+        CHECK(print_has(&f, "bytes per SM cycle"));
     }
     /* one chip: the per-chip form, which the truth does not follow, so only
      * its shape is checked */
