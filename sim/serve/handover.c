@@ -148,6 +148,11 @@ static void committed(const hs_engine *e, const hs_lane *dl, int64_t *blocks, in
         int64_t sg = 0, nm = 0;
         for (int32_t r = dl->running.head; r >= 0; r = e->pool[r].next, nm++) sg += gen_of(e, g, r);
         if (nm) hz = (int32_t)((2 * sg + nm - 1) / nm);
+        /* a burst of hand-overs joins at the same age: until they are spread
+         * out, twice their mean age is short of what the lane has seen
+         * requests finish at */
+        if (nm && dl->fin_n && (dl->fin_gen + dl->fin_n - 1) / dl->fin_n > hz)
+            hz = (int32_t)((dl->fin_gen + dl->fin_n - 1) / dl->fin_n);
     }
     for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++)
         for (int32_t r = lists[k]->head; r >= 0; r = e->pool[r].next) {

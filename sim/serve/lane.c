@@ -288,6 +288,8 @@ void hs_lane_finish(hs_engine *e, hs_lane *l, int32_t r, hs_ns t)
     hs_req_record rec;
     l->blocks_free += q->blocks;
     assert(l->blocks_free <= l->blocks_total); /* INV-KV */
+    l->fin_gen += q->gen;
+    l->fin_n++;
     record_of(q, l, t, &rec);
     e->completed++;
     release(e, l, r, &rec);

@@ -222,6 +222,8 @@ typedef struct hs_lane {
     int64_t blocks_total, blocks_free, watermark;
     int64_t xfer_out;     /* blocks held for KV being sent to a decode replica */
     int64_t xfer_in;      /* blocks reserved for KV being received */
+    int64_t fin_gen, fin_n; /* outputs finished here: tokens, requests (the
+                               decode admission's horizon, handover.c) */
     hs_list incoming;     /* prefilled elsewhere: waiting for admission here or,
                              admitted, their KV in transfer (handover.c) */
     hs_list landed;       /* KV arrived, joining the decode set at the next step */
