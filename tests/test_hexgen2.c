@@ -37,7 +37,9 @@
 #include "plan/maxflow.h"
 
 static hs_engine_cfg ec;
-static hs_model m70;
+/* The model under test: Llama-2-70B, OPT-30B in estimate_vs_simulation's
+ * OPT-30B section. */
+static hs_model mdl;
 
 static void req_init(hs_plan_req *q, const hs_model *m, const hs_cluster *c, const char *opts,
                      uint64_t seed)
@@ -62,7 +64,7 @@ static void estimator_matches_tables(void)
     hs_hg2_ctx *x = NULL;
     hs_perf_cfg pc;
     CHECK_OK(hs_cluster_find(&c, "hexgen2-het1", &err), &err);
-    req_init(&q, &m70, c, NULL, 1);
+    req_init(&q, &mdl, c, NULL, 1);
     hs_perf_cfg_defaults(&pc);
     snprintf(pc.model, sizeof pc.model, "roofline");
     q.perf = &pc;
@@ -89,7 +91,7 @@ static void estimator_matches_tables(void)
             CHECK_OK(hs_hg2_ctx_create(&x, &q, &o, &err), &err);
             if (!x) break;
         }
-        CHECK_OK(hs_perf_build(&p, &pc, &m70, c, &l, q.max_tokens, ec.max_num_seqs, &err), &err);
+        CHECK_OK(hs_perf_build(&p, &pc, &mdl, c, &l, q.max_tokens, ec.max_num_seqs, &err), &err);
         for (int s = 0; s < 3; s++) {
             hs_batch_shape pre = {0}, dec = {0};
             pre.tokens = 1000;
@@ -127,7 +129,7 @@ static int plan_with(const char *planner, const char *cluster, const char *opts,
     hs_plan_req q;
     int rc;
     if ((rc = hs_cluster_find(cp, cluster, err))) return rc;
-    req_init(&q, &m70, *cp, opts, seed);
+    req_init(&q, &mdl, *cp, opts, seed);
     return hs_planner_find(planner)->plan(&q, d, err);
 }
 
@@ -141,7 +143,7 @@ static void output_invariants(const char *cluster)
     int *used, n_pre = 0, n_dec = 0, mt;
     CHECK_OK(plan_with("hexgen2", cluster, "in=512,out=128", 1, &d, &c, &err), &err);
     if (!c) return;
-    CHECK_OK(hs_deploy_check(&d, &m70, c, cluster, &err), &err);
+    CHECK_OK(hs_deploy_check(&d, &mdl, c, cluster, &err), &err);
     used = calloc((size_t)c->n_gpus, sizeof *used);
     for (int32_t i = 0; i < d.n; i++) {
         int layers = 0;
@@ -151,7 +153,7 @@ static void output_invariants(const char *cluster)
             layers += d.r[i].layout.stage[s].layers;
             for (int k = 0; k < d.r[i].layout.stage[s].tp; k++) used[d.r[i].layout.stage[s].gpus[k]]++;
         }
-        CHECK_INT(layers, m70.layers);
+        CHECK_INT(layers, mdl.layers);
         CHECK(d.r[i].weight >= 0);
         if (!strcmp(d.r[i].role, "prefill")) {
             /* conservation: what a prefill replica takes in, it routes on */
@@ -175,8 +177,8 @@ static void output_invariants(const char *cluster)
      * lane holds one max_model_len context: INV-FIT) */
     hs_perf_cfg_defaults(&pc);
     snprintf(pc.model, sizeof pc.model, "roofline");
-    mt = hs_engine_pass_tokens(&ec, hs_policy_find("vllm"), NULL, m70.max_seq_len);
-    CHECK_OK(hs_replicas_build(&reps, &d, &m70, c, &ec, &pc, mt, m70.max_seq_len, &err), &err);
+    mt = hs_engine_pass_tokens(&ec, hs_policy_find("vllm"), NULL, mdl.max_seq_len);
+    CHECK_OK(hs_replicas_build(&reps, &d, &mdl, c, &ec, &pc, mt, mdl.max_seq_len, &err), &err);
     hs_replicas_free(reps, d.n);
     free(used);
     hs_deploy_free(&d);
@@ -193,7 +195,7 @@ static void flow_consistency(void)
     hs_hg2_place p = {0};
     hs_hg2_eval ev = {0};
     CHECK_OK(hs_cluster_find(&c, "hexgen2-het2", &err), &err);
-    req_init(&q, &m70, c, NULL, 3);
+    req_init(&q, &mdl, c, NULL, 3);
     CHECK_OK(hs_hg2_opts_parse(&o, "in=1024,out=64", &err), &err);
     CHECK_OK(hs_hg2_ctx_create(&x, &q, &o, &err), &err);
     CHECK_OK(hs_hg2_search(x, &p, 0, &err), &err);
@@ -364,8 +366,8 @@ static double offline_tput(const hs_deploy *d, const hs_cluster *c, int in, int 
     o.n_rep = d->n;
     *preempt = -1;
     hs_perf_cfg_defaults(&pc);
-    mt = hs_engine_pass_tokens(&e2, hs_policy_find("vllm"), NULL, m70.max_seq_len);
-    CHECK_OK(hs_replicas_build(&reps, d, &m70, c, &e2, &pc, mt, m70.max_seq_len, &err), &err);
+    mt = hs_engine_pass_tokens(&e2, hs_policy_find("vllm"), NULL, mdl.max_seq_len);
+    CHECK_OK(hs_replicas_build(&reps, d, &mdl, c, &e2, &pc, mt, mdl.max_seq_len, &err), &err);
     snprintf(bi, sizeof bi, "%d", in);
     snprintf(bo, sizeof bo, "%d", out);
     wl_fixed(&wc, bi, bo, "1000000", n);
@@ -373,7 +375,7 @@ static double offline_tput(const hs_deploy *d, const hs_cluster *c, int in, int 
     CHECK_OK(hs_source_open(&src, &wc, &err), &err);
     if (reps && src)
         CHECK_OK(hs_engine_create(&e, &e2, hs_policy_find("vllm"), NULL, hs_router_find("weighted"), reps, d->n, src,
-                                  &sink, m70.max_seq_len, c, &err), &err);
+                                  &sink, mdl.max_seq_len, c, &err), &err);
     if (e) {
         hs_engine_stats st;
         hs_engine_on_sample(e, (hs_ns)(SAMPLE_S * 1e9), obs_sample, &o);
@@ -424,7 +426,7 @@ static double estimate_of(const hs_deploy *d, const hs_cluster *c, const char *o
     hs_hg2_place p = {0};
     hs_hg2_eval ev = {0};
     double tput = -1;
-    req_init(&q, &m70, c, opts, 1);
+    req_init(&q, &mdl, c, opts, 1);
     CHECK_OK(hs_hg2_opts_parse(&o, opts, &err), &err);
     CHECK_OK(hs_hg2_ctx_create(&x, &q, &o, &err), &err);
     CHECK_OK(hs_hg2_place_alloc(&p, c->n_gpus), &err);
@@ -456,41 +458,69 @@ out:
  * were too few for the short-prompt ones, whose runs end in seconds). */
 enum { OFFLINE_N = 6000 };
 
-/* HG2-6: estimate vs an offline run of the placement HexGen-2 picks, on the
- * five heterogeneous settings and the homogeneous one, for 512/128-token
- * requests and the four workloads tools/bench-hexgen2 reports (the Azure
- * conversation trace's HPLD, HPHD, LPHD and LPLD means). */
+/* One estimate-vs-simulation case: the planner's options, the lengths of
+ * every request of the offline run. */
+typedef struct ev_case {
+    const char *opts;
+    int in, out;
+} ev_case;
+
+static void estimate_vs_simulation_on(const char *cluster, const ev_case *w)
+{
+    hs_err err = {0};
+    hs_cluster *c = NULL;
+    hs_deploy d;
+    double est, sim;
+    int64_t pre;
+    CHECK_OK(plan_with("hexgen2", cluster, w->opts, 1, &d, &c, &err), &err);
+    if (!c) return;
+    est = estimate_of(&d, c, w->opts);
+    sim = offline_tput(&d, c, w->in, w->out, OFFLINE_N, &pre);
+    printf("%-11s %-20s %-34s estimate %6.0f tokens/s, simulated %6.0f (%.3f), %lld preemptions\n", mdl.name,
+           cluster, w->opts, est, sim, est > 0 ? sim / est : 0, (long long)pre);
+    CHECK(est > 0);
+    CHECK_REL(sim, est, 0.10);
+    /* no preemption cascade on the decode side (INV-HANDOVER): the old
+     * prompt-only reservation preempted 11-17% of such requests, the
+     * horizon of twice the members' mean age alone 8.8% of LPHD's on the
+     * H100s (a burst of hand-overs joins at one age; handover.c) */
+    CHECK(pre >= 0 && pre <= OFFLINE_N / 50);
+    hs_deploy_free(&d);
+    hs_cluster_destroy(c);
+}
+
+/* HG2-6: estimate vs an offline run of every placement tools/bench-hexgen2
+ * reports, planned as it plans them: Llama-2-70B on the five heterogeneous
+ * settings and the homogeneous one for the Azure conversation trace's
+ * HPLD, HPHD, LPHD and LPLD classes and the whole trace (mean lengths,
+ * prompts clipped to the context as the benchmark clips them, its online
+ * SLO), and OPT-30B on 4 x H100 (2,048-token context); plus 512/128-token
+ * requests without an SLO. */
 static void estimate_vs_simulation(void)
 {
     static const char *const cl[] = {"hexgen2-het1", "hexgen2-het2", "hexgen2-het3", "hexgen2-het4",
                                      "hexgen2-het5", "hexgen2-homo-h100x8"};
-    static const int wl[][2] = {{512, 128}, {2606, 72}, {1210, 387}, {229, 178}, {356, 85}};
+    static const ev_case llama[] = {
+        {"in=512,out=128", 512, 128},
+        {"in=2552,out=72,ttft=2000,tpot=100", 2552, 72},    /* HPLD */
+        {"in=1202,out=387,ttft=2000,tpot=100", 1202, 387},  /* HPHD */
+        {"in=229,out=178,ttft=2000,tpot=100", 229, 178},    /* LPHD */
+        {"in=356,out=85,ttft=2000,tpot=100", 356, 85},      /* LPLD */
+        {"in=1140,out=211,ttft=2000,tpot=100", 1140, 211},  /* the whole trace (online) */
+    };
+    static const ev_case opt[] = {
+        {"in=1677,out=72,ttft=2000,tpot=100", 1677, 72},
+        {"in=1141,out=387,ttft=2000,tpot=100", 1141, 387},
+        {"in=229,out=178,ttft=2000,tpot=100", 229, 178},
+        {"in=356,out=85,ttft=2000,tpot=100", 356, 85},
+    };
+    hs_model keep = mdl;
+    hs_err err = {0};
     for (size_t k = 0; k < sizeof cl / sizeof cl[0]; k++)
-        for (size_t w = 0; w < sizeof wl / sizeof wl[0]; w++) {
-            hs_err err = {0};
-            hs_cluster *c = NULL;
-            hs_deploy d;
-            char opts[64];
-            double est, sim;
-            int64_t pre;
-            snprintf(opts, sizeof opts, "in=%d,out=%d", wl[w][0], wl[w][1]);
-            CHECK_OK(plan_with("hexgen2", cl[k], opts, 1, &d, &c, &err), &err);
-            if (!c) continue;
-            est = estimate_of(&d, c, opts);
-            sim = offline_tput(&d, c, wl[w][0], wl[w][1], OFFLINE_N, &pre);
-            printf("%-20s %-16s estimate %6.0f tokens/s, simulated %6.0f (%.3f), %lld preemptions\n", cl[k], opts,
-                   est, sim, est > 0 ? sim / est : 0, (long long)pre);
-            CHECK(est > 0);
-            CHECK_REL(sim, est, 0.10);
-            /* no preemption cascade on the decode side (INV-HANDOVER): the
-             * old prompt-only reservation preempted 11-17% of such
-             * requests, the horizon of twice the members' mean age alone
-             * 8.8% of LPHD's on the H100s (a burst of hand-overs joins at
-             * one age; handover.c) */
-            CHECK(pre >= 0 && pre <= OFFLINE_N / 50);
-            hs_deploy_free(&d);
-            hs_cluster_destroy(c);
-        }
+        for (size_t w = 0; w < sizeof llama / sizeof llama[0]; w++) estimate_vs_simulation_on(cl[k], &llama[w]);
+    CHECK_OK(hs_model_find(&mdl, "opt-30b", &err), &err);
+    for (size_t w = 0; w < sizeof opt / sizeof opt[0]; w++) estimate_vs_simulation_on("hexgen2-homo-h100x4", &opt[w]);
+    mdl = keep;
 }
 
 /* HG2-6 on the search: the guided search's placement, estimated higher
@@ -545,12 +575,12 @@ static void replay_follows_routes(void)
     hs_perf_cfg_defaults(&pc);
     snprintf(pc.model, sizeof pc.model, "roofline");
     e2.audit = 1;
-    mt = hs_engine_pass_tokens(&e2, hs_policy_find("vllm"), NULL, m70.max_seq_len);
-    CHECK_OK(hs_replicas_build(&reps, &d, &m70, c, &e2, &pc, mt, m70.max_seq_len, &err), &err);
+    mt = hs_engine_pass_tokens(&e2, hs_policy_find("vllm"), NULL, mdl.max_seq_len);
+    CHECK_OK(hs_replicas_build(&reps, &d, &mdl, c, &e2, &pc, mt, mdl.max_seq_len, &err), &err);
     wl_fixed(&wc, "512", "64", "6", 400);
     CHECK_OK(hs_source_open(&src, &wc, &err), &err);
     CHECK_OK(hs_engine_create(&live, &e2, hs_policy_find("vllm"), NULL, hs_router_find("weighted"), reps, d.n, src,
-                              &sink, m70.max_seq_len, c, &err), &err);
+                              &sink, mdl.max_seq_len, c, &err), &err);
     if (live) {
         CHECK_OK(hs_engine_run(live, &err), &err);
         CHECK_INT(live->completed + live->dropped, 400);
@@ -595,16 +625,16 @@ static void route_json(void)
         for (int32_t j = 0; d.r[i].kv_route && r.r[i].kv_route && j < d.n; j++)
             CHECK_REL(r.r[i].kv_route[j], d.r[i].kv_route[j], 1e-12);
     }
-    CHECK_OK(hs_deploy_check(&r, &m70, c, path, &err), &err);
+    CHECK_OK(hs_deploy_check(&r, &mdl, c, path, &err), &err);
     /* a route toward a prefill replica, and a wrong length, are refused */
     for (int32_t i = 0; i < r.n; i++)
         if (r.r[i].kv_route) {
             r.r[i].kv_route[i] = 1;
-            CHECK(hs_deploy_check(&r, &m70, c, "x", &err) == HS_EINVAL);
+            CHECK(hs_deploy_check(&r, &mdl, c, "x", &err) == HS_EINVAL);
             CHECK(strstr(err.msg, "kv_route") != NULL);
             r.r[i].kv_route[i] = 0;
             r.r[i].n_kv_route--;
-            CHECK(hs_deploy_check(&r, &m70, c, "x", &err) == HS_EINVAL);
+            CHECK(hs_deploy_check(&r, &mdl, c, "x", &err) == HS_EINVAL);
             CHECK(strstr(err.msg, "weights for") != NULL);
             r.r[i].n_kv_route++;
             break;
@@ -648,7 +678,7 @@ static void baselines(void)
     /* hexgen: colocated only, every replica fits */
     CHECK_OK(plan_with("hexgen", "hexgen2-het1", "iters=10,pop=8", 1, &d, &c, &err), &err);
     for (int32_t i = 0; i < d.n; i++) CHECK_STR(d.r[i].role, "colocated");
-    CHECK_OK(hs_deploy_check(&d, &m70, c, "hexgen", &err), &err);
+    CHECK_OK(hs_deploy_check(&d, &mdl, c, "hexgen", &err), &err);
     hs_deploy_free(&d);
     hs_cluster_destroy(c);
     /* bad options name the key */
@@ -661,7 +691,7 @@ int main(void)
 {
     hs_err err = {0};
     hs_engine_cfg_defaults(&ec);
-    CHECK_OK(hs_model_find(&m70, "llama-2-70b", &err), &err);
+    CHECK_OK(hs_model_find(&mdl, "llama-2-70b", &err), &err);
     estimator_matches_tables();
     output_invariants("hexgen2-het1");
     output_invariants("hexgen2-het5");

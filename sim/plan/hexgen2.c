@@ -253,6 +253,8 @@ int hs_hg2_to_deploy(hs_hg2_ctx *x, const hs_hg2_place *p, const char *planner,
     double ttft_est = 0, tpot_est = 0;   /* s, the slowest prefill / decode group's */
     memset(out, 0, sizeof *out);
     if ((rc = hs_hg2_evaluate(x, p, &ev, err))) return rc;
+    /* the weights route the requests: no group loaded past its share */
+    if ((rc = hs__hg2_balance(p, &ev, err))) goto out;
     if (ev.flow <= 0) {
         rc = hs_errf(err, HS_ENOFIT, "%s: no placement of %s on cluster %s serves any request "
                      "(the model fits no group, or no prefill group reaches a decode group)",

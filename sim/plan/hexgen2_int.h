@@ -129,6 +129,12 @@ double hs__hg2_cpu_s(void);
  * groups that are not cached (id < 0) are computed each time.  Both groups
  * fit (ok) and share no GPU. */
 double hs__hg2_pair_time(hs_hg2_ctx *x, const hs_hg2_group *a, const hs_hg2_group *b);
+/* Spreads ev's flow (an evaluation of p) over the prefill groups, then the
+ * decode groups, as evenly as their capacities and the links allow: the
+ * smallest share of capacity every group of a role can keep while the
+ * whole flow still passes (hexgen2_place.c).  ev->flow is unchanged;
+ * gflow and pair are the spread flows.  Returns 0 or an error. */
+int hs__hg2_balance(const hs_hg2_place *p, hs_hg2_eval *ev, hs_err *err);
 /* Per request, the longest time one GPU of the group spends on its NIC
  * (egress for prefill, ingress for decode): the bytes of its stage's layers
  * over its NIC capacity, the largest bandwidth to another node (hw/net.h);
