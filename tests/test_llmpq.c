@@ -104,15 +104,23 @@ static void test_latency_orderings(void)
     /* V100: INT8 slower than FP16 in both phases */
     CHECK(hs_qlat_prefill_s(&m, &v100, 8, 8, 512, 16, &pc) > hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc));
     CHECK(hs_qlat_decode_s(&m, &v100, 8, 8, 562, 16, &pc) > hs_qlat_decode_s(&m, &v100, 16, 8, 562, 16, &pc));
-    /* T4: INT8 prefill within 15% of FP16 (the paper's Fig. 5); decode on
-     * every GPU 1.2-1.3x FP16 (LLM.int8's published BLOOM-176B timings) */
+    /* T4: INT8 prefill within 15% of FP16 (the paper's Fig. 5); decode
+     * 1.2-1.3x FP16 on INT8 tensor cores (LLM.int8's published BLOOM-176B
+     * timings) */
     CHECK_REL(hs_qlat_prefill_s(&m, &t4, 8, 8, 512, 16, &pc), hs_qlat_prefill_s(&m, &t4, 16, 8, 512, 16, &pc), 0.15);
     {
-        const hs_gpu *gs[] = {&t4, &v100};
-        for (int i = 0; i < 2; i++) {
-            double r = hs_qlat_decode_s(&m, gs[i], 8, 8, 562, 16, &pc) / hs_qlat_decode_s(&m, gs[i], 16, 8, 562, 16, &pc);
-            CHECK(r > 1.15 && r < 1.35);
-        }
+        double r = hs_qlat_decode_s(&m, &t4, 8, 8, 562, 16, &pc) / hs_qlat_decode_s(&m, &t4, 16, 8, 562, 16, &pc);
+        CHECK(r > 1.15 && r < 1.35);
+    }
+    /* V100 (no INT8 tensor cores): bitsandbytes casts the weights to FP16
+     * first, 3 bytes of traffic per weight before the FP16 GEMM's 2, so a
+     * decode step (weight-bound) takes about 2.5x FP16's, a prefill of 8 x
+     * 512 tokens (compute-bound) a few percent more */
+    {
+        double rd = hs_qlat_decode_s(&m, &v100, 8, 8, 562, 16, &pc) / hs_qlat_decode_s(&m, &v100, 16, 8, 562, 16, &pc);
+        double rp = hs_qlat_prefill_s(&m, &v100, 8, 8, 512, 16, &pc) / hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc);
+        CHECK(rd > 2.0 && rd < 2.5);
+        CHECK(rp > 1.0 && rp < 1.15);
     }
     /* GPTQ: faster than FP16 for one decode sequence, not in prefill */
     CHECK(hs_qlat_decode_s(&m, &v100, 4, 1, 562, 16, &pc) < 0.6 * hs_qlat_decode_s(&m, &v100, 16, 1, 562, 16, &pc));

@@ -6,15 +6,19 @@
 void hs_qlat_factors(const hs_gpu *g, int bits, double *compute, double *mem_read)
 {
     switch (bits) {
-    /* bitsandbytes LLM.int8: the weight read 0.40 makes an INT8 decode
-     * step 1.25x an FP16 one, as measured end to end (BLOOM-176B on
-     * A100s: 1.22-1.29x per token at batch 1-32, Hugging Face's BLOOM
-     * inference benchmark; smaller models are slower still), on every
-     * GPU; the compute factors keep the paper's Fig. 5 prefill orderings
-     * (comparable to FP16 on a T4, slower on a V100; magnitude assumed). */
+    /* bitsandbytes LLM.int8 on INT8 tensor cores (compute capability
+     * 7.5+): the weight read 0.40 makes an INT8 decode step 1.25x an FP16
+     * one, as measured end to end (BLOOM-176B on A100s: 1.22-1.29x per
+     * token at batch 1-32, Hugging Face's BLOOM inference benchmark;
+     * smaller models are slower still); compute 0.95 keeps the paper's
+     * Fig. 5 prefill ordering (comparable to FP16 on a T4).  Below 7.5
+     * (V100, P100) bitsandbytes casts the INT8 weights to 16 bits and runs
+     * an FP16 matmul (its 0.37.0 changelog; the releases before assert on
+     * these GPUs, bitsandbytes #18, so LLM-PQ's V100 runs used it): no
+     * factor, gemm_s times the cast and the FP16 GEMM. */
     case 8:
         if (g->ops8 > 0) { *compute = 0.95; *mem_read = 0.40; }
-        else { *compute = 0.45; *mem_read = 0.40; }
+        else { *compute = 1.0; *mem_read = 1.0; }
         return;
     /* GPTQ's kernel (gemm_s): compute in FP32 on CUDA cores, so no compute
      * factor; the read factor 0.61 is what makes one matrix-vector row of
@@ -77,6 +81,13 @@ static double gemm_s(const qctx *c, double t, double k, double n)
         double row_m = k * n * c->wb / (c->g->mem_bw * c->pc->mem_eff * c->km) +
                        (k + n) * 4.0 / (c->g->mem_bw * c->pc->mem_eff);
         return t * (row_c > row_m ? row_c : row_m) + c->pc->launch_us * 1e-6;
+    }
+    if (c->wb == 1 && c->g->ops8 <= 0) {
+        /* LLM.int8 without INT8 tensor cores (hs_qlat_factors): the INT8
+         * weights cast to FP16 (read 1 byte, write 2 per weight), then the
+         * FP16 GEMM reads them back */
+        double cast = k * n * 3.0 / (c->g->mem_bw * c->pc->mem_eff) + c->pc->launch_us * 1e-6;
+        return cast + op_s(c, 2.0 * t * k * n, k * n * 2.0, 2.0 * t * (k + n), c->pc->gemm_eff, 1.0);
     }
     return op_s(c, 2.0 * t * k * n, k * n * c->wb, 2.0 * t * (k + n), c->pc->gemm_eff * c->kc, c->km);
 }
