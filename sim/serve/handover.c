@@ -190,9 +190,9 @@ static void committed(const hs_engine *e, const hs_lane *dl, int64_t *blocks, in
  *     runtime; this rule is 2% above it, without preemptions.)  Ages are
  *     not uniform after a burst of hand-overs (an offline batch joins at
  *     one age), so the horizon is at least the mean output of the requests
- *     finished on the lane (without it HexGen-2's H100 plan preempted 8.8%
- *     of LPHD-like 229/178-token requests).  A lane with nothing committed
- *     takes a request anyway (INV-FIT: it fits);
+ *     finished on the lane (without it, a disaggregated plan on 8 H100s
+ *     preempted 8.8% of 229/178-token requests).  A lane with nothing
+ *     committed takes a request anyway (INV-FIT: it fits);
  *   - one transfer in flight per (source replica, decode lane) pair: more
  *     on a saturated link deliver no more bytes, they only hold the decode
  *     lane's blocks longer (het5's 1 Gb/s links filled an A100 decode lane
