@@ -78,7 +78,8 @@ double hs_ovh_stage_layer_us(const hs_ovh_profile *p, const hs_model *m, const h
                              int n)
 {
     double us = 0;
-    for (int k = 0; k < n && p->n_disp; k++) {
+    if (!p->n_disp) return 0; /* no floor: the planners' estimators call this per stage */
+    for (int k = 0; k < n; k++) {
         double v = hs_ovh_op_us(p, hs_cluster_gpu(c, gpus[k])->name);
         if (v > us) us = v;
     }

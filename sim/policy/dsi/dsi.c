@@ -31,7 +31,6 @@
  * The whole plug-in is this folder and one line of hs_policies[]. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "serve/plugin.h"
 
