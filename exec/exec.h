@@ -98,9 +98,11 @@ typedef struct hs_exec_attn {
     /* device int32: prefill [n_seqs][3] = {q_start, q_len, prefix};
      * decode [n_seqs] = context */
     const int32_t *seq_info;
-    /* prefill, optional: a host copy of seq_info, for a backend that plans
-     * per sequence (the CUDA prefill sizes its cuBLAS calls by each chunk)
-     * and would otherwise wait for a device-to-host copy */
+    /* optional: a host copy of seq_info, for a backend that plans per
+     * sequence (the CUDA prefill sizes its cuBLAS calls by each chunk, the
+     * CUDA decode its partitions by the contexts' sum) and would otherwise
+     * wait for a device-to-host copy (prefill) or plan by max_context
+     * (decode) */
     const int32_t *seq_info_host;
     int max_q_len;                   /* prefill: largest q_len (grid size) */
     int max_context;                 /* decode: largest context (grid size) */
@@ -126,6 +128,9 @@ typedef struct hs_exec_ops {
     /* n elements of dtype, uniform in [-scale, scale], from `seed`. */
     int (*fill_random)(hs_exec *x, void *dst, size_t n, uint64_t seed, float scale, hs_err *err);
     int (*fill_bytes)(hs_exec *x, void *dst, size_t bytes, uint64_t seed, hs_err *err);
+    /* Reads `bytes` of src and keeps nothing: pushes other data out of the
+     * caches without leaving dirty lines to write back (stream timing). */
+    int (*read_bytes)(hs_exec *x, const void *src, size_t bytes, hs_err *err);
     int (*copy)(hs_exec *x, void *dst, const void *src, size_t bytes, hs_err *err);
 
     /* y[m][w->n] = x[m][w->k] W^T. */
@@ -208,23 +213,35 @@ int hs_exec_weight_set(hs_exec *x, hs_exec_weight *w, const float *data_f, const
                        const float *scale, const float *zero, hs_err *err);
 
 /* Measures fn(ctx) on x: `warmup` untimed runs, then repeats (at least
- * min_reps, at most max_reps, about target_us in all) each timed with the
- * backend timer; writes the median in microseconds.
+ * min_reps, at most max_reps, about target_us in all), each timed with the
+ * backend timer; writes the median in microseconds.  Three ways to time
+ * (hs_exec_timing_mode), measured against replayed steps on an H200
+ * (profiles/README.md):
  *
- * Each run is timed alone, so a kernel of a few microseconds carries its
- * launch latency (2-5 us on an H200), which a stream of kernels hides;
- * timing runs back to back on the same buffers removes that but keeps
- * weights of up to ~60 MB in L2, and measured a decode step 7% fast
- * (profiles/README.md, H200).  With flush_bytes > 0 ("cold"), each run is
- * queued behind a write of that many bytes: the L2 holds none of the op's
- * data, as after a step's other layers, and the device is still busy with
- * the write while the op is queued, so its launch is hidden too. */
+ * ALONE: each run by itself.  A kernel of a few microseconds carries its
+ * launch latency (2-5 us), which a stream of kernels hides, and its inputs
+ * stay in L2 from the previous run.  (Back to back on the same buffers
+ * removes the launch but keeps weights of up to ~60 MB in L2: a decode step
+ * 7% fast.)
+ * COLD: each run queued behind a write of flush_bytes: no L2 hits and the
+ * launch hidden, but the write leaves the L2 full of dirty lines that the
+ * op's reads must first write back, which no step's kernel pays.
+ * STREAM: what one more op costs in a stream of kernels: a burst of k
+ * (read of flush_bytes, op) pairs minus a burst of k reads alone, over k.
+ * The read evicts the op's data as a step's other layers do, without dirty
+ * lines; the op's launch and start-up overlap the read ahead of it as they
+ * overlap the previous kernel in a step. */
 #define HS_EXEC_FLUSH_BYTES ((size_t)256 << 20)   /* several times any GPU's L2 */
+typedef enum { HS_EXEC_TIME_ALONE, HS_EXEC_TIME_COLD, HS_EXEC_TIME_STREAM } hs_exec_timing_mode;
 typedef struct hs_exec_timing {
     int warmup, min_reps, max_reps;
     double target_us;
-    size_t flush_bytes;        /* 0: none */
+    size_t flush_bytes;        /* COLD and STREAM: bytes written / read before each run */
+    hs_exec_timing_mode mode;
 } hs_exec_timing;
+/* "alone", "cold", "stream" -> mode; -1 for anything else */
+int hs_exec_timing_parse(const char *s);
+const char *hs_exec_timing_name(hs_exec_timing_mode m);
 int hs_exec_measure(hs_exec *x, const hs_exec_timing *t,
                     int (*fn)(hs_exec *x, void *ctx, hs_err *err), void *ctx, double *us,
                     hs_err *err);

@@ -50,9 +50,9 @@ static void profile_usage(FILE *fp)
             "  --dtype D          fp16 or bf16 on cuda (default fp16); fp32 on cpu\n"
             "  --out DIR          output folder (default profiles/<device>/<model>/)\n"
             "  --quick            small grids and few repeats (seconds on the CPU with tiny-test)\n"
-            "  --timing T         alone (default): each op timed by itself; cold: each op queued\n"
-            "                     behind a 256 MiB write, so the L2 holds none of its data and its\n"
-            "                     launch is hidden (not yet validated on a GPU: exec/README.md)\n"
+            "  --timing T         how each op is timed: alone (default), each run by itself;\n"
+            "                     cold, queued behind a 256 MiB write; stream, what one more op\n"
+            "                     costs in a stream of kernels, behind 128 MiB reads (exec/README.md)\n"
             "  --quiet            no progress lines on stderr\n");
 }
 
@@ -188,11 +188,12 @@ static int cmd_profile(int argc, char **argv)
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--out")) o.out = v;
         else if (!strcmp(a, "--timing")) {
-            if (strcmp(v, "alone") && strcmp(v, "cold")) {
-                hs_errf(&err, HS_EINVAL, "--timing %s: must be alone or cold", v);
+            int mode = hs_exec_timing_parse(v);
+            if (mode < 0) {
+                hs_errf(&err, HS_EINVAL, "--timing %s: must be alone, cold or stream", v);
                 return fail(&err);
             }
-            o.cold = !strcmp(v, "cold");
+            o.timing = (hs_exec_timing_mode)mode;
         } else if (!strcmp(a, "--tp")) {
             if (parse_list("--tp", v, o.tp, HS_EXEC_MAX_TPS, 1, 1024, &o.n_tp, &err)) return fail(&err);
         } else {

@@ -26,7 +26,7 @@ typedef struct hs_exec_profile_opts {
     int n_bits;
     const char *out;           /* directory; NULL: <root>/profiles/<device>/<model>/ */
     int quick;                 /* small grids and few repeats */
-    int cold;                  /* time each op behind a cache flush (hs_exec_timing) */
+    hs_exec_timing_mode timing;   /* how each op is timed (hs_exec_measure) */
     int progress;              /* one line per table on stderr */
 } hs_exec_profile_opts;
 

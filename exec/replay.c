@@ -663,6 +663,7 @@ static int run_layer(hs_exec_replay *r, int l, const stage *st, int attention, h
     if (attention && st->n_dec) {
         hs_exec_attn a;
         attn_base(r, &a, l, st->n_dec, d->ints + st->o_dtab, st->kb_dec, d->ints + st->o_dinfo);
+        a.seq_info_host = st->ints + st->o_dinfo;
         a.max_context = st->max_ctx;
         if ((rc = o->attention_decode(x, &a, err))) return rc;
     }

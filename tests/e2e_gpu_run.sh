@@ -74,18 +74,18 @@ HETSIM_ROOT=$R HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --out "$T/h" --backend cp
 check_eq "compare before profile fails" "$?" "1"
 check_grep "and says why, naming this device" "$T/h/summary.txt" "FAILED: no table at .*/profiles/$dev/tiny4 \(run the profile step first\)"
 check_grep "info.txt now describes this device" "$T/h/info.txt" "^profile name: $dev\$"
-# The timing step: the first model profiled alone and cold, each replayed,
-# their figures side by side; $OUT gets everything under --out.
+# The timing step: the first model profiled alone and stream (--timings),
+# each replayed, their figures side by side; $OUT gets everything under --out.
 mkdir -p "$T/ret2"
 HETSIM_ROOT=$R OUT=$T/ret2 HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --quick --models tiny4 \
-    --requests 12 --rate 4 --out "$T/tm" timing >"$T/out" 2>&1
+    --requests 12 --rate 4 --timings "alone stream" --out "$T/tm" timing >"$T/out" 2>&1
 check_eq "timing step exits 0" "$?" "0"
-check_grep "both tables say how they were timed" "$T/tm/timing-cold/profiles/$dev/tiny4/meta.json" '"timing": "cold"'
+check_grep "both tables say how they were timed" "$T/tm/timing-stream/profiles/$dev/tiny4/meta.json" '"timing": "stream"'
 check_grep "the alone table too" "$T/tm/timing-alone/profiles/$dev/tiny4/meta.json" '"timing": "alone"'
 check_grep "alone recap" "$T/tm/summary.txt" '^   alone: median [0-9.]+%, p90 [0-9.]+%, p99 [0-9.]+%$'
-check_grep "cold recap" "$T/tm/summary.txt" '^   cold: median [0-9.]+%, p90 [0-9.]+%, p99 [0-9.]+%$'
+check_grep "stream recap" "$T/tm/summary.txt" '^   stream: median [0-9.]+%, p90 [0-9.]+%, p99 [0-9.]+%$'
 check_grep "TPOT in the recap" "$T/tm/summary.txt" '^      TPOT p50 [-+][0-9.]+%, p99 [-+][0-9.]+%$'
-check "\$OUT gets both subfolders" "$(tar tzf "$T/ret2/gpu-out.tgz" | grep -c 'timing-\(alone\|cold\)/fid-validate-table.txt')" = 2
+check "\$OUT gets both subfolders" "$(tar tzf "$T/ret2/gpu-out.tgz" | grep -c 'timing-\(alone\|stream\)/fid-validate-table.txt')" = 2
 HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend tpu >"$T/out" 2>&1
 check_eq "bad backend refused" "$?" "2"
 

@@ -186,21 +186,21 @@ static void test_malformed(void)
         rm_rf(dir);
     }
     bad_case("meta.json", "{\"gpu\": \"a\", \"model\": \"b\", \"backend\": \"cuda\", \"timing\": \"warm\"}",
-             HS_EPARSE, "meta.json: timing: \"warm\" is not alone or cold");
+             HS_EPARSE, "meta.json: timing: \"warm\" is not alone, cold or stream");
     {   /* hetsim-exec's timing method is read and written back */
         char dir[256], again[300];
         hs_ptable *t = NULL, *u = NULL;
         hs_err err = {0};
         make_tmpdir(dir, sizeof dir);
-        write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\", \"timing\": \"cold\"}\n");
+        write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\", \"timing\": \"stream\"}\n");
         write_text(dir, "dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n");
         CHECK_OK(hs_ptable_read(&t, dir, &err), &err);
         if (t) {
-            CHECK_STR(t->meta.timing, "cold");
+            CHECK_STR(t->meta.timing, "stream");
             snprintf(again, sizeof again, "%s/again", dir);
             CHECK_OK(hs_ptable_write(t, again, &err), &err);
             CHECK_OK(hs_ptable_read(&u, again, &err), &err);
-            if (u) CHECK_STR(u->meta.timing, "cold");
+            if (u) CHECK_STR(u->meta.timing, "stream");
         }
         hs_ptable_destroy(t);
         hs_ptable_destroy(u);

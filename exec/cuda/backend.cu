@@ -245,6 +245,7 @@ extern "C" const hs_exec_ops hs_exec_cuda_ops = {
     cu_download_bytes,
     hs__cuda_fill_random,
     hs__cuda_fill_bytes,
+    hs__cuda_read_bytes,
     cu_copy,
     cu_gemm,
     hs__cuda_embed,

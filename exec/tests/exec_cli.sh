@@ -63,17 +63,28 @@ else
     fail "profile: $(cat "$tmp/err")"
 fi
 
-# --timing cold: every op queued behind a cache-flushing write; the table
-# says so (test_table checks the simulator's reader takes it).
-if "$bin" profile --model tiny-test --bits 16 --backend cpu --quick --timing cold --out "$tmp/cold" \
-        >"$tmp/out" 2>"$tmp/err"; then
-    grep -qF '"timing": "cold"' "$tmp/cold/meta.json" || fail "meta.json: no \"timing\": \"cold\""
-    awk -F, 'NR > 1 && !($NF > 0) { bad++ } END { exit bad > 0 }' "$tmp/cold/dense.csv" ||
-        fail "cold dense.csv: a time is not positive"
-    echo "ok: --timing cold"
-else
-    fail "profile --timing cold: $(cat "$tmp/err")"
-fi
+# --timing cold (every op queued behind a cache-flushing write) and stream
+# (a burst of read+op pairs minus the reads): each table says how it was
+# timed (test_table checks the simulator's reader takes it) and every time
+# is positive.
+for mode in cold stream; do
+    if "$bin" profile --model tiny-test --bits 16,8 --backend cpu --quick --timing $mode --out "$tmp/$mode" \
+            >"$tmp/out" 2>"$tmp/err"; then
+        grep -qF "\"timing\": \"$mode\"" "$tmp/$mode/meta.json" || fail "meta.json: no \"timing\": \"$mode\""
+        for f in dense attn_decode attn_prefill; do
+            awk -F, 'NR > 1 && !($NF > 0) { bad++ } END { exit bad > 0 }' "$tmp/$mode/$f.csv" ||
+                fail "$mode $f.csv: a time is not positive"
+        done
+        echo "ok: --timing $mode"
+    else
+        fail "profile --timing $mode: $(cat "$tmp/err")"
+    fi
+done
+# Stream times what an op adds to a stream, so the largest GEMM row must
+# still cost more than the smallest (the difference is not noise).
+awk -F, 'NR > 1 && $1 == "mlp_up" && $3 == 16 { if (lo == "" || $5 < lo) lo = $5; if ($5 > hi) hi = $5 }
+         END { exit !(hi > 2 * lo) }' "$tmp/stream/dense.csv" ||
+    fail "stream dense.csv: mlp_up at the most tokens is not above twice the fewest"
 
 # Errors: one line, exit 2.
 expect_error "no command" "no command given"
@@ -84,7 +95,7 @@ expect_error "bad --model" "unknown model \"no-such-model\"" profile --model no-
 expect_error "--tp not dividing heads" "does not divide the 4 attention heads" profile --model tiny-test --tp 3 --backend cpu --quick --out "$tmp/x"
 expect_error "bad --tp" "--tp 0" profile --model tiny-test --tp 0 --backend cpu
 expect_error "bad --bits" "--bits 3" profile --model tiny-test --bits 3 --backend cpu
-expect_error "bad --timing" "--timing warm: must be alone or cold" profile --model tiny-test --timing warm --backend cpu
+expect_error "bad --timing" "--timing warm: must be alone, cold or stream" profile --model tiny-test --timing warm --backend cpu
 expect_error "unwritable --out" "cannot create /proc/hetsim-exec-test" profile --model tiny-test --backend cpu --quick --out /proc/hetsim-exec-test
 expect_error "bad --backend" "unknown backend" info --backend tpu
 expect_error "cpu in bf16" "fp32 only" info --backend cpu --dtype bf16

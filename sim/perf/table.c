@@ -49,7 +49,7 @@ static const hs_field meta_fields[] = {
     HS_FIELD_NUM(hs_ptable_meta, mem_usable_bytes, HS_F_I64, 0, 0, 0, 1e15, "usable memory, bytes"),
     HS_FIELD_NUM(hs_ptable_meta, kv_block_size, HS_F_INT, 0, 16, 1, 65536, "tokens per KV block"),
     HS_FIELD_NUM(hs_ptable_meta, kv_blocks, HS_F_I64, 0, 0, 0, 1e12, "KV blocks that fit"),
-    HS_FIELD_STR(hs_ptable_meta, timing, 0, "", "how hetsim-exec timed each op: alone or cold"),
+    HS_FIELD_STR(hs_ptable_meta, timing, 0, "", "how hetsim-exec timed each op: alone, cold or stream"),
     {0},
 };
 
@@ -358,8 +358,10 @@ static int read_meta(hs_ptable *t, const char *path, hs_err *err)
         strcmp(t->meta.backend, "vidur"))
         return hs_errf(err, HS_EPARSE, "%s: backend: \"%s\" is not cuda, cpu or vidur",
                        path, t->meta.backend);
-    if (t->meta.timing[0] && strcmp(t->meta.timing, "alone") && strcmp(t->meta.timing, "cold"))
-        return hs_errf(err, HS_EPARSE, "%s: timing: \"%s\" is not alone or cold", path, t->meta.timing);
+    if (t->meta.timing[0] && strcmp(t->meta.timing, "alone") && strcmp(t->meta.timing, "cold") &&
+        strcmp(t->meta.timing, "stream"))
+        return hs_errf(err, HS_EPARSE, "%s: timing: \"%s\" is not alone, cold or stream", path,
+                       t->meta.timing);
     return 0;
 }
 
