@@ -767,6 +767,24 @@ static void test_builders(void)
         CHECK_NEAR(s->dec_ctx, 2 * 0.001 * 1e3, 1e-6);
         CHECK_NEAR(s->pre_self, 2 * 5e-5 * 1e3, 1e-8);
         CHECK_NEAR(s->pre_cross, 2 * 5e-5 * 1e3, 1e-8);
+        /* the decode grid (3 batches x 2 contexts at tp 2): the fixture is
+         * bilinear in (B, context), so interpolation and the linear
+         * extension past its edges give it back exactly; below the first
+         * context the grid stays flat */
+        CHECK(s->dg_b != NULL && s->dg_nb == 3 && s->dg_nc == 2);
+        if (s->dg_b) {
+#define FX_DEC(B, ctx) (2 * (2.5 + 0.5 * (B) + 0.001 * (B) * (ctx)) * 1e3)
+            CHECK_NEAR(hs_perf_dec_grid_ns(s, 8, 8 * 300), FX_DEC(8, 300), 1e-6);
+            CHECK_NEAR(hs_perf_dec_grid_ns(s, 32, 32 * 1000), FX_DEC(32, 1000), 1e-6);
+            CHECK_NEAR(hs_perf_dec_grid_ns(s, 4, 4 * 10), FX_DEC(4, 64), 1e-6);
+            {
+                hs_batch_shape b = {0};
+                b.tokens = b.samples = b.dec_seqs = 4;
+                b.dec_ctx = 4 * 512;
+                CHECK_NEAR(hs_perf_stage_ns(&p, 0, &b), s->dense[4] + s->head[4] + FX_DEC(4, 512), 1e-6);
+            }
+#undef FX_DEC
+        }
         for (int t = 2; t <= 600; t++)
             if (s->dense[t] < s->dense[t - 1]) {
                 CHECK(s->dense[t] >= s->dense[t - 1]);
@@ -774,6 +792,12 @@ static void test_builders(void)
             }
         hs_perf_free(&p);
     }
+    /* perf.decode_grid = 0: the linear fit alone */
+    cfg.decode_grid = 0;
+    CHECK_OK(hs_perf_build(&p, &cfg, &m, c, l, 64, 8, &err), &err);
+    if (p.pp == 1) CHECK(p.stage[0].dg_b == NULL);
+    hs_perf_free(&p);
+    cfg.decode_grid = 1;
     /* table mode needs every op at the layout's TP */
     {
         hs_layout *l4 = fx_layout1(4, 2);
@@ -936,6 +960,60 @@ out:
     rm_rf(dir);
 }
 
+/* hs_ptable_decode_grid keeps only full grids; hs_perf_dec_grid_ns is
+ * bilinear in (sequences, mean context) on a grid that is not. */
+static void test_decode_grid(void)
+{
+    char dir[1024];
+    hs_ptable *t = NULL;
+    hs_err err = {0};
+    double *g = NULL;
+    int nb, nc;
+    make_tmpdir(dir, sizeof dir);
+    write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\"}\n");
+    write_text(dir, "dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n");
+    write_text(dir, "attn_decode.csv",
+               "tp,batch,context,time_us\n1,3,10,5\n1,1,30,2\n1,1,10,1\n1,3,30,10\n2,1,10,7\n");
+    CHECK_OK(hs_ptable_read(&t, dir, &err), &err);
+    if (t) {
+        CHECK_OK(hs_ptable_decode_grid(t, 1, &nb, &nc, &g, &err), &err);
+        CHECK(g != NULL && nb == 2 && nc == 2);
+        if (g) {
+            /* axes ascending, values row-major by batch whatever the row order */
+            CHECK(g[0] == 1 && g[1] == 3 && g[2] == 10 && g[3] == 30);
+            CHECK(g[4] == 1 && g[5] == 2 && g[6] == 5 && g[7] == 10);
+            hs_perf_stage st;
+            memset(&st, 0, sizeof st);
+            st.dg_b = g;
+            st.dg_c = g + 2;
+            st.dg_ns = g + 4;
+            st.dg_nb = st.dg_nc = 2;
+            CHECK_NEAR(hs_perf_dec_grid_ns(&st, 2, 40), 4.5, 1e-12);   /* the cell's middle */
+            CHECK_NEAR(hs_perf_dec_grid_ns(&st, 1, 30), 2, 1e-12);     /* a grid point */
+            CHECK_NEAR(hs_perf_dec_grid_ns(&st, 3, 3 * 50), 15, 1e-12); /* past the last context */
+            CHECK_NEAR(hs_perf_dec_grid_ns(&st, 5, 5 * 10), 9, 1e-12);  /* past the last batch */
+            CHECK_NEAR(hs_perf_dec_grid_ns(&st, 1, 2), 1, 1e-12);       /* flat below */
+            CHECK(hs_perf_dec_grid_ns(&st, 0, 0) == 0);
+            free(g);
+        }
+        /* one context at tp 2: no grid, the fit describes it */
+        CHECK_OK(hs_ptable_decode_grid(t, 2, &nb, &nc, &g, &err), &err);
+        CHECK(g == NULL);
+        CHECK_OK(hs_ptable_decode_grid(t, 4, &nb, &nc, &g, &err), &err);
+        CHECK(g == NULL);
+        hs_ptable_destroy(t);
+        t = NULL;
+    }
+    /* a batch missing a context: not a grid */
+    write_text(dir, "attn_decode.csv", "tp,batch,context,time_us\n1,1,10,1\n1,1,30,2\n1,3,10,5\n");
+    CHECK_OK(hs_ptable_read(&t, dir, &err), &err);
+    if (t) {
+        CHECK_OK(hs_ptable_decode_grid(t, 1, &nb, &nc, &g, &err), &err);
+        CHECK(g == NULL);
+        hs_ptable_destroy(t);
+    }
+}
+
 int main(void)
 {
     set_root();
@@ -950,5 +1028,6 @@ int main(void)
     test_round_trip();
     test_builders();
     test_network_table();
+    test_decode_grid();
     return hs_check_result();
 }

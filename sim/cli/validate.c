@@ -29,9 +29,12 @@
 #include <gsl/gsl_statistics_double.h>
 
 #include "cli/cli.h"
+#include "core/conf.h"
 #include "core/str.h"
 #include "core/vec.h"
+#include "hw/hw.h"
 #include "out/db.h"
+#include "perf/perf.h"
 #include "serve/schedule.h"
 
 /* The longest measured iteration accepted, ns (one hour). */
@@ -58,6 +61,8 @@ typedef struct vdata {
     double *meas;                 /* measured ns per iteration */
     double *ovh;                  /* predicted host cost per iteration, ns */
     int32_t *n_pre, *n_dec;       /* prefill chunks and decode sequences per iteration */
+    hs_batch_shape *shape;        /* --reprice: each iteration's batch, as the engine sums it */
+    int want_shape;
     char device[128];
     int64_t exec_kv_blocks;       /* -1: not reported */
 } vdata;
@@ -82,7 +87,7 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
     hs_sched_request q;
     hs_sched_iter it;
     int kind, rc;
-    size_t cap_it2 = 0, cap_it3 = 0, cap_it4 = 0, cap_it5 = 0, cap_it6 = 0, cap_it7 = 0;
+    size_t cap_it2 = 0, cap_it3 = 0, cap_it4 = 0, cap_it5 = 0, cap_it6 = 0, cap_it7 = 0, cap_it8 = 0;
     /* first/finished ids per iteration, resolved once requests are sorted */
     int64_t *ev_id = NULL, *ev_it = NULL, n_ev = 0;
     char *ev_first = NULL;
@@ -111,8 +116,29 @@ static int read_schedule(vdata *d, const char *path, int32_t replica, hs_err *er
                 hs_vec_reserve((void **)&d->arrived, &cap_it4, need, sizeof *d->arrived, 256) ||
                 hs_vec_reserve((void **)&d->ovh, &cap_it5, need, sizeof *d->ovh, 256) ||
                 hs_vec_reserve((void **)&d->n_pre, &cap_it6, need, sizeof *d->n_pre, 256) ||
-                hs_vec_reserve((void **)&d->n_dec, &cap_it7, need, sizeof *d->n_dec, 256))
+                hs_vec_reserve((void **)&d->n_dec, &cap_it7, need, sizeof *d->n_dec, 256) ||
+                (d->want_shape && hs_vec_reserve((void **)&d->shape, &cap_it8, need, sizeof *d->shape, 256)))
                 goto nomem;
+            if (d->want_shape) {
+                /* the sums hs_iter_add_chunk and the decode step make
+                 * (serve/lane.c): a schedule's context counts the new token */
+                hs_batch_shape *b = &d->shape[i];
+                memset(b, 0, sizeof *b);
+                for (int k = 0; k < it.n_pre; k++) {
+                    const hs_sched_chunk *c = &it.pre[k];
+                    b->tokens += c->len;
+                    b->pre_chunks++;
+                    b->pre_self += (double)c->len * (c->len + 1) / 2.0;
+                    b->pre_tokens += c->len;
+                    b->pre_cross += (double)c->len * c->prefix;
+                    b->pre_prefix += c->prefix;
+                    if (c->prefix + c->len == c->target) b->samples++;
+                }
+                for (int k = 0; k < it.n_dec; k++) b->dec_ctx += it.dec[k].ctx;
+                b->dec_seqs = it.n_dec;
+                b->tokens += it.n_dec;
+                b->samples += it.n_dec;
+            }
             {
                 /* the host cost the engine charged (hs_perf_step_ns): schedules
                  * are emitted for default-completion policies only, whose batch shape has
@@ -258,6 +284,7 @@ static void free_data(vdata *d)
     free(d->meas);
     free(d->n_pre);
     free(d->n_dec);
+    free(d->shape);
 }
 
 /* The measured end of every iteration (see the top of the file). */
@@ -349,8 +376,8 @@ static int print_kinds(const vdata *d, const int64_t *pred, const int64_t *meas,
         }
         if (n) printf("  %-20s %7zu %8.2f%% %+8.2f%%\n", band[b].name, n, pct(e, n, 50), pct(s, n, 50));
     }
-    for (int64_t i = 0; i < d->n_it; i++) s[i] = (double)(mend[i] - d->end[i]) / 1e6;
-    {
+    if (mend) {
+        for (int64_t i = 0; i < d->n_it; i++) s[i] = (double)(mend[i] - d->end[i]) / 1e6;
         double med = pct(s, (size_t)d->n_it, 50);   /* sorts s */
         printf("measured timeline minus predicted, iteration ends: median %+.3f ms, from %+.3f to %+.3f ms\n",
                med, s[0], s[d->n_it - 1]);
@@ -374,16 +401,65 @@ static void usage(FILE *fp)
 {
     fprintf(fp,
             "usage: hetsim validate --schedule FILE --measured FILE [--replica R] [--db FILE] [--run N]\n"
+            "       hetsim validate --schedule FILE --measured FILE --reprice CLUSTER [--set perf.KEY=VALUE ...]\n"
             "Compares a run's emitted schedule (hetsim run --emit-schedule) with the iteration\n"
             "times hetsim-exec replay measured: stores them in the validations table of run N\n"
-            "(default: the newest run in the database) and prints the error distribution.\n");
+            "(default: the newest run in the database) and prints the error distribution.\n"
+            "--reprice prices every iteration of the schedule again with a latency model (the\n"
+            "schedule's model, TP and bits on GPUs 0..TP-1 of CLUSTER, perf.* from --set) and\n"
+            "prints its error against the same measurement; nothing is stored.  A measured\n"
+            "replay so becomes a benchmark for any latency model, no GPU needed.\n");
+}
+
+/* --reprice: the schedule's iterations priced by a latency model built for
+ * its replica (model, TP, bits, layers) on GPUs 0..tp-1 of the cluster;
+ * the GPU time is the stage time, which is what the simulated run's
+ * iterations held besides the host cost validate takes out. */
+static int reprice(const vdata *d, const char *cluster, const hs_perf_cfg *cfg, int64_t *pred,
+                   double *ape, hs_err *err)
+{
+    hs_model m;
+    hs_cluster *c = NULL;
+    hs_layout l;
+    hs_perf p;
+    int rc, maxt = 1, maxs = 1;
+    if ((rc = hs_model_find(&m, d->h.model, err)) || (rc = hs_cluster_find(&c, cluster, err))) goto out;
+    if (d->h.pp != 1 || d->h.tp < 1 || d->h.tp > c->n_gpus || d->h.tp > HS_MAX_TP) {
+        rc = hs_errf(err, HS_ERANGE, "--reprice %s: the schedule's replica (TP %d, PP %d) does not fit its %d GPUs",
+                     cluster, d->h.tp, d->h.pp, c->n_gpus);
+        goto out;
+    }
+    memset(&l, 0, sizeof l);
+    l.pp = 1;
+    l.kv_bits = d->h.kv_bits;
+    l.stage[0].tp = d->h.tp;
+    l.stage[0].layers = d->h.layers > 0 ? d->h.layers : m.layers;
+    l.stage[0].bits = d->h.bits;
+    for (int i = 0; i < d->h.tp; i++) l.stage[0].gpus[i] = i;
+    for (int64_t i = 0; i < d->n_it; i++) {
+        if (d->shape[i].tokens > maxt) maxt = d->shape[i].tokens;
+        if (d->shape[i].samples > maxs) maxs = d->shape[i].samples;
+    }
+    if ((rc = hs_perf_build(&p, cfg, &m, c, &l, maxt, maxs, err))) goto out;
+    for (int64_t i = 0; i < d->n_it; i++) {
+        double ns = hs_perf_stage_ns(&p, 0, &d->shape[i]);
+        pred[i] = llround(ns);
+        ape[i] = fabs(ns - d->meas[i]) / d->meas[i] * 100.0;
+    }
+    printf("repriced %s, TP %d, %d-bit on %s: latency model %s%s%s\n", m.name, d->h.tp, d->h.bits, c->name,
+           p.model_name, p.calib[0] ? "; " : "", p.calib);
+    hs_perf_free(&p);
+out:
+    hs_cluster_destroy(c);
+    return rc;
 }
 
 int hs_cli_validate(int argc, char **argv)
 {
-    const char *sched = NULL, *measured = NULL, *dbpath = "results/hetsim.db";
+    const char *sched = NULL, *measured = NULL, *dbpath = "results/hetsim.db", *cluster = NULL;
     int32_t replica = 0;
     int64_t run = -1;
+    hs_perf_cfg cfg;
     hs_err err = {0};
     vdata d;
     hs_db *db = NULL;
@@ -392,6 +468,7 @@ int hs_cli_validate(int argc, char **argv)
     double *ape = NULL, *a = NULL, *b = NULL;
     hs_ns *mend = NULL;
     memset(&d, 0, sizeof d);
+    hs_perf_cfg_defaults(&cfg);
     /* every option takes a value: step over both */
     for (int i = 1; i < argc; i += 2) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -400,7 +477,8 @@ int hs_cli_validate(int argc, char **argv)
             return 0;
         }
         if (strcmp(argv[i], "--schedule") && strcmp(argv[i], "--measured") && strcmp(argv[i], "--db") &&
-            strcmp(argv[i], "--replica") && strcmp(argv[i], "--run")) {
+            strcmp(argv[i], "--replica") && strcmp(argv[i], "--run") && strcmp(argv[i], "--reprice") &&
+            strcmp(argv[i], "--set")) {
             char e[128];
             hs_err_escape(e, sizeof e, argv[i], strlen(argv[i]));
             fprintf(stderr, "hetsim: validate: unknown option \"%s\" (see hetsim validate --help)\n", e);
@@ -412,6 +490,22 @@ int hs_cli_validate(int argc, char **argv)
         }
         if (!strcmp(argv[i], "--schedule")) sched = v;
         else if (!strcmp(argv[i], "--measured")) measured = v;
+        else if (!strcmp(argv[i], "--reprice")) cluster = v;
+        else if (!strcmp(argv[i], "--set")) {
+            const char *eq = strchr(v, '=');
+            char key[64];
+            if (!eq || strncmp(v, "perf.", 5) || (size_t)(eq - v - 5) >= sizeof key) {
+                char e[128];
+                hs_err_escape(e, sizeof e, v, strlen(v));
+                fprintf(stderr, "hetsim: validate: --set \"%s\": expected perf.KEY=VALUE\n", e);
+                return 2;
+            }
+            snprintf(key, sizeof key, "%.*s", (int)(eq - v - 5), v + 5);
+            if (hs_conf_set(&cfg, hs_perf_cfg_fields, key, eq + 1, "--set", &err)) {
+                fprintf(stderr, "hetsim: validate: %s\n", err.msg);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--db")) dbpath = v;
         else if (!strcmp(argv[i], "--replica") || !strcmp(argv[i], "--run")) {
             long long x;
@@ -426,6 +520,7 @@ int hs_cli_validate(int argc, char **argv)
         fprintf(stderr, "hetsim: validate: --schedule and --measured are required\n");
         return 2;
     }
+    d.want_shape = cluster != NULL;
     if ((rc = read_schedule(&d, sched, replica, &err))) goto fail;
     /* before the measured file, whose every row would then be "unexpected" */
     if (d.n_it == 0) {
@@ -444,6 +539,15 @@ int hs_cli_validate(int argc, char **argv)
     if (!iti || !pred || !meas || !ape || !mend || !a || !b) {
         rc = hs_errf(&err, HS_ENOMEM, "out of memory");
         goto fail;
+    }
+    if (cluster) {
+        if ((rc = reprice(&d, cluster, &cfg, pred, ape, &err))) goto fail;
+        for (int64_t i = 0; i < d.n_it; i++) meas[i] = llround(d.meas[i]);
+        printf("iterations: %lld; absolute error per iteration: median %.2f%%, p90 %.2f%%, p99 %.2f%%\n",
+               (long long)d.n_it, pct(ape, (size_t)d.n_it, 50), pct(ape, (size_t)d.n_it, 90),
+               pct(ape, (size_t)d.n_it, 99));
+        if ((rc = print_kinds(&d, pred, meas, NULL, &err))) goto fail;
+        goto done;
     }
     if ((rc = timeline(&d, mend, measured, &err))) goto fail;
     for (int64_t i = 0; i < d.n_it; i++) {
@@ -501,6 +605,7 @@ int hs_cli_validate(int argc, char **argv)
                (long long)d.exec_kv_blocks, rel((double)d.exec_kv_blocks, (double)d.h.kv_blocks));
     printf("stored %lld rows in %s (validations, run %lld, device %s)\n", (long long)d.n_it, dbpath,
            (long long)run, d.device);
+done:
     rc = 0;
 fail:
     if (rc) fprintf(stderr, "hetsim: %s\n", err.msg);

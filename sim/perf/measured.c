@@ -521,6 +521,21 @@ static int build_stage(bctx *b, hs_perf *p, int s, int max_tokens, int max_seqs,
             if (L * q[3] * 1e3 > ps->pre_ctx) ps->pre_ctx = L * q[3] * 1e3;
             if (L * q[HS_ATTN_TOK] * 1e3 > ps->pre_tok) ps->pre_tok = L * q[HS_ATTN_TOK] * 1e3;
         }
+        /* One GPU type timed from its table: the engine reads the decode
+         * grid itself (perf.h); mixed types keep the terms' upper bound. */
+        if (!rc && nt == 1 && sc.t && b->l->kv_bits == 16 && b->cfg->decode_grid) {
+            int gb, gc;
+            double *g;
+            rc = hs_ptable_decode_grid(sc.t, tp, &gb, &gc, &g, err);
+            if (!rc && g) {
+                for (int i = 0; i < gb * gc; i++) g[gb + gc + i] *= L * 1e3;
+                ps->dg_b = g;
+                ps->dg_c = g + gb;
+                ps->dg_ns = g + gb + gc;
+                ps->dg_nb = gb;
+                ps->dg_nc = gc;
+            }
+        }
         /* the send to the next stage, from rank 0 (whose type is types[0]):
          * measured when both ends share a node and a GPU type */
         if (!rc && !last && k == 0) {

@@ -222,6 +222,9 @@ static int encdec_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg 
         ps->dec_fixed = 2 * L * e1->dec_fixed;
         ps->dec_seq = 2 * L * e1->dec_seq;
         ps->dec_ctx = L * e1->dec_ctx;
+        /* self and cross attention: the linear terms above, not a grid */
+        free(ps->dg_b);
+        ps->dg_b = ps->dg_c = ps->dg_ns = NULL;
         ps->enc_fixed = E * e1->pre_fixed;
         ps->enc_pair = E * e1->pre_cross;
         hs_perf_free(&aux);

@@ -11,7 +11,9 @@
  *
  * Stage time for one iteration (ns) =
  *     dense[T] + head[S]                       (tabulated by tokens / samples)
- *   + dec_fixed + dec_seq * B + dec_ctx * C    (decode attention)
+ *   + dec_fixed + dec_seq * B + dec_ctx * C    (decode attention; a measured
+                                               table's grid at (B, C / B)
+                                               when the stage has one)
  *   + pre_fixed + pre_self * Q + pre_cross * X + pre_ctx * P + pre_tok * N
  *                                              (prefill attention)
  * where T = tokens in the pass, S = sequences sampled, B = decode sequences,
@@ -94,7 +96,20 @@ typedef struct hs_perf_stage {
     double enc_fixed, enc_pair;           /* ns, ns/pair */
     double dispatch_ns;       /* a pass takes at least this: the engine's host
                                  issuing the stage's layers (overhead.h); 0: none */
+    /* Decode attention from a measured grid (a table with every batch at
+     * every context): dg_ns[i * dg_nc + j] = ns of the stage's layers for
+     * dg_b[i] sequences of dg_c[j] context tokens each; one allocation at
+     * dg_b.  NULL: the linear terms dec_* above.  The linear fit of such a
+     * table is 9% off median and -20 to -42% at batches 1-16 (A100, vLLM's
+     * kernel), so the engine reads the grid; planners keep the terms. */
+    double *dg_b, *dg_c, *dg_ns;
+    int dg_nb, dg_nc;
 } hs_perf_stage;
+
+/* Decode attention of b sequences holding ctx context tokens in all, from
+ * the stage's grid: bilinear in (sequences, mean context), linear beyond
+ * the grid's last row and column, flat below its first context. */
+double hs_perf_dec_grid_ns(const hs_perf_stage *st, int32_t b, int64_t ctx);
 
 typedef struct hs_perf {
     int pp;
@@ -151,6 +166,8 @@ typedef struct hs_perf_cfg {
     double step_overhead_us;  /* per iteration, on top of the engine profile */
     char tables[256];         /* measured tables root, "": <data root>/profiles */
     char fit_from[512];       /* comma-separated tables/roots to fit on, "": tables */
+    int decode_grid;          /* 1: decode attention read from a measured table's
+                                 grid (hs_perf_stage); 0: its linear fit */
 } hs_perf_cfg;
 
 void hs_perf_cfg_defaults(hs_perf_cfg *c);
@@ -186,7 +203,8 @@ static inline double hs_perf_stage_ns(const hs_perf *p, int s,
     if (b->tokens > st->max_tokens)
         ns += st->dense[st->max_tokens] * (double)(b->tokens - st->max_tokens) / st->max_tokens;
     if (b->dec_seqs)
-        ns += st->dec_fixed + st->dec_seq * b->dec_seqs + st->dec_ctx * (double)b->dec_ctx;
+        ns += st->dg_b ? hs_perf_dec_grid_ns(st, b->dec_seqs, b->dec_ctx)
+                       : st->dec_fixed + st->dec_seq * b->dec_seqs + st->dec_ctx * (double)b->dec_ctx;
     if (b->pre_chunks)
         ns += st->pre_fixed + st->pre_self * b->pre_self + st->pre_cross * b->pre_cross +
               st->pre_ctx * (double)b->pre_prefix + st->pre_tok * (double)b->pre_tokens;

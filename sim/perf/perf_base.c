@@ -33,6 +33,7 @@ const hs_field hs_perf_cfg_fields[] = {
     HS_FIELD_STR(hs_perf_cfg, engine, 0, "vllm", "serving engine's host cost per iteration: a profile in profiles/engines (or a path), none: only perf.step_overhead_us"),
     HS_FIELD_NUM(hs_perf_cfg, step_overhead_us, HS_F_DOUBLE, 0, 0, 0, 1e6, "per iteration, us, added to the engine profile's cost"),
     HS_FIELD_STR(hs_perf_cfg, tables, 0, "", "measured tables root (empty: <data root>/profiles)"),
+    HS_FIELD_NUM(hs_perf_cfg, decode_grid, HS_F_BOOL, 0, 1, 0, 1, "decode attention from a measured table's batch x context grid, interpolated (0: its linear fit, the form planners use; 9% median off on Vidur's A100 table)"),
     HS_FIELD_STR(hs_perf_cfg, fit_from, 0, "", "comma-separated table dirs or roots the fitted model learns from (empty: perf.tables)"),
     {0},
 };
@@ -44,9 +45,53 @@ void hs_perf_free(hs_perf *p)
         free(p->stage[s].dense);
         free(p->stage[s].head);
         free(p->stage[s].enc);
+        free(p->stage[s].dg_b);
         p->stage[s].dense = p->stage[s].head = p->stage[s].enc = NULL;
+        p->stage[s].dg_b = p->stage[s].dg_c = p->stage[s].dg_ns = NULL;
     }
     p->pp = 0;
+}
+
+/* Index of the segment [a[i], a[i + 1]] holding v (the first or last one
+ * outside the axis) and v's fraction along it. */
+static int seg(const double *a, int n, double v, double *f)
+{
+    int lo = 0, hi = n - 1;
+    if (n < 2) {
+        *f = 0;
+        return 0;
+    }
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (a[mid] <= v) lo = mid;
+        else hi = mid;
+    }
+    *f = (v - a[lo]) / (a[lo + 1] - a[lo]);
+    return lo;
+}
+
+double hs_perf_dec_grid_ns(const hs_perf_stage *st, int32_t b, int64_t ctx)
+{
+    const int nc = st->dg_nc;
+    double fb, fc, mean = (double)ctx / (b > 0 ? b : 1), v;
+    int i, j;
+    if (b <= 0) return 0;
+    if (mean < st->dg_c[0]) mean = st->dg_c[0];   /* a launch's floor: no cheaper below */
+    i = seg(st->dg_b, st->dg_nb, (double)b, &fb);
+    j = seg(st->dg_c, nc, mean, &fc);
+    if (fb < 0) fb = 0;
+    if (st->dg_nb < 2) { /* one batch size measured: time per sequence */
+        const double *r = st->dg_ns;
+        v = nc < 2 ? r[0] : r[j] + fc * (r[j + 1] - r[j]);
+        return v * b / st->dg_b[0];
+    }
+    {
+        const double *r0 = st->dg_ns + (size_t)i * nc, *r1 = r0 + nc;
+        double a0 = nc < 2 ? r0[0] : r0[j] + fc * (r0[j + 1] - r0[j]);
+        double a1 = nc < 2 ? r1[0] : r1[j] + fc * (r1[j + 1] - r1[j]);
+        v = a0 + fb * (a1 - a0);
+    }
+    return v > 0 ? v : 0;
 }
 
 int hs_layout_stage_bits(const hs_layout *l, int s, int n[HS_NBITS])

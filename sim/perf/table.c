@@ -831,6 +831,68 @@ static int attn_rows_at(const hs_ptable *t, int kind, int tp, const hs_attn_row 
     return 0;
 }
 
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorted distinct values of v[0..n) into v; returns how many. */
+static int distinct(double *v, int n)
+{
+    int k = 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+    for (int i = 0; i < n; i++)
+        if (!k || v[i] != v[k - 1]) v[k++] = v[i];
+    return k;
+}
+
+int hs_ptable_decode_grid(const hs_ptable *t, int tp, int *nb, int *nc, double **buf, hs_err *err)
+{
+    const hs_attn_row *r;
+    size_t n;
+    double *bs, *cs, *g;
+    int kb, kc, rc;
+    *buf = NULL;
+    *nb = *nc = 0;
+    if (!hs_ptable_has_attn(t, HS_ATTN_DECODE, tp)) return 0;
+    if ((rc = attn_rows_at(t, HS_ATTN_DECODE, tp, &r, &n, err))) return rc;
+    if (!(bs = malloc(2 * n * sizeof *bs))) return hs_errf(err, HS_ENOMEM, "out of memory");
+    cs = bs + n;
+    for (size_t i = 0; i < n; i++) {
+        bs[i] = r[i].x;
+        cs[i] = r[i].y;
+    }
+    kb = distinct(bs, (int)n);
+    kc = distinct(cs, (int)n);
+    if (kc < 2 || (size_t)kb * kc != n) { /* not a full grid (or duplicate rows) */
+        free(bs);
+        return 0;
+    }
+    if (!(g = malloc(((size_t)kb + kc + (size_t)kb * kc) * sizeof *g))) {
+        free(bs);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    memcpy(g, bs, (size_t)kb * sizeof *g);
+    memcpy(g + kb, cs, (size_t)kc * sizeof *g);
+    for (size_t i = 0; i < (size_t)kb * kc; i++) g[kb + kc + i] = -1;
+    for (size_t i = 0; i < n; i++) {
+        double *pb = bsearch(&(double){r[i].x}, g, (size_t)kb, sizeof *g, cmp_dbl);
+        double *pc = bsearch(&(double){r[i].y}, g + kb, (size_t)kc, sizeof *g, cmp_dbl);
+        g[kb + kc + (size_t)(pb - g) * kc + (size_t)(pc - (g + kb))] = r[i].us;
+    }
+    free(bs);
+    for (size_t i = 0; i < (size_t)kb * kc; i++)
+        if (g[kb + kc + i] < 0) { /* a pair measured twice left another out */
+            free(g);
+            return 0;
+        }
+    *nb = kb;
+    *nc = kc;
+    *buf = g;
+    return 0;
+}
+
 int hs_ptable_attn_coef(const hs_ptable *t, int kind, int tp, double coef[4],
                         hs_fitstat *st, hs_err *err)
 {

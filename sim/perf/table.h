@@ -208,6 +208,13 @@ int hs_ptable_attn_coef5(const hs_ptable *t, int kind, int tp, double coef[HS_AT
 int hs_attn_coef5_rows(int kind, const hs_attn_row *rows, size_t n, double coef[HS_ATTN_NCOEF],
                        hs_fitstat *st, hs_err *err);
 
+/* The decode rows of tp as a full grid: *buf = batches [nb], contexts [nc]
+ * and times [nb][nc] in us, ascending, one malloc'd block (the caller
+ * frees it).  *buf is NULL (and 0 returned) when some batch lacks some
+ * context, or fewer than two contexts were measured: then only the fit
+ * describes the table. */
+int hs_ptable_decode_grid(const hs_ptable *t, int tp, int *nb, int *nc, double **buf, hs_err *err);
+
 /* Send/recv as alpha + beta * bytes (us, us/byte) fitted as above. */
 int hs_ptable_sendrecv_coef(const hs_ptable *t, double coef[2],
                             hs_fitstat *st, hs_err *err);
