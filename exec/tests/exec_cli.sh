@@ -80,11 +80,8 @@ for mode in cold stream; do
         fail "profile --timing $mode: $(cat "$tmp/err")"
     fi
 done
-# Stream times what an op adds to a stream, so the largest GEMM row must
-# still cost more than the smallest (the difference is not noise).
-awk -F, 'NR > 1 && $1 == "mlp_up" && $3 == 16 { if (lo == "" || $5 < lo) lo = $5; if ($5 > hi) hi = $5 }
-         END { exit !(hi > 2 * lo) }' "$tmp/stream/dense.csv" ||
-    fail "stream dense.csv: mlp_up at the most tokens is not above twice the fewest"
+# (That a bigger op costs more in a stream is test_exec_kernels' check, on
+# sizes far apart; tiny-test's quick grid is too small for it under ASan.)
 
 # Errors: one line, exit 2.
 expect_error "no command" "no command given"
