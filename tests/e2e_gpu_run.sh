@@ -4,7 +4,7 @@
 # CPU in a data root of the test's own): every step completes and reports
 # (kernel check, info, profile, compare on the datasheet and on the measured
 # ceilings, the fidelity loop, fingerprints with the extrapolation checked
-# against the CSV); $OUT receives the summary and a tarball; a stale
+# against the CSV), the burst step; $OUT receives the summary and a tarball; a stale
 # info.txt does not name the device; `hetsim perf compare` on the unit-test
 # table; and the arguments both refuse.
 set -u
@@ -67,6 +67,15 @@ esac
 check "\$OUT gets the summary" -f "$T/ret/summary.txt"
 check_eq "\$OUT gets the tables" "$(tar tzf "$T/ret/gpu-out.tgz" | grep -c "profiles/$dev/tiny4/dense.csv")" 1
 check_eq "\$OUT holds nothing else" "$(ls "$T/ret" | wc -l)" 2
+# The burst step (named only): equal prompts and outputs at once, replayed
+# on the table the call above profiled; decode batches of all of them.
+HETSIM_ROOT=$R HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --quick --models tiny4 --burst 6 \
+    --out "$T/g" burst >"$T/out" 2>&1
+check_eq "burst step exits 0" "$?" "0"
+check_grep "burst announced" "$s" '^== burst: tiny4, 6 requests of 200 \+ 20 tokens at once'
+check_grep "burst validated" "$s" 'stored [0-9]+ rows in .*/fidelity-burst.db'
+check_grep "its decode steps hold all six" "$s" '^  decode, batch 4-7 +[0-9]+ '
+check "its schedule: six equal requests at once" "$(grep -c '"type":"request".*"prompt":200,"output":20' "$T/g/schedule-burst.jsonl")" = 6
 # an info.txt of another machine is not trusted for the device's name
 mkdir -p "$T/h"
 printf 'profile name: h100-sxm-80g\ngemm: 700.0 TFLOP/s\n' >"$T/h/info.txt"
