@@ -81,4 +81,31 @@ check_grep "measured TTFT waits for the arrival" "$T/out" 'TTFT +p50 predicted +
 check_grep "measured E2E" "$T/out" 'E2E +p50 predicted +175\.000 ms measured +35\.000 ms'
 hs_run 2 "non-numeric replica" validate --schedule "$T/s.jsonl" --measured "$T/m.csv" --db "$T/v.db" --replica abc
 hs_run 2 "absent replica" validate --schedule "$T/s.jsonl" --measured "$T/m.csv" --db "$T/v.db" --replica 3
+# --reprice: the same iterations priced again by a latency model, here the
+# unit-test table (tiny-test on a100-80g).  The decode iteration (two
+# sequences, 18 context tokens) must cost what `perf step` gives a decode
+# step of 2 x 9 tokens (dense + head + attention: the stage time), so its
+# signed error is that against the 4 ms measured; nothing is stored.
+before=$(q "$T/v.db" "select count(*) from validations")
+hs_run 0 "reprice on the unit-test table" validate --schedule "$T/s.jsonl" --measured "$T/m.csv" \
+    --reprice dgx-a100 --set perf.model=table --set "perf.tables=$FIX/perf/tables"
+cp "$T/out" "$T/reprice"
+check_grep "names the model and its source" "$T/reprice" '^repriced tiny-test, TP 1, 16-bit on dgx-a100: latency model table; a100-80g: measured table$'
+check_eq "one line per kind present" "$(grep -c '^  \(prefill\|decode\)' "$T/reprice")" "3"
+hs_run 0 "perf step for the same decode" perf step --model tiny-test --cluster dgx-a100 --tp 1 --batch 2 --context 9 \
+    --set perf.model=table --set "perf.tables=$FIX/perf/tables"
+want=$(awk '$1 == "decode" { printf "%.2f", (($4 + $5 + $6) / 4 - 1) * 100 }' "$T/out")
+got=$(sed -n 's/^  decode, batch 2-3 .* \([-+][0-9.]*\)%$/\1/p' "$T/reprice")
+check "decode error = perf step's stage time against 4 ms ($got% vs $want%)" \
+    "$(python3 -c "import sys; print(int(abs(float(sys.argv[1] or 99) - float(sys.argv[2] or 0)) < 0.05))" "$got" "$want")" = 1
+check_eq "reprice stores nothing" "$(q "$T/v.db" "select count(*) from validations")" "$before"
+sed 's/"tp":1,/"tp":2,/' "$T/s.jsonl" >"$T/s-tp2.jsonl"
+hs_run 2 "reprice of a TP-2 replica on one GPU" validate --schedule "$T/s-tp2.jsonl" --measured "$T/m.csv" \
+    --reprice 1xh200 --set perf.model=roofline
+check_grep "says it does not fit" "$T/err" 'TP 2, PP 1\) does not fit its 1 GPUs'
+hs_run 2 "reprice on an unknown cluster" validate --schedule "$T/s.jsonl" --measured "$T/m.csv" --reprice no-such-cluster
+check_grep "one line naming it" "$T/err" 'no-such-cluster'
+hs_run 2 "reprice with a bad --set" validate --schedule "$T/s.jsonl" --measured "$T/m.csv" --reprice dgx-a100 --set gemm_eff=2
+check_grep "expects perf.KEY=VALUE" "$T/err" 'expected perf\.KEY=VALUE'
+
 e2e_finish
