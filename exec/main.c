@@ -53,6 +53,8 @@ static void profile_usage(FILE *fp)
             "  --timing T         how each op is timed: alone (default), each run by itself;\n"
             "                     cold, queued behind a 256 MiB write; stream, what one more op\n"
             "                     costs in a stream of kernels, behind 128 MiB reads (exec/README.md)\n"
+            "  --kv-pool-gib G    attention rows over a KV pool (K and V) of at least G GiB, as a\n"
+            "                     serving step's cache spans (default: what the grid needs)\n"
             "  --quiet            no progress lines on stderr\n");
 }
 
@@ -175,7 +177,7 @@ static int cmd_profile(int argc, char **argv)
     o.n_bits = 1;
     o.progress = 1;
     for (int i = 1; i < argc; i++) {
-        static const char *const flags[] = {"--model", "--tp", "--bits", "--out", "--timing", NULL};
+        static const char *const flags[] = {"--model", "--tp", "--bits", "--out", "--timing", "--kv-pool-gib", NULL};
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             profile_usage(stdout);
@@ -194,6 +196,14 @@ static int cmd_profile(int argc, char **argv)
                 return fail(&err);
             }
             o.timing = (hs_exec_timing_mode)mode;
+        } else if (!strcmp(a, "--kv-pool-gib")) {
+            char *end;
+            double g = strtod(v, &end);
+            if (end == v || *end || !(g > 0 && g <= 1e4)) {
+                hs_errf(&err, HS_EINVAL, "--kv-pool-gib %s: must be a number of GiB in (0, 10000]", v);
+                return fail(&err);
+            }
+            o.kv_pool_gib = g;
         } else if (!strcmp(a, "--tp")) {
             if (parse_list("--tp", v, o.tp, HS_EXEC_MAX_TPS, 1, 1024, &o.n_tp, &err)) return fail(&err);
         } else {

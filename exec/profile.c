@@ -276,14 +276,19 @@ static int ws_gemm_weights(ws *w, int bits, hs_err *err)
 
 /* The KV pool: as many blocks as the largest grid point needs, within the
  * memory left. */
-static int ws_pool(ws *w, int need, hs_err *err)
+/* A pool of `need` blocks, or of min_gib GiB (K and V) when that is more:
+ * a step's attention reads blocks scattered over the whole cache (130 GB
+ * for Llama-2-7B on an H200), the grid's largest point needs a few GB. */
+static int ws_pool(ws *w, int need, double min_gib, hs_err *err)
 {
     const hs_exec_shape *s = &w->s;
     double blk = (double)s->kv_heads * HS_EXEC_KV_BLOCK * s->head_dim * w->es;  /* one of K, V */
     double left = 0.7 * (w->x->info.mem_usable - w->used);
     double fit = left > 0 ? floor(left / (2 * blk)) : 0;
+    double want = ceil(min_gib * 1073741824.0 / (2 * blk));
     size_t elems;
     int rc;
+    if (want > need) need = want < 1 << 30 ? (int)want : 1 << 30;
     w->pool = need < fit ? need : (int)fit;
     if (w->pool < 1) w->pool = 1;
     elems = (size_t)w->pool * s->kv_heads * HS_EXEC_KV_BLOCK * s->head_dim;
@@ -648,6 +653,7 @@ typedef struct meta {
     double mem_total, mem_usable;
     long long kv_blocks;
     const char *timing;
+    double kv_pool_bytes;      /* the largest pool the attention rows ran over */
 } meta;
 
 static int write_file(const char *dir, int which, const table *t, const meta *m, hs_err *err)
@@ -683,7 +689,7 @@ static int write_file(const char *dir, int which, const table *t, const meta *m,
                 m->mem_total, m->mem_usable);
         fprintf(fp, "  \"kv_block_size\": %d,\n  \"kv_blocks\": %lld,\n", HS_EXEC_KV_BLOCK,
                 m->kv_blocks);
-        fprintf(fp, "  \"timing\": \"%s\"\n}\n", m->timing);
+        fprintf(fp, "  \"kv_pool_bytes\": %.0f,\n  \"timing\": \"%s\"\n}\n", m->kv_pool_bytes, m->timing);
     }
     bad = ferror(fp);
     if (fclose(fp) || bad) {
@@ -716,6 +722,7 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
     table tab[3] = {{0}};
     hs_exec_shape shapes[HS_EXEC_MAX_TPS];
     int rc = 0, max_ctx = m->max_seq_len, max_tok, rows_needed;
+    double pool_bytes = 0;
     meta mt;
 
     /* Check everything before measuring anything. */
@@ -753,7 +760,11 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
         if (!rc && o->progress)
             fprintf(stderr, "hetsim-exec: %s tp %d: dense ops done (%.1f s)\n", m->name,
                     shapes[i].tp, now_s() - t0);
-        if (!rc) rc = ws_pool(&w, pool_need(&g, max_ctx), err);
+        if (!rc) rc = ws_pool(&w, pool_need(&g, max_ctx), o->kv_pool_gib, err);
+        if (!rc) {
+            double bytes = 2.0 * w.pool * shapes[i].kv_heads * HS_EXEC_KV_BLOCK * shapes[i].head_dim * w.es;
+            if (bytes > pool_bytes) pool_bytes = bytes;
+        }
         if (!rc) rc = sweep_decode(&w, &g, max_ctx, &tab[1], &skipped, err);
         if (!rc) rc = sweep_prefill(&w, &g, max_ctx, &tab[2], &skipped, err);
         if (!rc && o->progress)
@@ -766,7 +777,7 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
 
     mt = (meta){dev, m->name, x->info.backend, hs_exec_dtype_name(x->info.dtype),
                 x->info.mem_total, x->info.mem_usable,
-                kv_blocks(m, o->tp[0], x->info.mem_usable), hs_exec_timing_name(o->timing)};
+                kv_blocks(m, o->tp[0], x->info.mem_usable), hs_exec_timing_name(o->timing), pool_bytes};
     for (int f = 0; f < 4 && !rc; f++) rc = write_file(dir, f, f < 3 ? &tab[f] : NULL, &mt, err);
     for (int f = 0; f < 4; f++) {
         char tmp[1100], fin[1100];

@@ -27,6 +27,9 @@ typedef struct hs_exec_profile_opts {
     const char *out;           /* directory; NULL: <root>/profiles/<device>/<model>/ */
     int quick;                 /* small grids and few repeats */
     hs_exec_timing_mode timing;   /* how each op is timed (hs_exec_measure) */
+    double kv_pool_gib;        /* attention rows: a KV pool (K and V) of at least this
+                                  many GiB, blocks shuffled over all of it; 0: what
+                                  the grid needs */
     int progress;              /* one line per table on stderr */
 } hs_exec_profile_opts;
 

@@ -192,15 +192,17 @@ static void test_malformed(void)
         hs_ptable *t = NULL, *u = NULL;
         hs_err err = {0};
         make_tmpdir(dir, sizeof dir);
-        write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\", \"timing\": \"stream\"}\n");
+        write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\", \"timing\": \"stream\", \"kv_pool_bytes\": 139586437120}\n");
         write_text(dir, "dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n");
         CHECK_OK(hs_ptable_read(&t, dir, &err), &err);
         if (t) {
             CHECK_STR(t->meta.timing, "stream");
+            CHECK(t->meta.kv_pool_bytes == 139586437120LL);
             snprintf(again, sizeof again, "%s/again", dir);
             CHECK_OK(hs_ptable_write(t, again, &err), &err);
             CHECK_OK(hs_ptable_read(&u, again, &err), &err);
             if (u) CHECK_STR(u->meta.timing, "stream");
+            if (u) CHECK(u->meta.kv_pool_bytes == 139586437120LL);
         }
         hs_ptable_destroy(t);
         hs_ptable_destroy(u);

@@ -80,6 +80,20 @@ for mode in cold stream; do
         fail "profile --timing $mode: $(cat "$tmp/err")"
     fi
 done
+# --kv-pool-gib: the attention rows run over a pool at least that large,
+# and meta.json says how large (without it: what the grid needs, smaller).
+if "$bin" profile --model tiny-test --bits 16 --backend cpu --quick --kv-pool-gib 0.05 --quiet --out "$tmp/pool" \
+        >"$tmp/out" 2>"$tmp/err"; then
+    big=$(sed -n 's/.*"kv_pool_bytes": \([0-9]*\).*/\1/p' "$tmp/pool/meta.json")
+    small=$(sed -n 's/.*"kv_pool_bytes": \([0-9]*\).*/\1/p' "$tmp/stream/meta.json")
+    [ -n "$big" ] && [ "$big" -ge 53687091 ] || fail "meta.json: kv_pool_bytes $big under 0.05 GiB"
+    [ -n "$small" ] && [ "$small" -gt 0 ] && [ "$small" -lt "$big" ] || fail "kv_pool_bytes: $small without the option, $big with it"
+    echo "ok: --kv-pool-gib ($small -> $big bytes)"
+else
+    fail "profile --kv-pool-gib: $(cat "$tmp/err")"
+fi
+expect_error "bad --kv-pool-gib" "--kv-pool-gib 0: must be a number of GiB in" profile --model tiny-test --kv-pool-gib 0 --backend cpu
+
 # (That a bigger op costs more in a stream is test_exec_kernels' check, on
 # sizes far apart; tiny-test's quick grid is too small for it under ASan.)
 

@@ -50,6 +50,7 @@ static const hs_field meta_fields[] = {
     HS_FIELD_NUM(hs_ptable_meta, kv_block_size, HS_F_INT, 0, 16, 1, 65536, "tokens per KV block"),
     HS_FIELD_NUM(hs_ptable_meta, kv_blocks, HS_F_I64, 0, 0, 0, 1e12, "KV blocks that fit"),
     HS_FIELD_STR(hs_ptable_meta, timing, 0, "", "how hetsim-exec timed each op: alone, cold or stream"),
+    HS_FIELD_NUM(hs_ptable_meta, kv_pool_bytes, HS_F_I64, 0, 0, 0, 1e15, "K and V pool the attention rows ran over, bytes (0: not said)"),
     {0},
 };
 
@@ -449,7 +450,8 @@ static int write_meta(const hs_ptable *t, const char *dir, hs_err *err)
           !cJSON_AddNumberToObject(j, "mem_usable_bytes", (double)m->mem_usable_bytes) ||
           !cJSON_AddNumberToObject(j, "kv_block_size", m->kv_block_size) ||
           !cJSON_AddNumberToObject(j, "kv_blocks", (double)m->kv_blocks) ||
-          (m->timing[0] && !cJSON_AddStringToObject(j, "timing", m->timing));
+          (m->timing[0] && !cJSON_AddStringToObject(j, "timing", m->timing)) ||
+          (m->kv_pool_bytes > 0 && !cJSON_AddNumberToObject(j, "kv_pool_bytes", (double)m->kv_pool_bytes));
     rc = hs_json_save(bad ? NULL : j, path, err);
     cJSON_Delete(j);
     return rc;

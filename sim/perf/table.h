@@ -77,7 +77,8 @@ typedef struct hs_ptable_meta {
     int64_t mem_usable_bytes; /* bytes, 0: unknown */
     int kv_block_size;        /* tokens */
     int64_t kv_blocks;        /* blocks, 0: unknown */
-    char timing[8];           /* hetsim-exec's method: "alone", "cold"; "": not said */
+    char timing[8];           /* hetsim-exec's method: "alone", "cold", "stream"; "": not said */
+    int64_t kv_pool_bytes;    /* K and V pool the attention rows ran over, bytes; 0: not said */
 } hs_ptable_meta;
 
 enum { HS_ATTN_DECODE, HS_ATTN_PREFILL };
