@@ -151,6 +151,7 @@ typedef struct ws {
     hs_exec_weight w[4];       /* qkv, attn_out, mlp_up, mlp_down at the current bits */
     void *kc, *vc;             /* KV pool */
     int pool;                  /* blocks in the pool */
+    double pool_bytes;         /* its K and V, bytes */
     int32_t *perm;             /* host: shuffled pool block ids */
 } ws;
 
@@ -291,6 +292,7 @@ static int ws_pool(ws *w, int need, double min_gib, hs_err *err)
     if (want > need) need = want < 1 << 30 ? (int)want : 1 << 30;
     w->pool = need < fit ? need : (int)fit;
     if (w->pool < 1) w->pool = 1;
+    w->pool_bytes = 2 * blk * w->pool;
     elems = (size_t)w->pool * s->kv_heads * HS_EXEC_KV_BLOCK * s->head_dim;
     if ((rc = ws_alloc(w, &w->kc, elems * w->es, err)) ||
         (rc = ws_alloc(w, &w->vc, elems * w->es, err)) ||
@@ -761,10 +763,7 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
             fprintf(stderr, "hetsim-exec: %s tp %d: dense ops done (%.1f s)\n", m->name,
                     shapes[i].tp, now_s() - t0);
         if (!rc) rc = ws_pool(&w, pool_need(&g, max_ctx), o->kv_pool_gib, err);
-        if (!rc) {
-            double bytes = 2.0 * w.pool * shapes[i].kv_heads * HS_EXEC_KV_BLOCK * shapes[i].head_dim * w.es;
-            if (bytes > pool_bytes) pool_bytes = bytes;
-        }
+        if (!rc && w.pool_bytes > pool_bytes) pool_bytes = w.pool_bytes;
         if (!rc) rc = sweep_decode(&w, &g, max_ctx, &tab[1], &skipped, err);
         if (!rc) rc = sweep_prefill(&w, &g, max_ctx, &tab[2], &skipped, err);
         if (!rc && o->progress)

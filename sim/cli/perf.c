@@ -141,14 +141,7 @@ static int perf_step(int argc, char **argv)
         } else if (!strcmp(a, "--prefill")) {
             if ((np = int_list(a, argv[++i], 1, 1 << 20, pre, 64)) < 0) return 2;
         } else if (!strcmp(a, "--set")) {
-            const char *kv = argv[++i], *eq = strchr(kv, '=');
-            char key[64];
-            if (!eq || strncmp(kv, "perf.", 5) || (size_t)(eq - kv - 5) >= sizeof key) {
-                hs_eprintf("hetsim: perf step: --set \"%s\": expected perf.KEY=VALUE\n", kv);
-                return 2;
-            }
-            snprintf(key, sizeof key, "%.*s", (int)(eq - kv - 5), kv + 5);
-            if ((rc = hs_conf_set(&cfg, hs_perf_cfg_fields, key, eq + 1, "--set", &err))) {
+            if (hs_perf_cfg_set_arg(&cfg, argv[++i], &err)) {
                 hs_eprintf("hetsim: perf step: %s\n", err.msg);
                 return 2;
             }

@@ -29,7 +29,6 @@
 #include <gsl/gsl_statistics_double.h>
 
 #include "cli/cli.h"
-#include "core/conf.h"
 #include "core/str.h"
 #include "core/vec.h"
 #include "hw/hw.h"
@@ -336,6 +335,13 @@ static double pct(double *v, size_t n, double q)
     return gsl_stats_quantile_from_sorted_data(v, 1, n, q / 100.0);
 }
 
+/* The headline: |error| per iteration, median / p90 / p99 (sorts ape). */
+static void print_iter_error(int64_t n, double *ape)
+{
+    printf("iterations: %lld; absolute error per iteration: median %.2f%%, p90 %.2f%%, p99 %.2f%%\n",
+           (long long)n, pct(ape, (size_t)n, 50), pct(ape, (size_t)n, 90), pct(ape, (size_t)n, 99));
+}
+
 static double rel(double meas, double pred)
 {
     return meas != 0 ? (pred - meas) / meas * 100.0 : NAN;
@@ -492,16 +498,7 @@ int hs_cli_validate(int argc, char **argv)
         else if (!strcmp(argv[i], "--measured")) measured = v;
         else if (!strcmp(argv[i], "--reprice")) cluster = v;
         else if (!strcmp(argv[i], "--set")) {
-            const char *eq = strchr(v, '=');
-            char key[64];
-            if (!eq || strncmp(v, "perf.", 5) || (size_t)(eq - v - 5) >= sizeof key) {
-                char e[128];
-                hs_err_escape(e, sizeof e, v, strlen(v));
-                fprintf(stderr, "hetsim: validate: --set \"%s\": expected perf.KEY=VALUE\n", e);
-                return 2;
-            }
-            snprintf(key, sizeof key, "%.*s", (int)(eq - v - 5), v + 5);
-            if (hs_conf_set(&cfg, hs_perf_cfg_fields, key, eq + 1, "--set", &err)) {
+            if (hs_perf_cfg_set_arg(&cfg, v, &err)) {
                 fprintf(stderr, "hetsim: validate: %s\n", err.msg);
                 return 2;
             }
@@ -543,9 +540,7 @@ int hs_cli_validate(int argc, char **argv)
     if (cluster) {
         if ((rc = reprice(&d, cluster, &cfg, pred, ape, &err))) goto fail;
         for (int64_t i = 0; i < d.n_it; i++) meas[i] = llround(d.meas[i]);
-        printf("iterations: %lld; absolute error per iteration: median %.2f%%, p90 %.2f%%, p99 %.2f%%\n",
-               (long long)d.n_it, pct(ape, (size_t)d.n_it, 50), pct(ape, (size_t)d.n_it, 90),
-               pct(ape, (size_t)d.n_it, 99));
+        print_iter_error(d.n_it, ape);
         if ((rc = print_kinds(&d, pred, meas, NULL, &err))) goto fail;
         goto done;
     }
@@ -563,9 +558,7 @@ int hs_cli_validate(int argc, char **argv)
 
     printf("validation of run %lld, replica %d (%s, TP %d, %s latency model) on %s\n", (long long)run,
            replica, d.h.model, d.h.tp, d.h.perf_model, d.device);
-    printf("iterations: %lld; absolute error per iteration: median %.2f%%, p90 %.2f%%, p99 %.2f%%\n",
-           (long long)d.n_it, pct(ape, (size_t)d.n_it, 50), pct(ape, (size_t)d.n_it, 90),
-           pct(ape, (size_t)d.n_it, 99));
+    print_iter_error(d.n_it, ape);
     if ((rc = print_kinds(&d, pred, meas, mend, &err))) goto fail;
     {
         /* Per-request metrics on both timelines. */

@@ -171,6 +171,9 @@ typedef struct hs_perf_cfg {
 } hs_perf_cfg;
 
 void hs_perf_cfg_defaults(hs_perf_cfg *c);
+/* One command-line "--set perf.KEY=VALUE" into c (perf step, validate
+ * --reprice); HS_EPARSE naming the argument when it has no perf. key. */
+int hs_perf_cfg_set_arg(hs_perf_cfg *c, const char *kv, hs_err *err);
 extern const hs_field hs_perf_cfg_fields[];
 
 typedef struct hs_perf_builder {

@@ -4,6 +4,7 @@
  * builders (roofline.c, measured.c) and they on this file, never back. */
 #include "perf/perf.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,19 @@ const hs_field hs_perf_cfg_fields[] = {
     HS_FIELD_STR(hs_perf_cfg, fit_from, 0, "", "comma-separated table dirs or roots the fitted model learns from (empty: perf.tables)"),
     {0},
 };
+
+int hs_perf_cfg_set_arg(hs_perf_cfg *c, const char *kv, hs_err *err)
+{
+    const char *eq = strchr(kv, '=');
+    char key[64];
+    if (!eq || strncmp(kv, "perf.", 5) || (size_t)(eq - kv - 5) >= sizeof key) {
+        char e[128];
+        hs_err_escape(e, sizeof e, kv, strlen(kv));
+        return hs_errf(err, HS_EPARSE, "--set \"%s\": expected perf.KEY=VALUE", e);
+    }
+    snprintf(key, sizeof key, "%.*s", (int)(eq - kv - 5), kv + 5);
+    return hs_conf_set(c, hs_perf_cfg_fields, key, eq + 1, "--set", err);
+}
 
 void hs_perf_free(hs_perf *p)
 {

@@ -833,17 +833,12 @@ static int attn_rows_at(const hs_ptable *t, int kind, int tp, const hs_attn_row 
     return 0;
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* Sorted distinct values of v[0..n) into v; returns how many. */
 static int distinct(double *v, int n)
 {
     int k = 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+    qsort(v, (size_t)n, sizeof *v, dbl_cmp);
     for (int i = 0; i < n; i++)
         if (!k || v[i] != v[k - 1]) v[k++] = v[i];
     return k;
@@ -879,8 +874,8 @@ int hs_ptable_decode_grid(const hs_ptable *t, int tp, int *nb, int *nc, double *
     memcpy(g + kb, cs, (size_t)kc * sizeof *g);
     for (size_t i = 0; i < (size_t)kb * kc; i++) g[kb + kc + i] = -1;
     for (size_t i = 0; i < n; i++) {
-        double *pb = bsearch(&(double){r[i].x}, g, (size_t)kb, sizeof *g, cmp_dbl);
-        double *pc = bsearch(&(double){r[i].y}, g + kb, (size_t)kc, sizeof *g, cmp_dbl);
+        double *pb = bsearch(&(double){r[i].x}, g, (size_t)kb, sizeof *g, dbl_cmp);
+        double *pc = bsearch(&(double){r[i].y}, g + kb, (size_t)kc, sizeof *g, dbl_cmp);
         g[kb + kc + (size_t)(pb - g) * kc + (size_t)(pc - (g + kb))] = r[i].us;
     }
     free(bs);
