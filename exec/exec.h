@@ -108,6 +108,16 @@ typedef struct hs_exec_attn {
     int max_context;                 /* decode: largest context (grid size) */
 } hs_exec_attn;
 
+/* How a backend's decode-attention kernel splits a batch into thread
+ * blocks (hs_dec_wave in the simulator's perf.h): one block per (sequence,
+ * query head, partition of at most part_max keys); when heads x sequences
+ * are under fill blocks per multiprocessor, partitions shrink (not under
+ * part_min, a multiple of part_align) to reach that.  resident: blocks that
+ * run at once on one of the sms multiprocessors. */
+typedef struct hs_exec_decode_split {
+    int sms, resident, part_max, part_min, part_align, fill;
+} hs_exec_decode_split;
+
 /* A backend.  Every hook is required unless marked optional. */
 typedef struct hs_exec_ops {
     const char *name;
@@ -165,6 +175,9 @@ typedef struct hs_exec_ops {
     /* Brackets work to be timed; stop waits for it and returns microseconds. */
     int (*timer_start)(hs_exec *x, hs_err *err);
     int (*timer_stop)(hs_exec *x, double *us, hs_err *err);
+    /* Optional: the decode kernel's split for heads of head_dim (profile
+     * writes it to meta.json, for the simulator to time the kernel's waves). */
+    int (*decode_split)(hs_exec *x, int head_dim, hs_exec_decode_split *s, hs_err *err);
 } hs_exec_ops;
 
 struct hs_exec {

@@ -656,6 +656,7 @@ typedef struct meta {
     long long kv_blocks;
     const char *timing;
     double kv_pool_bytes;      /* the largest pool the attention rows ran over */
+    hs_exec_decode_split split; /* sms 0: the backend does not say */
 } meta;
 
 static int write_file(const char *dir, int which, const table *t, const meta *m, hs_err *err)
@@ -691,6 +692,11 @@ static int write_file(const char *dir, int which, const table *t, const meta *m,
                 m->mem_total, m->mem_usable);
         fprintf(fp, "  \"kv_block_size\": %d,\n  \"kv_blocks\": %lld,\n", HS_EXEC_KV_BLOCK,
                 m->kv_blocks);
+        if (m->split.sms > 0)
+            fprintf(fp, "  \"decode_sms\": %d,\n  \"decode_resident\": %d,\n  \"decode_part_max\": %d,\n"
+                        "  \"decode_part_min\": %d,\n  \"decode_part_align\": %d,\n  \"decode_fill\": %d,\n",
+                    m->split.sms, m->split.resident, m->split.part_max, m->split.part_min,
+                    m->split.part_align, m->split.fill);
         fprintf(fp, "  \"kv_pool_bytes\": %.0f,\n  \"timing\": \"%s\"\n}\n", m->kv_pool_bytes, m->timing);
     }
     bad = ferror(fp);
@@ -776,7 +782,9 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
 
     mt = (meta){dev, m->name, x->info.backend, hs_exec_dtype_name(x->info.dtype),
                 x->info.mem_total, x->info.mem_usable,
-                kv_blocks(m, o->tp[0], x->info.mem_usable), hs_exec_timing_name(o->timing), pool_bytes};
+                kv_blocks(m, o->tp[0], x->info.mem_usable), hs_exec_timing_name(o->timing), pool_bytes,
+                {0}};
+    if (!rc && x->ops->decode_split) rc = x->ops->decode_split(x, m->head_dim, &mt.split, err);
     for (int f = 0; f < 4 && !rc; f++) rc = write_file(dir, f, f < 3 ? &tab[f] : NULL, &mt, err);
     for (int f = 0; f < 4; f++) {
         char tmp[1100], fin[1100];

@@ -92,6 +92,12 @@ hs_run 0 "reprice on the unit-test table" validate --schedule "$T/s.jsonl" --mea
 cp "$T/out" "$T/reprice"
 check_grep "names the model and its source" "$T/reprice" '^repriced tiny-test, TP 1, 16-bit on dgx-a100: latency model table; a100-80g: measured table$'
 check_eq "one line per kind present" "$(grep -c '^  \(prefill\|decode\)' "$T/reprice")" "3"
+# requests on the schedule's batches: the measured side is the timeline
+# worked out at the top (the repriced one runs on the model's times)
+check_grep "reprice: request metrics follow" "$T/reprice" "^requests on the schedule's batches, repriced against measured:$"
+check_grep "reprice: measured TTFT as by hand" "$T/reprice" '^TTFT +p50 predicted +[0-9.]+ ms measured +11\.750 ms .*; 2 requests$'
+check_grep "reprice: measured TPOT as by hand" "$T/reprice" '^TPOT +p50 predicted +[0-9.]+ ms measured +5\.250 ms'
+check_grep "reprice: measured E2E as by hand" "$T/reprice" '^E2E +p50 predicted +[0-9.]+ ms measured +19\.750 ms'
 hs_run 0 "perf step for the same decode" perf step --model tiny-test --cluster dgx-a100 --tp 1 --batch 2 --context 9 \
     --set perf.model=table --set "perf.tables=$FIX/perf/tables"
 want=$(awk '$1 == "decode" { printf "%.2f", (($4 + $5 + $6) / 4 - 1) * 100 }' "$T/out")

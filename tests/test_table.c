@@ -1016,6 +1016,127 @@ static void test_decode_grid(void)
     }
 }
 
+/* The wave model's makespan against issuing the blocks one by one, each to
+ * the slot free first, in launch order (partition-major, as the kernel's
+ * grid (heads, sequences, partitions) is dispatched). */
+static double wave_brute(const hs_dec_wave *w, int64_t b, int64_t ctx, double *ends, int64_t *len_out)
+{
+    const int64_t S = (int64_t)w->sms * w->resident, base = (int64_t)w->heads * b;
+    int64_t len = w->part_max, parts;
+    double span = 0;
+    if (base < (int64_t)w->fill * w->sms) {
+        int64_t split = ((int64_t)w->fill * w->sms + base - 1) / base;
+        len = (ctx + split - 1) / split;
+        len = (len + w->part_align - 1) / w->part_align * w->part_align;
+        if (len < w->part_min) len = w->part_min;
+        if (len > w->part_max) len = w->part_max;
+    }
+    parts = (ctx + len - 1) / len;
+    for (int64_t i = 0; i < S; i++) ends[i] = 0;
+    for (int64_t z = 0; z < parts; z++) {
+        int64_t keys = z < parts - 1 ? len : ctx - (parts - 1) * len;
+        for (int64_t k = 0; k < base; k++) {
+            int64_t at = 0;
+            for (int64_t i = 1; i < S; i++)
+                if (ends[i] < ends[at]) at = i;
+            ends[at] += w->a + w->b * (double)keys;
+            if (ends[at] > span) span = ends[at];
+        }
+    }
+    *len_out = len;
+    return w->c0 + span + (parts > 1 ? w->cm * (double)(base * parts) / (double)S : 0);
+}
+
+/* hs_dec_wave_time: the kernel's split rule and the greedy makespan in
+ * closed form; hs_ptable_decode_wave recovers the coefficients from a grid
+ * the model made, and only when meta.json describes the kernel. */
+static void test_decode_wave(void)
+{
+    hs_dec_wave w = {.heads = 4, .sms = 6, .resident = 2, .part_max = 64, .part_min = 16,
+                     .part_align = 8, .fill = 4, .c0 = 3, .a = 2, .b = 0.25, .cm = 1.5};
+    double ends[12], k[4];
+    int64_t len;
+    for (int64_t b = 1; b <= 9; b++)
+        for (int64_t ctx = 1; ctx <= 300; ctx += 7) {
+            double want = wave_brute(&w, b, ctx, ends, &len);
+            double got = hs_dec_wave_time(&w, b, (double)ctx, k);
+            CHECK_NEAR(got, want, 1e-9 * want);
+            /* the multipliers reproduce the time */
+            CHECK_NEAR(k[0] * w.c0 + k[1] * w.a + k[2] * w.b + k[3] * w.cm, got, 1e-9 * got);
+        }
+    /* the split: 4 heads x 1 sequence < 4 x 6 wanted, so 6 partitions of
+     * ceil(200 / 6) = 34 -> 40 keys (a multiple of 8): 5 of them */
+    wave_brute(&w, 1, 200, ends, &len);
+    CHECK_INT(len, 40);
+    /* a mean context is rounded up as the kernel does with the sum */
+    CHECK_NEAR(hs_dec_wave_time(&w, 3, 99.2, NULL), hs_dec_wave_time(&w, 3, 100, NULL), 1e-12);
+    CHECK(hs_dec_wave_time(&w, 0, 100, NULL) == 0);
+
+    char dir[1024], row[96];
+    hs_ptable *t = NULL;
+    hs_err err = {0};
+    hs_fitstat st;
+    hs_dec_wave f;
+    const int bs[] = {1, 2, 4, 8, 16}, cs[] = {16, 64, 128, 256, 512, 1024};
+    size_t cap = 8192, n;
+    char *csv = malloc(cap);
+    make_tmpdir(dir, sizeof dir);
+    write_text(dir, "dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n");
+    n = (size_t)snprintf(csv, cap, "tp,batch,context,time_us\n");
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 6; j++) {
+            snprintf(row, sizeof row, "1,%d,%d,%.9f\n", bs[i], cs[j], hs_dec_wave_time(&w, bs[i], cs[j], NULL));
+            n += (size_t)snprintf(csv + n, cap - n, "%s", row);
+        }
+    write_text(dir, "attn_decode.csv", csv);
+    /* no split in the meta: no wave model */
+    write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\"}\n");
+    CHECK_OK(hs_ptable_read(&t, dir, &err), &err);
+    if (t) {
+        CHECK_OK(hs_ptable_decode_wave(t, 1, 4, &f, NULL, &err), &err);
+        CHECK(f.sms == 0);
+        hs_ptable_destroy(t);
+        t = NULL;
+    }
+    write_text(dir, "meta.json",
+               "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\", \"decode_sms\": 6,"
+               " \"decode_resident\": 2, \"decode_part_max\": 64, \"decode_part_min\": 16,"
+               " \"decode_part_align\": 8, \"decode_fill\": 4}\n");
+    CHECK_OK(hs_ptable_read(&t, dir, &err), &err);
+    if (t) {
+        CHECK_INT(t->meta.decode_sms, 6);
+        CHECK_INT(t->meta.decode_part_align, 8);
+        CHECK_OK(hs_ptable_decode_wave(t, 1, 4, &f, &st, &err), &err);
+        CHECK(f.sms == 6 && f.resident == 2 && f.heads == 4);
+        CHECK_NEAR(f.c0, w.c0, 1e-6);
+        CHECK_NEAR(f.a, w.a, 1e-6);
+        CHECK_NEAR(f.b, w.b, 1e-8);
+        CHECK_NEAR(f.cm, w.cm, 1e-6);
+        CHECK(st.n == 30 && st.max_ape < 1e-6);
+        /* no tp 2 rows: none */
+        CHECK_OK(hs_ptable_decode_wave(t, 2, 4, &f, NULL, &err), &err);
+        CHECK(f.sms == 0);
+        /* the split survives a write and a read */
+        {
+            char dir2[1024];
+            hs_ptable *t2 = NULL;
+            make_tmpdir(dir2, sizeof dir2);
+            CHECK_OK(hs_ptable_write(t, dir2, &err), &err);
+            CHECK_OK(hs_ptable_read(&t2, dir2, &err), &err);
+            if (t2) {
+                CHECK_INT(t2->meta.decode_resident, 2);
+                CHECK_INT(t2->meta.decode_part_min, 16);
+                CHECK_INT(t2->meta.decode_fill, 4);
+                hs_ptable_destroy(t2);
+            }
+            rm_rf(dir2);
+        }
+        hs_ptable_destroy(t);
+    }
+    free(csv);
+    rm_rf(dir);
+}
+
 int main(void)
 {
     set_root();
@@ -1031,5 +1152,6 @@ int main(void)
     test_builders();
     test_network_table();
     test_decode_grid();
+    test_decode_wave();
     return hs_check_result();
 }

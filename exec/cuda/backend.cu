@@ -259,4 +259,5 @@ extern "C" const hs_exec_ops hs_exec_cuda_ops = {
     cu_sync,
     cu_timer_start,
     cu_timer_stop,
+    hs__cuda_decode_split,
 };

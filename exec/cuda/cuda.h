@@ -81,6 +81,7 @@ int hs__cuda_to_float(hs_exec *x, float *dst, const void *src, size_t n, hs_err 
 int hs__cuda_fill_random(hs_exec *x, void *dst, size_t n, uint64_t seed, float scale, hs_err *err);
 int hs__cuda_fill_bytes(hs_exec *x, void *dst, size_t bytes, uint64_t seed, hs_err *err);
 int hs__cuda_read_bytes(hs_exec *x, const void *src, size_t bytes, hs_err *err);
+int hs__cuda_decode_split(hs_exec *x, int head_dim, hs_exec_decode_split *s, hs_err *err);
 /* Quantised weights: the fused kernel for m <= HS__CUDA_FUSED_M rows, and
  * the dequantiser (w -> dst, dtype [n][k]) used with cuBLAS beyond that. */
 #define HS__CUDA_FUSED_M 16

@@ -791,6 +791,7 @@ int hs__cuda_attention_prefill(hs_exec *x, const hs_exec_attn *a, hs_err *err)
 #define DC_KEYS 4        /* keys per warp per step: independent loads in flight */
 #define DC_PART_MAX 512  /* context tokens per block (vLLM paged attention v2) */
 #define DC_PART_MIN 64   /* ... when fewer are needed to fill the device */
+#define DC_FILL 4        /* blocks per multiprocessor the split aims at */
 
 template <typename T, int NV> struct alignas(sizeof(T) * NV) tvec {
     T v[NV];
@@ -975,7 +976,7 @@ static void launch_decode(hs_exec *x, const hs_exec_attn *a, float *pm, float *p
  * partitions either way. */
 static int decode_part_len(const hs__cuda *c, const hs_exec_attn *a)
 {
-    const long base = (long)a->heads * a->n_seqs, want = 4L * c->sms;
+    const long base = (long)a->heads * a->n_seqs, want = (long)DC_FILL * c->sms;
     long len = DC_PART_MAX, ctx = a->max_context;
     if (a->seq_info_host && a->n_seqs > 0) {
         long sum = 0;
@@ -991,6 +992,42 @@ static int decode_part_len(const hs__cuda *c, const hs_exec_attn *a)
         if (len > DC_PART_MAX) len = DC_PART_MAX;
     }
     return (int)len;
+}
+
+template <typename T, int NV>
+static cudaError_t decode_occupancy(int *blocks)
+{
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, k_attn_decode<T, NV>, 128, 0);
+}
+
+/* decode_part_len's rule, and the blocks of the instance for head_dim that
+ * fit on a multiprocessor (its registers decide: 59 per thread at
+ * head_dim 128 on sm_90 leave room for 8 of 128 threads) */
+int hs__cuda_decode_split(hs_exec *x, int head_dim, hs_exec_decode_split *s, hs_err *err)
+{
+    hs__cuda *c = hs__cu(x);
+    int n = 0;
+    cudaError_t e;
+    if (head_dim < 1 || head_dim > HS_EXEC_MAX_HEAD_DIM)
+        return hs_errf(err, HS_EINVAL, "decode_split: head_dim %d", head_dim);
+    if (x->info.dtype == HS_EXEC_BF16)
+        e = head_dim <= 32 ? decode_occupancy<__nv_bfloat16, 1>(&n)
+            : head_dim <= 64 ? decode_occupancy<__nv_bfloat16, 2>(&n)
+            : head_dim <= 128 ? decode_occupancy<__nv_bfloat16, 4>(&n)
+                               : decode_occupancy<__nv_bfloat16, 8>(&n);
+    else
+        e = head_dim <= 32 ? decode_occupancy<__half, 1>(&n)
+            : head_dim <= 64 ? decode_occupancy<__half, 2>(&n)
+            : head_dim <= 128 ? decode_occupancy<__half, 4>(&n)
+                               : decode_occupancy<__half, 8>(&n);
+    HS_CK(e);
+    s->sms = c->sms;
+    s->resident = n;
+    s->part_max = DC_PART_MAX;
+    s->part_min = DC_PART_MIN;
+    s->part_align = DC_WARPS * DC_KEYS;
+    s->fill = DC_FILL;
+    return 0;
 }
 
 int hs__cuda_attention_decode(hs_exec *x, const hs_exec_attn *a, hs_err *err)

@@ -286,8 +286,10 @@ static void free_data(vdata *d)
     free(d->shape);
 }
 
-/* The measured end of every iteration (see the top of the file). */
-static int timeline(const vdata *d, hs_ns *mend, const char *measured, hs_err *err)
+/* The end of every iteration when each takes dur[i] (ns, GPU time) plus
+ * its host cost: the measured timeline with the measured times (see the
+ * top of the file), a repriced one with the repriced times. */
+static int timeline_of(const vdata *d, const double *dur, hs_ns *mend, const char *measured, hs_err *err)
 {
     for (int64_t i = 0; i < d->n_it; i++) {
         hs_ns st = d->start[i];
@@ -295,12 +297,17 @@ static int timeline(const vdata *d, hs_ns *mend, const char *measured, hs_err *e
         if (st < d->arrived[i]) st = d->arrived[i];
         /* measured times are bounded, schedule times are int64: in double,
          * so that the check itself cannot overflow */
-        if ((double)st + d->meas[i] + d->ovh[i] > 9e18 || (double)st + d->meas[i] + d->ovh[i] < -9e18)
+        if ((double)st + dur[i] + d->ovh[i] > 9e18 || (double)st + dur[i] + d->ovh[i] < -9e18)
             return hs_errf(err, HS_ERANGE, "%s: iteration %lld: the measured timeline leaves int64 ns",
                            measured, (long long)i);
-        mend[i] = st + llround(d->meas[i] + d->ovh[i]);
+        mend[i] = st + llround(dur[i] + d->ovh[i]);
     }
     return 0;
+}
+
+static int timeline(const vdata *d, hs_ns *mend, const char *measured, hs_err *err)
+{
+    return timeline_of(d, d->meas, mend, measured, err);
 }
 
 int hs_cli_validate_check(const char *sched, const char *measured, int32_t replica, hs_err *err)
@@ -393,6 +400,43 @@ static int print_kinds(const vdata *d, const int64_t *pred, const int64_t *meas,
     return 0;
 }
 
+/* TTFT, TPOT and E2E of every finished request on the predicted
+ * iteration ends pend and the measured ones mend: p50 and p99 of each.
+ * a and b hold n_req + 1 doubles. */
+static void print_requests(const vdata *d, const hs_ns *pend, const hs_ns *mend, double *a, double *b)
+{
+    static const char *const names[] = {"TTFT", "TPOT", "E2E"};
+    for (int k = 0; k < 3; k++) {
+        size_t n = 0;
+        for (int64_t j = 0; j < d->n_req; j++) {
+            const vreq *v = &d->req[j];
+            double pv, mv;
+            if (v->first_it < 0 || v->fin_it < 0) continue;
+            if (k == 0) {
+                pv = (double)(pend[v->first_it] - v->arrival);
+                mv = (double)(mend[v->first_it] - v->arrival);
+            } else if (k == 1) {
+                if (v->output <= 1) continue;
+                pv = (double)(pend[v->fin_it] - pend[v->first_it]) / (v->output - 1);
+                mv = (double)(mend[v->fin_it] - mend[v->first_it]) / (v->output - 1);
+            } else {
+                pv = (double)(pend[v->fin_it] - v->arrival);
+                mv = (double)(mend[v->fin_it] - v->arrival);
+            }
+            a[n] = pv;
+            b[n] = mv;
+            n++;
+        }
+        if (!n) continue;
+        {
+            double p50 = pct(a, n, 50), p99 = pct(a, n, 99);
+            double m50 = pct(b, n, 50), m99 = pct(b, n, 99);
+            printf("%-5s p50 predicted %10.3f ms measured %10.3f ms (%+.2f%%); p99 predicted %10.3f ms measured %10.3f ms (%+.2f%%); %zu requests\n",
+                   names[k], p50 / 1e6, m50 / 1e6, rel(m50, p50), p99 / 1e6, m99 / 1e6, rel(m99, p99), n);
+        }
+    }
+}
+
 static int parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out)
 {
     hs_err err = {0};
@@ -413,8 +457,9 @@ static void usage(FILE *fp)
             "(default: the newest run in the database) and prints the error distribution.\n"
             "--reprice prices every iteration of the schedule again with a latency model (the\n"
             "schedule's model, TP and bits on GPUs 0..TP-1 of CLUSTER, perf.* from --set) and\n"
-            "prints its error against the same measurement; nothing is stored.  A measured\n"
-            "replay so becomes a benchmark for any latency model, no GPU needed.\n");
+            "prints its error against the same measurement, and each request's TTFT, TPOT\n"
+            "and E2E with the schedule's batches on both times; nothing is stored.  A\n"
+            "measured replay so becomes a benchmark for any latency model, no GPU needed.\n");
 }
 
 /* --reprice: the schedule's iterations priced by a latency model built for
@@ -542,6 +587,24 @@ int hs_cli_validate(int argc, char **argv)
         for (int64_t i = 0; i < d.n_it; i++) meas[i] = llround(d.meas[i]);
         print_iter_error(d.n_it, ape);
         if ((rc = print_kinds(&d, pred, meas, NULL, &err))) goto fail;
+        {
+            /* the schedule's batches on both latencies: how the repriced
+             * times move each request (the batches a run on this model
+             * would form may differ) */
+            double *dur = malloc((size_t)d.n_it * sizeof *dur);
+            hs_ns *pend = malloc((size_t)d.n_it * sizeof *pend);
+            if (!dur || !pend) rc = hs_errf(&err, HS_ENOMEM, "out of memory");
+            for (int64_t i = 0; !rc && i < d.n_it; i++) dur[i] = (double)pred[i];
+            if (!rc) rc = timeline_of(&d, dur, pend, measured, &err);
+            if (!rc) rc = timeline(&d, mend, measured, &err);
+            if (!rc) {
+                printf("requests on the schedule's batches, repriced against measured:\n");
+                print_requests(&d, pend, mend, a, b);
+            }
+            free(dur);
+            free(pend);
+            if (rc) goto fail;
+        }
         goto done;
     }
     if ((rc = timeline(&d, mend, measured, &err))) goto fail;
@@ -560,39 +623,7 @@ int hs_cli_validate(int argc, char **argv)
            replica, d.h.model, d.h.tp, d.h.perf_model, d.device);
     print_iter_error(d.n_it, ape);
     if ((rc = print_kinds(&d, pred, meas, mend, &err))) goto fail;
-    {
-        /* Per-request metrics on both timelines. */
-        static const char *const names[] = {"TTFT", "TPOT", "E2E"};
-        for (int k = 0; k < 3; k++) {
-            size_t n = 0;
-            for (int64_t j = 0; j < d.n_req; j++) {
-                const vreq *v = &d.req[j];
-                double pv, mv;
-                if (v->first_it < 0 || v->fin_it < 0) continue;
-                if (k == 0) {
-                    pv = (double)(d.end[v->first_it] - v->arrival);
-                    mv = (double)(mend[v->first_it] - v->arrival);
-                } else if (k == 1) {
-                    if (v->output <= 1) continue;
-                    pv = (double)(d.end[v->fin_it] - d.end[v->first_it]) / (v->output - 1);
-                    mv = (double)(mend[v->fin_it] - mend[v->first_it]) / (v->output - 1);
-                } else {
-                    pv = (double)(d.end[v->fin_it] - v->arrival);
-                    mv = (double)(mend[v->fin_it] - v->arrival);
-                }
-                a[n] = pv;
-                b[n] = mv;
-                n++;
-            }
-            if (!n) continue;
-            {
-                double p50 = pct(a, n, 50), p99 = pct(a, n, 99);
-                double m50 = pct(b, n, 50), m99 = pct(b, n, 99);
-                printf("%-5s p50 predicted %10.3f ms measured %10.3f ms (%+.2f%%); p99 predicted %10.3f ms measured %10.3f ms (%+.2f%%); %zu requests\n",
-                       names[k], p50 / 1e6, m50 / 1e6, rel(m50, p50), p99 / 1e6, m99 / 1e6, rel(m99, p99), n);
-            }
-        }
-    }
+    print_requests(&d, d.end, mend, a, b);
     if (d.exec_kv_blocks >= 0)
         printf("KV blocks: memory model %lld, executor %lld (%+.2f%%)\n", (long long)d.h.kv_blocks,
                (long long)d.exec_kv_blocks, rel((double)d.exec_kv_blocks, (double)d.h.kv_blocks));

@@ -84,6 +84,32 @@ typedef struct hs_layout {
  * all are stage[s].bits. */
 int hs_layout_stage_bits(const hs_layout *l, int s, int n[HS_NBITS]);
 
+/* A split decode-attention kernel timed in waves (hetsim-exec's CUDA
+ * kernel, as vLLM's paged attention v2): every (sequence, query head) pair
+ * gets one thread block per partition of part_len context keys, at most
+ * part_max; when heads x sequences are fewer than fill blocks per
+ * multiprocessor, partitions shrink (to part_min, rounded up to part_align)
+ * until there are.  Blocks run `resident` at a time on each of `sms`
+ * multiprocessors, so time goes in steps with the blocks over the slots:
+ * an H200's decode steps of 14-31 sequences at about 1,300 tokens each run
+ * three partitions where the grid's rows at 1,024 and 2,048 run two and
+ * four, and interpolating between those rows put them 16% fast.  The cost
+ * of a block is a + b * its keys; a pass costs c0 + the makespan of the
+ * blocks, issued in launch order onto the free slots, + cm per slot-round
+ * of the merge of partitions.  Contexts enter by their mean.  Times in the
+ * unit of the coefficients (table.c fits them in us per layer). */
+typedef struct hs_dec_wave {
+    int heads;                /* query heads per rank */
+    int sms, resident;        /* multiprocessors; blocks resident on each */
+    int part_max, part_min, part_align, fill;
+    double c0, a, b, cm;
+} hs_dec_wave;
+
+/* Time of b sequences of mean context ctx_mean (the kernel rounds it up);
+ * k (may be NULL) gets the multipliers of c0, a, b and cm, so that the
+ * time is k . (c0, a, b, cm): how table.c fits them. */
+double hs_dec_wave_time(const hs_dec_wave *w, int64_t b, double ctx_mean, double k[4]);
+
 typedef struct hs_perf_stage {
     int max_tokens, max_seqs;
     double *dense;            /* [max_tokens + 1] ns */
@@ -104,6 +130,10 @@ typedef struct hs_perf_stage {
      * kernel), so the engine reads the grid; planners keep the terms. */
     double *dg_b, *dg_c, *dg_ns;
     int dg_nb, dg_nc;
+    /* ... or, when the table says how its kernel splits (meta.json
+     * decode_*), the wave model fitted on that grid, in ns of the stage's
+     * layers; dw.sms == 0: none.  Read before the grid. */
+    hs_dec_wave dw;
 } hs_perf_stage;
 
 /* Decode attention of b sequences holding ctx context tokens in all, from
@@ -166,8 +196,10 @@ typedef struct hs_perf_cfg {
     double step_overhead_us;  /* per iteration, on top of the engine profile */
     char tables[256];         /* measured tables root, "": <data root>/profiles */
     char fit_from[512];       /* comma-separated tables/roots to fit on, "": tables */
-    int decode_grid;          /* 1: decode attention read from a measured table's
-                                 grid (hs_perf_stage); 0: its linear fit */
+    int decode_grid;          /* decode attention from a measured table: 2 the
+                                 kernel's waves where the table gives its split
+                                 (hs_dec_wave), else 1: the grid (hs_perf_stage);
+                                 0: its linear fit */
 } hs_perf_cfg;
 
 void hs_perf_cfg_defaults(hs_perf_cfg *c);
@@ -206,7 +238,8 @@ static inline double hs_perf_stage_ns(const hs_perf *p, int s,
     if (b->tokens > st->max_tokens)
         ns += st->dense[st->max_tokens] * (double)(b->tokens - st->max_tokens) / st->max_tokens;
     if (b->dec_seqs)
-        ns += st->dg_b ? hs_perf_dec_grid_ns(st, b->dec_seqs, b->dec_ctx)
+        ns += st->dw.sms ? hs_dec_wave_time(&st->dw, b->dec_seqs, (double)b->dec_ctx / b->dec_seqs, NULL)
+            : st->dg_b ? hs_perf_dec_grid_ns(st, b->dec_seqs, b->dec_ctx)
                        : st->dec_fixed + st->dec_seq * b->dec_seqs + st->dec_ctx * (double)b->dec_ctx;
     if (b->pre_chunks)
         ns += st->pre_fixed + st->pre_self * b->pre_self + st->pre_cross * b->pre_cross +

@@ -4,6 +4,7 @@
  * builders (roofline.c, measured.c) and they on this file, never back. */
 #include "perf/perf.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,7 @@ const hs_field hs_perf_cfg_fields[] = {
     HS_FIELD_STR(hs_perf_cfg, engine, 0, "vllm", "serving engine's host cost per iteration: a profile in profiles/engines (or a path), none: only perf.step_overhead_us"),
     HS_FIELD_NUM(hs_perf_cfg, step_overhead_us, HS_F_DOUBLE, 0, 0, 0, 1e6, "per iteration, us, added to the engine profile's cost"),
     HS_FIELD_STR(hs_perf_cfg, tables, 0, "", "measured tables root (empty: <data root>/profiles)"),
-    HS_FIELD_NUM(hs_perf_cfg, decode_grid, HS_F_BOOL, 0, 1, 0, 1, "decode attention from a measured table's batch x context grid, interpolated (0: its linear fit, the form planners use; 9% median off on Vidur's A100 table)"),
+    HS_FIELD_NUM(hs_perf_cfg, decode_grid, HS_F_INT, 0, 2, 0, 2, "decode attention from a measured table: 2 the kernel's waves fitted on its batch x context grid where meta.json gives the kernel's split, else 1; 1 the grid interpolated; 0 its linear fit, the form planners use (9% median off on Vidur's A100 table)"),
     HS_FIELD_STR(hs_perf_cfg, fit_from, 0, "", "comma-separated table dirs or roots the fitted model learns from (empty: perf.tables)"),
     {0},
 };
@@ -106,6 +107,79 @@ double hs_perf_dec_grid_ns(const hs_perf_stage *st, int32_t b, int64_t ctx)
         v = a0 + fb * (a1 - a0);
     }
     return v > 0 ? v : 0;
+}
+
+/* The last slot to finish, when nf blocks of cost cf then nl of cost cl
+ * are issued in order onto S slots, each to the earliest free one: its
+ * full and last blocks (kf, kl).  The full blocks fill q rounds on every
+ * slot and one more on rf of them; the last blocks then go, one round at a
+ * time, to the group of slots free first.  The j-th end time on the q
+ * group is q cf + j cl, on the q + 1 group (q + 1) cf + j cl; the makespan
+ * is the nl-th smallest of them, or the full blocks' own end. */
+static void wave_slot(int64_t nf, int64_t nl, int64_t S, double cf, double cl, int64_t *kf, int64_t *kl)
+{
+    const int64_t q = nf / S, rf = nf % S, na = S - rf;
+    int64_t lo = 0, hi, best_j = -1, best_g = 0;
+    double best = -1;
+    /* na jA + rf jB >= nl with q cf + jA cl = (q + 1) cf + jB cl: count
+     * the blocks ended by time T on both groups; search jA on the first */
+    for (int g = 0; g < 2; g++) {
+        const int64_t n_own = g ? rf : na, n_other = g ? na : rf;
+        const double shift = g ? -cf : cf;   /* the other group's start minus this one's */
+        if (n_own == 0) continue;
+        lo = 1;
+        hi = nl / n_own + 1;
+        while (lo < hi) {   /* smallest j with the blocks ended by this end >= nl */
+            int64_t j = lo + (hi - lo) / 2;
+            double t = j * cl;
+            int64_t other = cl > 0 ? (int64_t)floor((t - shift) / cl + 1e-9) : (t >= shift ? nl : 0);
+            if (other < 0) other = 0;
+            if (n_own * j + n_other * other >= nl) hi = j;
+            else lo = j + 1;
+        }
+        {
+            double end = (double)(q + g) * cf + lo * cl;
+            if (best < 0 || end < best) {
+                best = end;
+                best_j = lo;
+                best_g = g;
+            }
+        }
+    }
+    *kf = q + best_g;
+    *kl = best_j;
+    if (rf && (double)(q + 1) * cf > best) { /* the full blocks end last */
+        *kf = q + 1;
+        *kl = 0;
+    }
+}
+
+double hs_dec_wave_time(const hs_dec_wave *w, int64_t b, double ctx_mean, double k[4])
+{
+    const int64_t base = (int64_t)w->heads * b, want = (int64_t)w->fill * w->sms;
+    const int64_t S = (int64_t)w->sms * w->resident;
+    int64_t ctx = (int64_t)ceil(ctx_mean - 1e-9), len = w->part_max, parts, r, kf, kl;
+    double kk[4];
+    if (!k) k = kk;
+    k[0] = k[1] = k[2] = k[3] = 0;
+    if (b <= 0 || S <= 0) return 0;
+    if (ctx < 1) ctx = 1;
+    if (base < want) {
+        int64_t split = (want + base - 1) / base, al = w->part_align > 0 ? w->part_align : 1;
+        len = (ctx + split - 1) / split;
+        len = (len + al - 1) / al * al;
+        if (len < w->part_min) len = w->part_min;
+        if (len > w->part_max) len = w->part_max;
+    }
+    if (len < 1) len = 1;
+    parts = (ctx + len - 1) / len;
+    r = ctx - (parts - 1) * len;
+    wave_slot((parts - 1) * base, base, S, w->a + w->b * (double)len, w->a + w->b * (double)r, &kf, &kl);
+    k[0] = 1;
+    k[1] = (double)(kf + kl);
+    k[2] = (double)kf * (double)len + (double)kl * (double)r;
+    k[3] = parts > 1 ? (double)(base * parts) / (double)S : 0;
+    return w->c0 + w->a * k[1] + w->b * k[2] + w->cm * k[3];
 }
 
 int hs_layout_stage_bits(const hs_layout *l, int s, int n[HS_NBITS])

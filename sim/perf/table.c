@@ -51,6 +51,12 @@ static const hs_field meta_fields[] = {
     HS_FIELD_NUM(hs_ptable_meta, kv_blocks, HS_F_I64, 0, 0, 0, 1e12, "KV blocks that fit"),
     HS_FIELD_STR(hs_ptable_meta, timing, 0, "", "how hetsim-exec timed each op: alone, cold or stream"),
     HS_FIELD_NUM(hs_ptable_meta, kv_pool_bytes, HS_F_I64, 0, 0, 0, 1e15, "K and V pool the attention rows ran over, bytes (0: not said)"),
+    HS_FIELD_NUM(hs_ptable_meta, decode_sms, HS_F_INT, 0, 0, 0, 100000, "multiprocessors the decode-attention kernel ran on (0: its split not said)"),
+    HS_FIELD_NUM(hs_ptable_meta, decode_resident, HS_F_INT, 0, 0, 0, 1024, "decode-attention blocks resident per multiprocessor"),
+    HS_FIELD_NUM(hs_ptable_meta, decode_part_max, HS_F_INT, 0, 0, 0, 1 << 24, "decode attention: most context keys per block"),
+    HS_FIELD_NUM(hs_ptable_meta, decode_part_min, HS_F_INT, 0, 0, 0, 1 << 24, "decode attention: fewest keys per block when it splits to fill the device"),
+    HS_FIELD_NUM(hs_ptable_meta, decode_part_align, HS_F_INT, 0, 1, 1, 1 << 24, "decode attention: partitions are a multiple of this many keys"),
+    HS_FIELD_NUM(hs_ptable_meta, decode_fill, HS_F_INT, 0, 0, 0, 1024, "decode attention: blocks per multiprocessor the split aims at"),
     {0},
 };
 
@@ -451,7 +457,13 @@ static int write_meta(const hs_ptable *t, const char *dir, hs_err *err)
           !cJSON_AddNumberToObject(j, "kv_block_size", m->kv_block_size) ||
           !cJSON_AddNumberToObject(j, "kv_blocks", (double)m->kv_blocks) ||
           (m->timing[0] && !cJSON_AddStringToObject(j, "timing", m->timing)) ||
-          (m->kv_pool_bytes > 0 && !cJSON_AddNumberToObject(j, "kv_pool_bytes", (double)m->kv_pool_bytes));
+          (m->kv_pool_bytes > 0 && !cJSON_AddNumberToObject(j, "kv_pool_bytes", (double)m->kv_pool_bytes)) ||
+          (m->decode_sms > 0 && (!cJSON_AddNumberToObject(j, "decode_sms", m->decode_sms) ||
+                                 !cJSON_AddNumberToObject(j, "decode_resident", m->decode_resident) ||
+                                 !cJSON_AddNumberToObject(j, "decode_part_max", m->decode_part_max) ||
+                                 !cJSON_AddNumberToObject(j, "decode_part_min", m->decode_part_min) ||
+                                 !cJSON_AddNumberToObject(j, "decode_part_align", m->decode_part_align) ||
+                                 !cJSON_AddNumberToObject(j, "decode_fill", m->decode_fill)));
     rc = hs_json_save(bad ? NULL : j, path, err);
     cJSON_Delete(j);
     return rc;
@@ -888,6 +900,66 @@ int hs_ptable_decode_grid(const hs_ptable *t, int tp, int *nb, int *nc, double *
     *nc = kc;
     *buf = g;
     return 0;
+}
+
+int hs_ptable_decode_wave(const hs_ptable *t, int tp, int heads, hs_dec_wave *w,
+                          hs_fitstat *st, hs_err *err)
+{
+    const hs_ptable_meta *m = &t->meta;
+    int nb, nc, rc, n;
+    double *g, *X = NULL, *y = NULL, *pred = NULL, coef[4];
+    memset(w, 0, sizeof *w);
+    if (m->decode_sms <= 0 || m->decode_resident <= 0 || m->decode_part_max <= 0 || heads < 1) return 0;
+    if ((rc = hs_ptable_decode_grid(t, tp, &nb, &nc, &g, err)) || !g) return rc;
+    n = nb * nc;
+    if (!(X = malloc((size_t)n * 4 * sizeof *X)) || !(y = malloc((size_t)n * sizeof *y)) ||
+        !(pred = malloc((size_t)n * sizeof *pred))) {
+        rc = hs_errf(err, HS_ENOMEM, "out of memory");
+        goto out;
+    }
+    w->heads = heads;
+    w->sms = m->decode_sms;
+    w->resident = m->decode_resident;
+    w->part_max = m->decode_part_max;
+    w->part_min = m->decode_part_min;
+    w->part_align = m->decode_part_align;
+    w->fill = m->decode_fill;
+    /* a start where a block's keys cost as its fixed part at 16 keys */
+    w->c0 = 5;
+    w->a = 4;
+    w->b = 0.25;
+    w->cm = 5;
+    for (int it = 0; it < 32; it++) {
+        int same = it > 0;
+        for (int i = 0; i < nb; i++)
+            for (int j = 0; j < nc; j++) {
+                double k[4], *row = X + (size_t)(i * nc + j) * 4;
+                hs_dec_wave_time(w, (int64_t)g[i], g[nb + j], k);
+                for (int c = 0; c < 4; c++) {
+                    same &= row[c] == k[c];
+                    row[c] = k[c];
+                }
+                y[i * nc + j] = g[nb + nc + i * nc + j];
+            }
+        if (same) break;   /* the counts the coefficients were fitted on */
+        if ((rc = hs_linfit_rel(X, y, n, 4, coef, NULL, err))) goto out;
+        w->c0 = coef[0];
+        w->a = coef[1];
+        w->b = coef[2];
+        w->cm = coef[3];
+    }
+    if (st) {
+        for (int i = 0; i < n; i++)
+            pred[i] = hs_dec_wave_time(w, (int64_t)g[i / nc], g[nb + i % nc], NULL);
+        hs_fitstat_compute(st, pred, y, n);
+    }
+out:
+    if (rc) memset(w, 0, sizeof *w);
+    free(g);
+    free(X);
+    free(y);
+    free(pred);
+    return rc;
 }
 
 int hs_ptable_attn_coef(const hs_ptable *t, int kind, int tp, double coef[4],

@@ -79,6 +79,10 @@ typedef struct hs_ptable_meta {
     int64_t kv_blocks;        /* blocks, 0: unknown */
     char timing[8];           /* hetsim-exec's method: "alone", "cold", "stream"; "": not said */
     int64_t kv_pool_bytes;    /* K and V pool the attention rows ran over, bytes; 0: not said */
+    /* How the decode-attention kernel splits a batch (hs_dec_wave, perf.h);
+     * decode_sms 0: not said (a Vidur table, the CPU backend) */
+    int decode_sms, decode_resident;
+    int decode_part_max, decode_part_min, decode_part_align, decode_fill;
 } hs_ptable_meta;
 
 enum { HS_ATTN_DECODE, HS_ATTN_PREFILL };
@@ -215,6 +219,16 @@ int hs_attn_coef5_rows(int kind, const hs_attn_row *rows, size_t n, double coef[
  * context, or fewer than two contexts were measured: then only the fit
  * describes the table. */
 int hs_ptable_decode_grid(const hs_ptable *t, int tp, int *nb, int *nc, double **buf, hs_err *err);
+
+/* The decode rows of tp as the wave model of the kernel that meta.json
+ * describes (decode_*; hs_dec_wave in perf.h), heads query heads per rank:
+ * w's geometry from the meta, c0, a, b, cm in us fitted on the full grid
+ * in relative error (the makespan's block counts depend on the
+ * coefficients, so the fit alternates counts and least squares until they
+ * settle).  w->sms is 0 (and 0 returned) when the meta says nothing or
+ * the rows are not a full grid.  st (may be NULL): the fit on those rows. */
+int hs_ptable_decode_wave(const hs_ptable *t, int tp, int heads, hs_dec_wave *w,
+                          hs_fitstat *st, hs_err *err);
 
 /* Send/recv as alpha + beta * bytes (us, us/byte) fitted as above. */
 int hs_ptable_sendrecv_coef(const hs_ptable *t, double coef[2],
