@@ -2,8 +2,8 @@
 # e2e_exec_h200.sh - the simulator against a real GPU, from stored
 # measurements: the fidelity run tools/gpu-run did on an NVIDIA H200
 # (Llama-2-7B, 120 requests at 4/s, simulated on the measured table
-# profiles/exec/h200/llama-2-7b with decode attention's linear fit, as the
-# simulator priced it then, replayed by hetsim-exec; the per-iteration GPU
+# profiles/exec/h200/llama-2-7b with the attention fits (decode's linear,
+# prefill's 5-term), as the simulator priced it then, replayed by hetsim-exec; the per-iteration GPU
 # times are tests/fixtures/h200-replay-llama-2-7b.csv) is simulated again
 # here and validated against those times.  The figures the H200 gave
 # (profiles/README.md): iteration error median 6.43%, TPOT p50 -1.50% and
@@ -30,7 +30,7 @@ printf '{"name": "fid1", "description": "one h200", "nodes": [{"name": "n0", "gp
     "$T/h200.json" >"$T/cluster.json"
 hs_run 0 "simulate on the measured H200 table" run --model llama-2-7b --cluster "$T/cluster.json" --tp 1 \
     --set perf.model=table --set "perf.tables=$HS_ROOT/profiles/exec" --set perf.step_overhead_us=0 \
-    --set perf.decode_grid=0 --set engine.gpu_mem_util=1 --requests 120 --rate 4 --db "$T/v.db" --emit-schedule "$T/s.jsonl" --quiet
+    --set perf.decode_grid=0 --set perf.prefill_grid=0 --set engine.gpu_mem_util=1 --requests 120 --rate 4 --db "$T/v.db" --emit-schedule "$T/s.jsonl" --quiet
 n_sched=$(grep -c '"type":"iter"' "$T/s.jsonl")
 n_meas=$(grep -c '^[0-9]' "$meas")
 if [ "$n_sched" != "$n_meas" ]; then
@@ -81,6 +81,7 @@ check "stream: the waves beat the interpolated grid at 16-31 ($(bmed 'decode, ba
     "$(python3 -c "import sys; print(int(float(sys.argv[1] or 0) < -10))" "$(bmed 'decode, batch 16-31')")" = 1
 hs_run 0 "reprice on the alone-timed table" validate --schedule "$T/s.jsonl" --measured "$meas" \
     --reprice 1xh200 --set perf.model=table --set "perf.tables=$HS_ROOT/profiles/exec" --set perf.step_overhead_us=0
+check "alone: prefill from the table's rows within 1% ($(bmed 'prefill only'))" "$(within "$(bmed 'prefill only')" 1)" = 1
 check "alone: batch-1 steps slow by its launches ($(bmed 'decode, batch 1 '))" \
     "$(python3 -c "import sys; print(int(10 < float(sys.argv[1] or 0) < 25))" "$(bmed 'decode, batch 1 ')")" = 1
 check "stream-timed table closer over all iterations (${smed}% against $(sed -n 's/.*per iteration: median \([0-9.]*\)%.*/\1/p' "$T/out")%)" \

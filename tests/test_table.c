@@ -1137,6 +1137,67 @@ static void test_decode_wave(void)
     rm_rf(dir);
 }
 
+/* hs_ptable_prefill_grid keeps a chunk x prefix table whose chunks stop
+ * at different prefixes; hs_pre_grid_ns interpolates it and says when it
+ * cannot; hs_perf_pre_scaled gives a one-chunk pass the table's value. */
+static void test_prefill_grid(void)
+{
+    char dir[1024];
+    hs_ptable *t = NULL;
+    hs_err err = {0};
+    hs_pre_grid g;
+    make_tmpdir(dir, sizeof dir);
+    write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\"}\n");
+    write_text(dir, "dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n");
+    /* chunk 10 at prefixes 0, 100, 200; chunk 30 at 0 and 100; chunk 50 at 0 */
+    write_text(dir, "attn_prefill.csv",
+               "tp,chunk,prefix,time_us\n1,30,100,40\n1,10,0,10\n1,10,200,30\n1,30,0,20\n1,10,100,20\n"
+               "1,50,0,60\n2,10,0,5\n");
+    CHECK_OK(hs_ptable_read(&t, dir, &err), &err);
+    if (t) {
+        CHECK_OK(hs_ptable_prefill_grid(t, 1, &g, &err), &err);
+        CHECK_INT(g.nx, 3);
+        if (g.nx == 3) {
+            CHECK(g.x[0] == 10 && g.x[1] == 30 && g.x[2] == 50);
+            CHECK(g.off[0] == 0 && g.off[1] == 3 && g.off[2] == 5 && g.off[3] == 6);
+            CHECK_NEAR(hs_pre_grid_ns(&g, 10, 150), 25, 1e-12);  /* along a row */
+            CHECK_NEAR(hs_pre_grid_ns(&g, 20, 50), 22.5, 1e-12); /* between rows: 15 and 30 */
+            CHECK_NEAR(hs_pre_grid_ns(&g, 40, 0), 40, 1e-12);
+            CHECK(hs_pre_grid_ns(&g, 20, 150) < 0);   /* past chunk 30's last prefix */
+            CHECK(hs_pre_grid_ns(&g, 5, 0) < 0);      /* before the first chunk */
+            CHECK(hs_pre_grid_ns(&g, 60, 0) < 0);     /* past the last */
+            {
+                hs_perf_stage st;
+                hs_batch_shape b;
+                memset(&st, 0, sizeof st);
+                memset(&b, 0, sizeof b);
+                st.pg = g;
+                st.pre_fixed = 4;
+                st.pre_tok = 0.5;
+                st.pre_cross = 0.01;
+                /* one chunk of 20 after 50: the fit says 4 + 10 + 10 = 24, the grid 22.5 */
+                b.pre_chunks = 1;
+                b.pre_tokens = 20;
+                b.pre_prefix = 50;
+                b.pre_self = 20 * 21 / 2.0;
+                b.pre_cross = 20 * 50;
+                CHECK_NEAR(hs_perf_pre_scaled(&st, &b, 24), 22.5, 1e-12);
+                /* outside the grid the fit stands */
+                b.pre_prefix = 500;
+                CHECK_NEAR(hs_perf_pre_scaled(&st, &b, 24), 24, 1e-12);
+            }
+            free(g.x);
+        }
+        /* one chunk length at tp 2: no grid; no rows at tp 4: none */
+        CHECK_OK(hs_ptable_prefill_grid(t, 2, &g, &err), &err);
+        CHECK(g.nx == 0 && g.x == NULL);
+        CHECK_OK(hs_ptable_prefill_grid(t, 4, &g, &err), &err);
+        CHECK(g.nx == 0);
+        hs_ptable_destroy(t);
+    }
+    rm_rf(dir);
+}
+
 int main(void)
 {
     set_root();
@@ -1153,5 +1214,6 @@ int main(void)
     test_network_table();
     test_decode_grid();
     test_decode_wave();
+    test_prefill_grid();
     return hs_check_result();
 }

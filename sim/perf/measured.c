@@ -536,14 +536,17 @@ static int build_stage(bctx *b, hs_perf *p, int s, int max_tokens, int max_seqs,
                 ps->dg_nc = gc;
             }
             /* the kernel's waves, when the table says how it splits */
-            if (!rc && g && b->cfg->decode_grid == 2 && (rc = hs_ptable_decode_wave(sc.t, tp, m->heads / tp, &ps->dw, NULL, err)) == 0 &&
-                ps->dw.sms) {
+            if (!rc && g && b->cfg->decode_grid == 2 &&
+                (rc = hs_ptable_decode_wave(sc.t, tp, m->heads / tp, &ps->dw, NULL, err)) == 0 && ps->dw.sms) {
                 ps->dw.c0 *= L * 1e3;
                 ps->dw.a *= L * 1e3;
                 ps->dw.b *= L * 1e3;
                 ps->dw.cm *= L * 1e3;
             }
         }
+        if (!rc && nt == 1 && sc.t && b->l->kv_bits == 16 && b->cfg->prefill_grid &&
+            (rc = hs_ptable_prefill_grid(sc.t, tp, &ps->pg, err)) == 0)
+            for (int i = 0; ps->pg.nx && i < ps->pg.off[ps->pg.nx]; i++) ps->pg.ns[i] *= L * 1e3;
         /* the send to the next stage, from rank 0 (whose type is types[0]):
          * measured when both ends share a node and a GPU type */
         if (!rc && !last && k == 0) {

@@ -226,6 +226,8 @@ static int encdec_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg 
         free(ps->dg_b);
         ps->dg_b = ps->dg_c = ps->dg_ns = NULL;
         memset(&ps->dw, 0, sizeof ps->dw);
+        free(ps->pg.x);
+        memset(&ps->pg, 0, sizeof ps->pg);
         ps->enc_fixed = E * e1->pre_fixed;
         ps->enc_pair = E * e1->pre_cross;
         hs_perf_free(&aux);

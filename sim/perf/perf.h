@@ -110,6 +110,22 @@ typedef struct hs_dec_wave {
  * time is k . (c0, a, b, cm): how table.c fits them. */
 double hs_dec_wave_time(const hs_dec_wave *w, int64_t b, double ctx_mean, double k[4]);
 
+/* Prefill attention of one chunk from a measured table's rows: x new
+ * tokens after y cached ones.  Rows of one chunk length need not share
+ * prefixes (a table stops at the model's context).  One allocation at x. */
+typedef struct hs_pre_grid {
+    int nx;                   /* chunk lengths; 0: none */
+    double *x;                /* [nx] ascending */
+    int *off;                 /* [nx + 1]: chunk j's rows are y, ns [off[j], off[j + 1]) */
+    double *y, *ns;           /* prefixes ascending per chunk; ns of the stage's layers */
+} hs_pre_grid;
+
+/* The grid's ns at (x, y): linear in the prefix along each of the two chunk
+ * rows around x, then linear in x between them.  Returns < 0 outside: x
+ * before the first or past the last chunk, y past a row's last prefix
+ * (there the fit prices it). */
+double hs_pre_grid_ns(const hs_pre_grid *g, double x, double y);
+
 typedef struct hs_perf_stage {
     int max_tokens, max_seqs;
     double *dense;            /* [max_tokens + 1] ns */
@@ -134,6 +150,14 @@ typedef struct hs_perf_stage {
      * decode_*), the wave model fitted on that grid, in ns of the stage's
      * layers; dw.sms == 0: none.  Read before the grid. */
     hs_dec_wave dw;
+    /* Prefill attention, when one GPU type times the stage from a table
+     * with two chunk lengths or more (perf.prefill_grid): the fit's sum over
+     * the pass scaled by grid / fit at the pass's mean chunk, so a pass of
+     * one chunk costs the table's value and one of several the fit's sum
+     * corrected alike (the pass's shape keeps sums, not chunks).  The 5-term fit
+     * misses the measured shape by up to 32% (hetsim-exec's H200 kernel at
+     * chunks 256-1,024 from an empty cache); pg.nx == 0: the fit alone. */
+    hs_pre_grid pg;
 } hs_perf_stage;
 
 /* Decode attention of b sequences holding ctx context tokens in all, from
@@ -196,6 +220,8 @@ typedef struct hs_perf_cfg {
     double step_overhead_us;  /* per iteration, on top of the engine profile */
     char tables[256];         /* measured tables root, "": <data root>/profiles */
     char fit_from[512];       /* comma-separated tables/roots to fit on, "": tables */
+    int prefill_grid;         /* 1: prefill attention read from a measured table's
+                                 rows (hs_perf_stage.pg); 0: its fit */
     int decode_grid;          /* decode attention from a measured table: 2 the
                                  kernel's waves where the table gives its split
                                  (hs_dec_wave), else 1: the grid (hs_perf_stage);
@@ -225,6 +251,10 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
                   int max_seqs, hs_err *err);
 void hs_perf_free(hs_perf *p);
 
+/* A pass's prefill attention pre (the fit's sum) scaled by the grid over
+ * the fit at the pass's mean chunk (hs_perf_stage.pg). */
+double hs_perf_pre_scaled(const hs_perf_stage *st, const hs_batch_shape *b, double pre);
+
 /* Time of stage s for the batch, ns (double; callers round once). */
 static inline double hs_perf_stage_ns(const hs_perf *p, int s,
                                       const hs_batch_shape *b)
@@ -241,9 +271,11 @@ static inline double hs_perf_stage_ns(const hs_perf *p, int s,
         ns += st->dw.sms ? hs_dec_wave_time(&st->dw, b->dec_seqs, (double)b->dec_ctx / b->dec_seqs, NULL)
             : st->dg_b ? hs_perf_dec_grid_ns(st, b->dec_seqs, b->dec_ctx)
                        : st->dec_fixed + st->dec_seq * b->dec_seqs + st->dec_ctx * (double)b->dec_ctx;
-    if (b->pre_chunks)
-        ns += st->pre_fixed + st->pre_self * b->pre_self + st->pre_cross * b->pre_cross +
-              st->pre_ctx * (double)b->pre_prefix + st->pre_tok * (double)b->pre_tokens;
+    if (b->pre_chunks) {
+        double pre = st->pre_fixed + st->pre_self * b->pre_self + st->pre_cross * b->pre_cross +
+                     st->pre_ctx * (double)b->pre_prefix + st->pre_tok * (double)b->pre_tokens;
+        ns += st->pg.nx ? hs_perf_pre_scaled(st, b, pre) : pre;
+    }
     if (b->enc_tokens && st->enc) {
         int e = b->enc_tokens < st->max_tokens ? b->enc_tokens : st->max_tokens;
         ns += st->enc[e] + st->enc_fixed + st->enc_pair * b->enc_pairs;

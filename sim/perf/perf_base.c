@@ -35,6 +35,7 @@ const hs_field hs_perf_cfg_fields[] = {
     HS_FIELD_STR(hs_perf_cfg, engine, 0, "vllm", "serving engine's host cost per iteration: a profile in profiles/engines (or a path), none: only perf.step_overhead_us"),
     HS_FIELD_NUM(hs_perf_cfg, step_overhead_us, HS_F_DOUBLE, 0, 0, 0, 1e6, "per iteration, us, added to the engine profile's cost"),
     HS_FIELD_STR(hs_perf_cfg, tables, 0, "", "measured tables root (empty: <data root>/profiles)"),
+    HS_FIELD_NUM(hs_perf_cfg, prefill_grid, HS_F_BOOL, 0, 1, 0, 1, "prefill attention from a measured table's chunk x prefix rows, interpolated, where one GPU type times the stage (0: its 5-term fit, the form planners use)"),
     HS_FIELD_NUM(hs_perf_cfg, decode_grid, HS_F_INT, 0, 2, 0, 2, "decode attention from a measured table: 2 the kernel's waves fitted on its batch x context grid where meta.json gives the kernel's split, else 1; 1 the grid interpolated; 0 its linear fit, the form planners use (9% median off on Vidur's A100 table)"),
     HS_FIELD_STR(hs_perf_cfg, fit_from, 0, "", "comma-separated table dirs or roots the fitted model learns from (empty: perf.tables)"),
     {0},
@@ -61,8 +62,10 @@ void hs_perf_free(hs_perf *p)
         free(p->stage[s].head);
         free(p->stage[s].enc);
         free(p->stage[s].dg_b);
+        free(p->stage[s].pg.x);
         p->stage[s].dense = p->stage[s].head = p->stage[s].enc = NULL;
         p->stage[s].dg_b = p->stage[s].dg_c = p->stage[s].dg_ns = NULL;
+        memset(&p->stage[s].pg, 0, sizeof p->stage[s].pg);
     }
     p->pp = 0;
 }
@@ -180,6 +183,40 @@ double hs_dec_wave_time(const hs_dec_wave *w, int64_t b, double ctx_mean, double
     k[2] = (double)kf * (double)len + (double)kl * (double)r;
     k[3] = parts > 1 ? (double)(base * parts) / (double)S : 0;
     return w->c0 + w->a * k[1] + w->b * k[2] + w->cm * k[3];
+}
+
+/* Along chunk row j: linear between its prefixes, its first value below
+ * the first (a table's rows start at prefix 0); < 0 past its last. */
+static double pre_row(const hs_pre_grid *g, int j, double y)
+{
+    const double *py = g->y + g->off[j], *pn = g->ns + g->off[j];
+    int n = g->off[j + 1] - g->off[j], i;
+    double f;
+    if (n < 1 || y > py[n - 1]) return -1;
+    if (n < 2 || y <= py[0]) return pn[0];
+    i = seg(py, n, y, &f);
+    return pn[i] + f * (pn[i + 1] - pn[i]);
+}
+
+double hs_pre_grid_ns(const hs_pre_grid *g, double x, double y)
+{
+    double f, a, b;
+    int j;
+    if (g->nx < 2 || x < g->x[0] || x > g->x[g->nx - 1]) return -1;
+    j = seg(g->x, g->nx, x, &f);
+    a = pre_row(g, j, y);
+    if (f == 0) return a;
+    b = pre_row(g, j + 1, y);
+    return a < 0 || b < 0 ? -1 : a + f * (b - a);
+}
+
+double hs_perf_pre_scaled(const hs_perf_stage *st, const hs_batch_shape *b, double pre)
+{
+    double x = (double)b->pre_tokens / b->pre_chunks, y = (double)b->pre_prefix / b->pre_chunks;
+    double one = st->pre_fixed + st->pre_self * x * (x + 1) / 2 + st->pre_cross * x * y +
+                 st->pre_ctx * y + st->pre_tok * x;
+    double g = hs_pre_grid_ns(&st->pg, x, y);
+    return g > 0 && one > 0 ? pre * g / one : pre;
 }
 
 int hs_layout_stage_bits(const hs_layout *l, int s, int n[HS_NBITS])

@@ -902,6 +902,60 @@ int hs_ptable_decode_grid(const hs_ptable *t, int tp, int *nb, int *nc, double *
     return 0;
 }
 
+static int attn_xy_cmp(const void *a, const void *b)
+{
+    const hs_attn_row *p = a, *q = b;
+    if (p->x != q->x) return p->x < q->x ? -1 : 1;
+    return p->y < q->y ? -1 : p->y > q->y;
+}
+
+int hs_ptable_prefill_grid(const hs_ptable *t, int tp, hs_pre_grid *g, hs_err *err)
+{
+    const hs_attn_row *r;
+    hs_attn_row *s;
+    size_t n, nx = 0;
+    int rc;
+    char *buf;
+    memset(g, 0, sizeof *g);
+    if (!hs_ptable_has_attn(t, HS_ATTN_PREFILL, tp)) return 0;
+    if ((rc = attn_rows_at(t, HS_ATTN_PREFILL, tp, &r, &n, err))) return rc;
+    if (!(s = malloc(n * sizeof *s))) return hs_errf(err, HS_ENOMEM, "out of memory");
+    memcpy(s, r, n * sizeof *s);
+    qsort(s, n, sizeof *s, attn_xy_cmp);
+    for (size_t i = 0; i < n; i++) {
+        if (i && s[i].x == s[i - 1].x && s[i].y == s[i - 1].y) { /* measured twice */
+            free(s);
+            return 0;
+        }
+        nx += !i || s[i].x != s[i - 1].x;
+    }
+    if (nx < 2) {
+        free(s);
+        return 0;
+    }
+    /* doubles first (x, y, ns), then the offsets */
+    if (!(buf = malloc((nx + 2 * n) * sizeof(double) + (nx + 1) * sizeof(int)))) {
+        free(s);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    g->x = (double *)buf;
+    g->y = g->x + nx;
+    g->ns = g->y + n;
+    g->off = (int *)(g->ns + n);
+    g->nx = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!i || s[i].x != s[i - 1].x) {
+            g->x[g->nx] = s[i].x;
+            g->off[g->nx++] = (int)i;
+        }
+        g->y[i] = s[i].y;
+        g->ns[i] = s[i].us;
+    }
+    g->off[g->nx] = (int)n;
+    free(s);
+    return 0;
+}
+
 int hs_ptable_decode_wave(const hs_ptable *t, int tp, int heads, hs_dec_wave *w,
                           hs_fitstat *st, hs_err *err)
 {

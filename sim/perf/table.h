@@ -220,6 +220,12 @@ int hs_attn_coef5_rows(int kind, const hs_attn_row *rows, size_t n, double coef[
  * describes the table. */
 int hs_ptable_decode_grid(const hs_ptable *t, int tp, int *nb, int *nc, double **buf, hs_err *err);
 
+/* The prefill rows of tp as a grid (hs_pre_grid in perf.h; us), one
+ * allocation at g->x that the caller frees.  g->nx is 0 (and 0 returned)
+ * with fewer than two chunk lengths, or a chunk length measured twice at a
+ * prefix. */
+int hs_ptable_prefill_grid(const hs_ptable *t, int tp, hs_pre_grid *g, hs_err *err);
+
 /* The decode rows of tp as the wave model of the kernel that meta.json
  * describes (decode_*; hs_dec_wave in perf.h), heads query heads per rank:
  * w's geometry from the meta, c0, a, b, cm in us fitted on the full grid

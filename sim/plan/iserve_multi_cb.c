@@ -69,6 +69,7 @@ static void scale_perf(hs_perf *p, double f, double extra_ns)
         st->dw.a *= f;
         st->dw.b *= f;
         st->dw.cm *= f;
+        for (int i = 0; st->pg.nx && i < st->pg.off[st->pg.nx]; i++) st->pg.ns[i] *= f;
         st->pre_fixed *= f;
         st->pre_self *= f;
         st->pre_cross *= f;
