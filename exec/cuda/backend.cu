@@ -40,6 +40,7 @@ static void cu_destroy(hs_exec *x)
     if (c->ev0) (void)cudaEventDestroy(c->ev0);
     if (c->ev1) (void)cudaEventDestroy(c->ev1);
     if (c->blas) (void)cublasDestroy(c->blas);
+    if (c->blas_ws) (void)cudaFree(c->blas_ws);
     if (c->stream) (void)cudaStreamDestroy(c->stream);
     (void)cudaGetLastError();
     free(c);
@@ -73,6 +74,16 @@ static int cu_open(hs_exec *x, int device, int dtype, hs_err *err)
     HS_CK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     HS_CKB(cublasCreate(&c->blas));
     HS_CKB(cublasSetStream(c->blas, c->stream));
+    {
+        /* The workspace NVIDIA recommends (cuBLAS docs, cublasSetWorkspace:
+         * 32 MiB on Hopper, 4 MiB before), as PyTorch gives its handles
+         * (CUDABlas.cpp): without one cuBLAS may not pick the split-K and
+         * stream-K kernels that an engine's GEMMs run.  Taken before the
+         * free memory is read, so the KV pool's size accounts for it. */
+        size_t ws = prop.major >= 9 ? (size_t)32 << 20 : (size_t)4 << 20;
+        HS_CK(cudaMalloc(&c->blas_ws, ws));
+        HS_CKB(cublasSetWorkspace(c->blas, c->blas_ws, ws));
+    }
     HS_CK(cudaEventCreate(&c->ev0));
     HS_CK(cudaEventCreate(&c->ev1));
     HS_CK(cudaMemGetInfo(&free_b, &total_b));

@@ -33,6 +33,7 @@ typedef struct hs__cuda {
     int32_t *pf_info;          /* host copy of seq_info when the caller gave none */
     size_t pf_info_n;
     int sms;                   /* multiprocessors: sizes the decode split */
+    void *blas_ws;             /* cuBLAS workspace (cublasSetWorkspace) */
 } hs__cuda;
 
 static inline hs__cuda *hs__cu(hs_exec *x)
