@@ -89,4 +89,12 @@ check "stream-timed table closer over all iterations (${smed}% against $(sed -n 
        "$(sed -n 's/.*per iteration: median \([0-9.]*\)%.*/\1/p' "$T/out")")" = 1
 hs_run 2 "reprice names a bad --set" validate --schedule "$T/s.jsonl" --measured "$meas" --reprice 1xh200 --set perf.nope=1
 check_grep "one line naming the key" "$T/err" '^hetsim: validate: --set: unknown key "nope"$'
+
+# The wave model against the stream-timed table's own rows (2.61% median,
+# the linear fit 9.36%): `perf compare` prints both.
+hs_run 0 "perf compare on the stream-timed table" perf compare "$HS_ROOT/profiles/exec/stream/h200/llama-2-7b"
+wmed=$(sed -n 's/^ *waves (132 SMs x 8 blocks): median \([0-9.]*\)%.*/\1/p' "$T/out")
+lmed=$(sed -n 's/^ *tp 1: linear fit median \([0-9.]*\)%.*/\1/p' "$T/out")
+check "waves fit the grid under 3% median (${wmed}%), the linear fit over 8% (${lmed}%)" \
+    "$(python3 -c "import sys; print(int(float(sys.argv[1] or 99) < 3 < 8 < float(sys.argv[2] or 0)))" "$wmed" "$lmed")" = 1
 e2e_finish
