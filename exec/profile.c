@@ -784,7 +784,14 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
                 x->info.mem_total, x->info.mem_usable,
                 kv_blocks(m, o->tp[0], x->info.mem_usable), hs_exec_timing_name(o->timing), pool_bytes,
                 {0}};
-    if (!rc && x->ops->decode_split) rc = x->ops->decode_split(x, m->head_dim, &mt.split, err);
+    if (!rc && x->ops->decode_split) {
+        /* optional: without it the simulator interpolates the decode grid */
+        hs_err e = {0};
+        if (x->ops->decode_split(x, m->head_dim, &mt.split, &e)) {
+            fprintf(stderr, "hetsim-exec: profile: warning: the decode kernel's split is not recorded: %s\n", e.msg);
+            memset(&mt.split, 0, sizeof mt.split);
+        }
+    }
     for (int f = 0; f < 4 && !rc; f++) rc = write_file(dir, f, f < 3 ? &tab[f] : NULL, &mt, err);
     for (int f = 0; f < 4; f++) {
         char tmp[1100], fin[1100];

@@ -1089,6 +1089,20 @@ static void test_decode_wave(void)
             n += (size_t)snprintf(csv + n, cap - n, "%s", row);
         }
     write_text(dir, "attn_decode.csv", csv);
+    /* a grid of 2 x 2 rows cannot fit four coefficients: no wave model */
+    write_text(dir, "meta.json",
+               "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\", \"decode_sms\": 6,"
+               " \"decode_resident\": 2, \"decode_part_max\": 64, \"decode_part_min\": 16,"
+               " \"decode_part_align\": 8, \"decode_fill\": 4}\n");
+    write_text(dir, "attn_decode.csv", "tp,batch,context,time_us\n1,1,16,5\n1,1,64,7\n1,2,16,6\n1,2,64,9\n");
+    CHECK_OK(hs_ptable_read(&t, dir, &err), &err);
+    if (t) {
+        CHECK_OK(hs_ptable_decode_wave(t, 1, 4, &f, NULL, &err), &err);
+        CHECK(f.sms == 0 && f.c0 == 0);
+        hs_ptable_destroy(t);
+        t = NULL;
+    }
+    write_text(dir, "attn_decode.csv", csv);
     /* no split in the meta: no wave model */
     write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\"}\n");
     CHECK_OK(hs_ptable_read(&t, dir, &err), &err);
@@ -1149,23 +1163,25 @@ static void test_prefill_grid(void)
     make_tmpdir(dir, sizeof dir);
     write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\"}\n");
     write_text(dir, "dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n");
-    /* chunk 10 at prefixes 0, 100, 200; chunk 30 at 0 and 100; chunk 50 at 0 */
+    /* chunk 10 at prefixes 0, 100, 200; chunk 30 at 0 and 100; chunk 50 at 0 and 300 */
     write_text(dir, "attn_prefill.csv",
                "tp,chunk,prefix,time_us\n1,30,100,40\n1,10,0,10\n1,10,200,30\n1,30,0,20\n1,10,100,20\n"
-               "1,50,0,60\n2,10,0,5\n");
+               "1,50,0,60\n1,50,300,90\n2,10,0,5\n");
     CHECK_OK(hs_ptable_read(&t, dir, &err), &err);
     if (t) {
         CHECK_OK(hs_ptable_prefill_grid(t, 1, &g, &err), &err);
         CHECK_INT(g.nx, 3);
         if (g.nx == 3) {
             CHECK(g.x[0] == 10 && g.x[1] == 30 && g.x[2] == 50);
-            CHECK(g.off[0] == 0 && g.off[1] == 3 && g.off[2] == 5 && g.off[3] == 6);
+            CHECK(g.off[0] == 0 && g.off[1] == 3 && g.off[2] == 5 && g.off[3] == 7);
             CHECK_NEAR(hs_pre_grid_ns(&g, 10, 150), 25, 1e-12);  /* along a row */
             CHECK_NEAR(hs_pre_grid_ns(&g, 20, 50), 22.5, 1e-12); /* between rows: 15 and 30 */
             CHECK_NEAR(hs_pre_grid_ns(&g, 40, 0), 40, 1e-12);
             CHECK(hs_pre_grid_ns(&g, 20, 150) < 0);   /* past chunk 30's last prefix */
             CHECK(hs_pre_grid_ns(&g, 5, 0) < 0);      /* before the first chunk */
             CHECK(hs_pre_grid_ns(&g, 60, 0) < 0);     /* past the last */
+            /* the last chunk exactly, past the row before it */
+            CHECK_NEAR(hs_pre_grid_ns(&g, 50, 150), 75, 1e-12);
             {
                 hs_perf_stage st;
                 hs_batch_shape b;

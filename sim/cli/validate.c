@@ -289,7 +289,8 @@ static void free_data(vdata *d)
 /* The end of every iteration when each takes dur[i] (ns, GPU time) plus
  * its host cost: the measured timeline with the measured times (see the
  * top of the file), a repriced one with the repriced times. */
-static int timeline_of(const vdata *d, const double *dur, hs_ns *mend, const char *measured, hs_err *err)
+static int timeline_of(const vdata *d, const double *dur, hs_ns *mend, const char *measured,
+                       const char *which, hs_err *err)
 {
     for (int64_t i = 0; i < d->n_it; i++) {
         hs_ns st = d->start[i];
@@ -298,8 +299,8 @@ static int timeline_of(const vdata *d, const double *dur, hs_ns *mend, const cha
         /* measured times are bounded, schedule times are int64: in double,
          * so that the check itself cannot overflow */
         if ((double)st + dur[i] + d->ovh[i] > 9e18 || (double)st + dur[i] + d->ovh[i] < -9e18)
-            return hs_errf(err, HS_ERANGE, "%s: iteration %lld: the measured timeline leaves int64 ns",
-                           measured, (long long)i);
+            return hs_errf(err, HS_ERANGE, "%s: iteration %lld: the %s timeline leaves int64 ns",
+                           measured, (long long)i, which);
         mend[i] = st + llround(dur[i] + d->ovh[i]);
     }
     return 0;
@@ -307,7 +308,7 @@ static int timeline_of(const vdata *d, const double *dur, hs_ns *mend, const cha
 
 static int timeline(const vdata *d, hs_ns *mend, const char *measured, hs_err *err)
 {
-    return timeline_of(d, d->meas, mend, measured, err);
+    return timeline_of(d, d->meas, mend, measured, "measured", err);
 }
 
 int hs_cli_validate_check(const char *sched, const char *measured, int32_t replica, hs_err *err)
@@ -595,7 +596,7 @@ int hs_cli_validate(int argc, char **argv)
             hs_ns *pend = malloc((size_t)d.n_it * sizeof *pend);
             if (!dur || !pend) rc = hs_errf(&err, HS_ENOMEM, "out of memory");
             for (int64_t i = 0; !rc && i < d.n_it; i++) dur[i] = (double)pred[i];
-            if (!rc) rc = timeline_of(&d, dur, pend, measured, &err);
+            if (!rc) rc = timeline_of(&d, dur, pend, measured, "repriced", &err);
             if (!rc) rc = timeline(&d, mend, measured, &err);
             if (!rc) {
                 printf("requests on the schedule's batches, repriced against measured:\n");

@@ -536,8 +536,14 @@ static int build_stage(bctx *b, hs_perf *p, int s, int max_tokens, int max_seqs,
                 ps->dg_nc = gc;
             }
             /* the kernel's waves, when the table says how it splits */
-            if (!rc && g && b->cfg->decode_grid == 2 &&
-                (rc = hs_ptable_decode_wave(sc.t, tp, m->heads / tp, &ps->dw, NULL, err)) == 0 && ps->dw.sms) {
+            if (!rc && g && b->cfg->decode_grid == 2) {
+                /* a fit that fails (a singular grid, a zero row) leaves the
+                 * grid interpolated rather than failing the build */
+                hs_err ignore = {0};
+                if (hs_ptable_decode_wave(sc.t, tp, m->heads / tp, &ps->dw, NULL, &ignore))
+                    memset(&ps->dw, 0, sizeof ps->dw);
+            }
+            if (!rc && ps->dw.sms) {
                 ps->dw.c0 *= L * 1e3;
                 ps->dw.a *= L * 1e3;
                 ps->dw.b *= L * 1e3;

@@ -204,6 +204,7 @@ double hs_pre_grid_ns(const hs_pre_grid *g, double x, double y)
     int j;
     if (g->nx < 2 || x < g->x[0] || x > g->x[g->nx - 1]) return -1;
     j = seg(g->x, g->nx, x, &f);
+    if (f == 1) return pre_row(g, j + 1, y);   /* the last chunk exactly */
     a = pre_row(g, j, y);
     if (f == 0) return a;
     b = pre_row(g, j + 1, y);

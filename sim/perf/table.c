@@ -966,7 +966,11 @@ int hs_ptable_decode_wave(const hs_ptable *t, int tp, int heads, hs_dec_wave *w,
     if (m->decode_sms <= 0 || m->decode_resident <= 0 || m->decode_part_max <= 0 || heads < 1) return 0;
     if ((rc = hs_ptable_decode_grid(t, tp, &nb, &nc, &g, err)) || !g) return rc;
     n = nb * nc;
-    if (!(X = malloc((size_t)n * 4 * sizeof *X)) || !(y = malloc((size_t)n * sizeof *y)) ||
+    if (n <= 4) { /* four coefficients need more rows than that */
+        free(g);
+        return 0;
+    }
+    if (!(X = calloc((size_t)n * 4, sizeof *X)) || !(y = malloc((size_t)n * sizeof *y)) ||
         !(pred = malloc((size_t)n * sizeof *pred))) {
         rc = hs_errf(err, HS_ENOMEM, "out of memory");
         goto out;
@@ -1001,6 +1005,11 @@ int hs_ptable_decode_wave(const hs_ptable *t, int tp, int heads, hs_dec_wave *w,
         w->a = coef[1];
         w->b = coef[2];
         w->cm = coef[3];
+    }
+    /* (counts still moving after 32 rounds keep the last round's fit) */
+    if (!isfinite(w->c0) || !isfinite(w->a) || !isfinite(w->b) || !isfinite(w->cm) || w->a + w->b <= 0) {
+        memset(w, 0, sizeof *w);   /* a degenerate grid: the engine interpolates it */
+        goto out;
     }
     if (st) {
         for (int i = 0; i < n; i++)
