@@ -3,17 +3,19 @@
 # measurements: the fidelity run tools/gpu-run did on an NVIDIA H200
 # (Llama-2-7B, 120 requests at 4/s, simulated on the measured table
 # profiles/exec/h200/llama-2-7b with the attention fits (decode's linear,
-# prefill's 5-term), as the simulator priced it then, replayed by hetsim-exec; the per-iteration GPU
-# times are tests/fixtures/h200-replay-llama-2-7b.csv) is simulated again
-# here and validated against those times.  The figures the H200 gave
+# prefill's 5-term), as the simulator priced it then), replayed by
+# hetsim-exec.  The schedule replayed is
+# tests/fixtures/h200-replay-llama-2-7b.schedule.jsonl.gz, the GPU times
+# tests/fixtures/h200-replay-llama-2-7b.csv.  The figures the H200 gave
 # (profiles/README.md): iteration error median 6.43%, TPOT p50 -1.50% and
 # p99 -1.67%, E2E p50 -6.89%.  The checks keep them from getting worse.
 # Then the same iterations are repriced (validate --reprice) with today's
-# default, decode attention read from the table's grid, on the table timed
-# alone and on the one timed in a stream (profiles/exec/stream).
-# When the engine's scheduling has changed since the measurement, the
-# schedule no longer has the measured iterations: the test says so and
-# skips (re-measure with tools/gpu-run on an H200).
+# default on the table timed alone and on the one timed in a stream
+# (profiles/exec/stream).  Every check reads the stored schedule, so an
+# engine change that schedules the run differently leaves them standing;
+# the test also simulates the run again and says whether today's engine
+# still makes that schedule (re-measure with tools/gpu-run on an H200
+# when it does not).
 set -u
 source "$(dirname "$0")/fixtures/lib.sh"
 
@@ -30,15 +32,18 @@ printf '{"name": "fid1", "description": "one h200", "nodes": [{"name": "n0", "gp
     "$T/h200.json" >"$T/cluster.json"
 hs_run 0 "simulate on the measured H200 table" run --model llama-2-7b --cluster "$T/cluster.json" --tp 1 \
     --set perf.model=table --set "perf.tables=$HS_ROOT/profiles/exec" --set perf.step_overhead_us=0 \
-    --set perf.decode_grid=0 --set perf.prefill_grid=0 --set engine.gpu_mem_util=1 --requests 120 --rate 4 --db "$T/v.db" --emit-schedule "$T/s.jsonl" --quiet
+    --set perf.decode_grid=0 --set perf.prefill_grid=0 --set engine.gpu_mem_util=1 --requests 120 --rate 4 \
+    --db "$T/v.db" --emit-schedule "$T/s-now.jsonl" --quiet
+gzip -dc "$FIX/h200-replay-llama-2-7b.schedule.jsonl.gz" >"$T/s.jsonl"
 n_sched=$(grep -c '"type":"iter"' "$T/s.jsonl")
-n_meas=$(grep -c '^[0-9]' "$meas")
-if [ "$n_sched" != "$n_meas" ]; then
-    echo "SKIP: the schedule has $n_sched iterations, the H200 measurement $n_meas: the engine's scheduling" \
-        "changed since; re-measure with tools/gpu-run on an H200"
-    exit 77
+check_eq "the stored schedule has the measured iterations" "$n_sched" "$(grep -c '^[0-9]' "$meas")"
+if cmp -s "$T/s.jsonl" "$T/s-now.jsonl"; then
+    echo "ok   today's engine makes the schedule the H200 replayed"
+else
+    echo "NOTE: today's engine schedules this run differently ($(grep -c '"type":"iter"' "$T/s-now.jsonl")" \
+        "iterations against $n_sched); the checks below read the stored schedule; re-measure with" \
+        "tools/gpu-run on an H200 to validate the new one"
 fi
-check_eq "the schedule has the measured iterations" "$n_sched" "2611"
 hs_run 0 "validate against the H200" validate --schedule "$T/s.jsonl" --measured "$meas" --db "$T/v.db"
 r=$T/out
 check_grep "replica and latency model named" "$r" 'llama-2-7b, TP 1, table latency model\) on h200'
