@@ -99,7 +99,7 @@ check_grep "one line naming the key" "$T/err" '^hetsim: validate: --set: unknown
 # the linear fit 9.36%): `perf compare` prints both.
 hs_run 0 "perf compare on the stream-timed table" perf compare "$HS_ROOT/profiles/exec/stream/h200/llama-2-7b"
 wmed=$(sed -n 's/^ *waves (132 SMs x 8 blocks): median \([0-9.]*\)%.*/\1/p' "$T/out")
-lmed=$(sed -n 's/^ *tp 1: linear fit median \([0-9.]*\)%.*/\1/p' "$T/out")
+lmed=$(sed -n 's/^ *tp 1: decode linear fit median \([0-9.]*\)%.*/\1/p' "$T/out")
 check "waves fit the grid under 3% median (${wmed}%), the linear fit over 8% (${lmed}%)" \
     "$(python3 -c "import sys; print(int(float(sys.argv[1] or 99) < 3 < 8 < float(sys.argv[2] or 0)))" "$wmed" "$lmed")" = 1
 e2e_finish

@@ -504,28 +504,43 @@ out:
     if (w) gsl_multifit_nlinear_free(w);
 }
 
-/* How well the table's own decode rows are described by what the engine
- * reads from them: the linear fit planners use and, when meta.json says how
- * the kernel splits, the wave model (perf.h hs_dec_wave). */
-static void decode_self_report(const hs_ptable *t, const hs_model *m, FILE *out)
+/* How well the table's own attention rows are described by the closed
+ * forms: the fits planners use (decode linear, prefill 5-term) and, when
+ * meta.json says how the decode kernel splits, the wave model (perf.h
+ * hs_dec_wave).  Where one GPU type times a stage the engine reads the
+ * rows themselves (the decode grid or waves, the prefill rows). */
+static void attn_self_report(const hs_ptable *t, const hs_model *m, FILE *out)
 {
     int first = 1;
+    for (int tp = 1; tp <= HS_MAX_TP; tp++) {
+        double c5[HS_ATTN_NCOEF];
+        hs_fitstat pst;
+        hs_err e = {0};
+        if (!hs_ptable_has_attn(t, HS_ATTN_PREFILL, tp) || m->heads % tp) continue;
+        if (first) fprintf(out, "\nattention from the table itself (error on its rows):\n");
+        first = 0;
+        if (hs_ptable_attn_coef5(t, HS_ATTN_PREFILL, tp, c5, &pst, &e))
+            fprintf(out, "  tp %d: prefill, no 5-term fit: %s\n", tp, e.msg);
+        else
+            fprintf(out, "  tp %d: prefill 5-term fit median %.2f%%  p90 %.2f%%  max %.2f%% (%d rows)\n", tp,
+                    pst.med_ape, pst.p90_ape, pst.max_ape, pst.n);
+    }
     for (int tp = 1; tp <= HS_MAX_TP; tp++) {
         double coef[4];
         hs_fitstat lin, wst;
         hs_dec_wave w;
         hs_err e = {0};
         if (!hs_ptable_has_attn(t, HS_ATTN_DECODE, tp) || m->heads % tp) continue;
-        if (first) fprintf(out, "\ndecode attention from the table itself (error on its rows):\n");
+        if (first) fprintf(out, "\nattention from the table itself (error on its rows):\n");
         first = 0;
         /* a fit that cannot be made is reported, not fatal: the rest of
          * the comparison stands */
         if (hs_ptable_attn_coef(t, HS_ATTN_DECODE, tp, coef, &lin, &e)) {
-            fprintf(out, "  tp %d: no linear fit: %s\n", tp, e.msg);
+            fprintf(out, "  tp %d: decode, no linear fit: %s\n", tp, e.msg);
             continue;
         }
-        fprintf(out, "  tp %d: linear fit median %.2f%%  p90 %.2f%%  max %.2f%% (%d rows)\n", tp, lin.med_ape,
-                lin.p90_ape, lin.max_ape, lin.n);
+        fprintf(out, "  tp %d: decode linear fit median %.2f%%  p90 %.2f%%  max %.2f%% (%d rows)\n", tp,
+                lin.med_ape, lin.p90_ape, lin.max_ape, lin.n);
         if (hs_ptable_decode_wave(t, tp, m->heads / tp, &w, &wst, &e))
             fprintf(out, "        no wave fit: %s\n", e.msg);
         else if (w.sms)
@@ -641,7 +656,7 @@ int hs_perf_compare(const char *dir, const hs_compare_opts *o, hs_compare *res, 
     print_line(out, "dense pooled", &r, HS_CMP_ALL);
     fprintf(out, "\n(layer: qkv + rope + attn_out + mlp_up + act + mlp_down + 2 norm + 2 add at each measured (tp, bits, tokens))\n");
     if (!(o && (o->tflops > 0 || o->gbs > 0))) attn_refit_report(t, &m, &g, out);
-    decode_self_report(t, &m, out);
+    attn_self_report(t, &m, out);
 out:
     for (int k = 0; k < 2; k++) acc_free(&a[k]);
     free(in);
