@@ -95,6 +95,28 @@ check "stream-timed table closer over all iterations (${smed}% against $(sed -n 
 hs_run 2 "reprice names a bad --set" validate --schedule "$T/s.jsonl" --measured "$meas" --reprice 1xh200 --set perf.nope=1
 check_grep "one line naming the key" "$T/err" '^hetsim: validate: --set: unknown key "nope"$'
 
+# The stream-timed table's own run (same session, same kernels: simulated
+# on profiles/exec/stream/h200/llama-2-7b with the attention fits, 3,080
+# iterations, replayed; tests/fixtures/h200-replay-llama-2-7b-stream.*).
+# As simulated then: 9.20% median, decode 4-31 sequences 9-16% fast.
+# Repriced with today's default: 0.56% median, decode within 4.3% at every
+# batch size, prefill -8.3%, TPOT p50 / p99 -3.7% / -3.3% on the
+# schedule's batches.
+smeas=$FIX/h200-replay-llama-2-7b-stream.csv
+gzip -dc "$FIX/h200-replay-llama-2-7b-stream.schedule.jsonl.gz" >"$T/ss.jsonl"
+check_eq "the stream run's schedule has its measured iterations" "$(grep -c '"type":"iter"' "$T/ss.jsonl")" \
+    "$(grep -c '^[0-9]' "$smeas")"
+hs_run 0 "reprice the stream-timed table's own run" validate --schedule "$T/ss.jsonl" --measured "$smeas" \
+    --reprice 1xh200 --set perf.model=table --set "perf.tables=$HS_ROOT/profiles/exec/stream" \
+    --set perf.step_overhead_us=0
+r=$T/out
+ssmed=$(sed -n 's/.*absolute error per iteration: median \([0-9.]*\)%.*/\1/p' "$T/out")
+check "its own run: iteration median under 1% (${ssmed}%)" "$(python3 -c "import sys; print(int(float(sys.argv[1] or 99) < 1))" "$ssmed")" = 1
+for band in 'decode, batch 1 ' 'decode, batch 2-3' 'decode, batch 4-7' 'decode, batch 8-15' 'decode, batch 16-31'; do
+    check "its own run: ${band% } within 5% ($(bmed "$band"))" "$(within "$(bmed "$band")" 5)" = 1
+done
+check "its own run: TPOT p99 on the schedule's batches within 5% ($(pct TPOT 2)%)" "$(within "$(pct TPOT 2)" 5)" = 1
+
 # The wave model against the stream-timed table's own rows (2.61% median,
 # the linear fit 9.36%): `perf compare` prints both.
 hs_run 0 "perf compare on the stream-timed table" perf compare "$HS_ROOT/profiles/exec/stream/h200/llama-2-7b"
