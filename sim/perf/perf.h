@@ -155,8 +155,8 @@ typedef struct hs_perf_stage {
      * the pass scaled by grid / fit at the pass's mean chunk, so a pass of
      * one chunk costs the table's value and one of several the fit's sum
      * corrected alike (the pass's shape keeps sums, not chunks).  The 5-term fit
-     * misses the measured shape by up to 32% (hetsim-exec's H200 kernel at
-     * chunks 256-1,024 from an empty cache); pg.nx == 0: the fit alone. */
+     * misses the measured shape by up to 26% (hetsim-exec's H200 kernel, 8.2%
+     * median over its rows); pg.nx == 0: the fit alone. */
     hs_pre_grid pg;
 } hs_perf_stage;
 
