@@ -70,6 +70,15 @@ static void make_tmpdir(char *buf, size_t cap)
     if (!mkdtemp(buf)) { perror("mkdtemp"); exit(2); }
 }
 
+/* A fresh table directory with tiny-test's meta on a100-80g and one dense
+ * row, for the tests that write attention rows beside them. */
+static void attn_table_dir(char *dir, size_t cap)
+{
+    make_tmpdir(dir, cap);
+    write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\"}\n");
+    write_text(dir, "dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n");
+}
+
 static void rm_rf(const char *dir)
 {
     char cmd[1200];
@@ -122,9 +131,7 @@ static void bad_case(const char *file, const char *text, int code, const char *w
     hs_ptable *t = NULL;
     hs_err err = {0};
     int rc;
-    make_tmpdir(dir, sizeof dir);
-    write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\"}\n");
-    write_text(dir, "dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n");
+    attn_table_dir(dir, sizeof dir);
     write_text(dir, file, text);
     rc = hs_ptable_read(&t, dir, &err);
     CHECK_INT(rc, code);
@@ -971,9 +978,7 @@ static void test_decode_grid(void)
     hs_err err = {0};
     double *g = NULL;
     int nb, nc;
-    make_tmpdir(dir, sizeof dir);
-    write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\"}\n");
-    write_text(dir, "dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n");
+    attn_table_dir(dir, sizeof dir);
     write_text(dir, "attn_decode.csv",
                "tp,batch,context,time_us\n1,3,10,5\n1,1,30,2\n1,1,10,1\n1,3,30,10\n2,1,10,7\n");
     CHECK_OK(hs_ptable_read(&t, dir, &err), &err);
@@ -1080,8 +1085,7 @@ static void test_decode_wave(void)
     const int bs[] = {1, 2, 4, 8, 16}, cs[] = {16, 64, 128, 256, 512, 1024};
     size_t cap = 8192, n;
     char *csv = malloc(cap);
-    make_tmpdir(dir, sizeof dir);
-    write_text(dir, "dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n");
+    attn_table_dir(dir, sizeof dir);
     n = (size_t)snprintf(csv, cap, "tp,batch,context,time_us\n");
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 6; j++) {
@@ -1160,9 +1164,7 @@ static void test_prefill_grid(void)
     hs_ptable *t = NULL;
     hs_err err = {0};
     hs_pre_grid g;
-    make_tmpdir(dir, sizeof dir);
-    write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\"}\n");
-    write_text(dir, "dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n");
+    attn_table_dir(dir, sizeof dir);
     /* chunk 10 at prefixes 0, 100, 200; chunk 30 at 0 and 100; chunk 50 at 0 and 300 */
     write_text(dir, "attn_prefill.csv",
                "tp,chunk,prefix,time_us\n1,30,100,40\n1,10,0,10\n1,10,200,30\n1,30,0,20\n1,10,100,20\n"

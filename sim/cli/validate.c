@@ -467,8 +467,8 @@ static void usage(FILE *fp)
  * its replica (model, TP, bits, layers) on GPUs 0..tp-1 of the cluster;
  * the GPU time is the stage time, which is what the simulated run's
  * iterations held besides the host cost validate takes out. */
-static int reprice(const vdata *d, const char *cluster, const hs_perf_cfg *cfg, int64_t *pred,
-                   double *ape, hs_err *err)
+static int reprice(const vdata *d, const char *cluster, const hs_perf_cfg *cfg, double *ns,
+                   hs_err *err)
 {
     hs_model m;
     hs_cluster *c = NULL;
@@ -493,11 +493,7 @@ static int reprice(const vdata *d, const char *cluster, const hs_perf_cfg *cfg, 
         if (d->shape[i].samples > maxs) maxs = d->shape[i].samples;
     }
     if ((rc = hs_perf_build(&p, cfg, &m, c, &l, maxt, maxs, err))) goto out;
-    for (int64_t i = 0; i < d->n_it; i++) {
-        double ns = hs_perf_stage_ns(&p, 0, &d->shape[i]);
-        pred[i] = llround(ns);
-        ape[i] = fabs(ns - d->meas[i]) / d->meas[i] * 100.0;
-    }
+    for (int64_t i = 0; i < d->n_it; i++) ns[i] = hs_perf_stage_ns(&p, 0, &d->shape[i]);
     printf("repriced %s, TP %d, %d-bit on %s: latency model %s%s%s\n", m.name, d->h.tp, d->h.bits, c->name,
            p.model_name, p.calib[0] ? "; " : "", p.calib);
     hs_perf_free(&p);
@@ -517,8 +513,8 @@ int hs_cli_validate(int argc, char **argv)
     hs_db *db = NULL;
     int rc;
     int64_t *iti = NULL, *pred = NULL, *meas = NULL;
-    double *ape = NULL, *a = NULL, *b = NULL;
-    hs_ns *mend = NULL;
+    double *ape = NULL, *a = NULL, *b = NULL, *pns = NULL;
+    hs_ns *mend = NULL, *pend = NULL;
     memset(&d, 0, sizeof d);
     hs_perf_cfg_defaults(&cfg);
     /* every option takes a value: step over both */
@@ -579,33 +575,29 @@ int hs_cli_validate(int argc, char **argv)
     mend = malloc((size_t)d.n_it * sizeof *mend);
     a = malloc((size_t)(d.n_req + 1) * sizeof *a);
     b = malloc((size_t)(d.n_req + 1) * sizeof *b);
-    if (!iti || !pred || !meas || !ape || !mend || !a || !b) {
+    pns = malloc((size_t)d.n_it * sizeof *pns);
+    pend = malloc((size_t)d.n_it * sizeof *pend);
+    if (!iti || !pred || !meas || !ape || !mend || !a || !b || !pns || !pend) {
         rc = hs_errf(&err, HS_ENOMEM, "out of memory");
         goto fail;
     }
     if (cluster) {
-        if ((rc = reprice(&d, cluster, &cfg, pred, ape, &err))) goto fail;
-        for (int64_t i = 0; i < d.n_it; i++) meas[i] = llround(d.meas[i]);
+        if ((rc = reprice(&d, cluster, &cfg, pns, &err))) goto fail;
+        for (int64_t i = 0; i < d.n_it; i++) {
+            pred[i] = llround(pns[i]);
+            meas[i] = llround(d.meas[i]);
+            ape[i] = fabs(pns[i] - d.meas[i]) / d.meas[i] * 100.0;
+        }
         print_iter_error(d.n_it, ape);
         if ((rc = print_kinds(&d, pred, meas, NULL, &err))) goto fail;
-        {
-            /* the schedule's batches on both latencies: how the repriced
-             * times move each request (the batches a run on this model
-             * would form may differ) */
-            double *dur = malloc((size_t)d.n_it * sizeof *dur);
-            hs_ns *pend = malloc((size_t)d.n_it * sizeof *pend);
-            if (!dur || !pend) rc = hs_errf(&err, HS_ENOMEM, "out of memory");
-            for (int64_t i = 0; !rc && i < d.n_it; i++) dur[i] = (double)pred[i];
-            if (!rc) rc = timeline_of(&d, dur, pend, measured, "repriced", &err);
-            if (!rc) rc = timeline(&d, mend, measured, &err);
-            if (!rc) {
-                printf("requests on the schedule's batches, repriced against measured:\n");
-                print_requests(&d, pend, mend, a, b);
-            }
-            free(dur);
-            free(pend);
-            if (rc) goto fail;
-        }
+        /* the schedule's batches on both latencies: how the repriced times
+         * move each request (the batches a run on this model would form
+         * may differ) */
+        if ((rc = timeline_of(&d, pns, pend, measured, "repriced", &err)) ||
+            (rc = timeline(&d, mend, measured, &err)))
+            goto fail;
+        printf("requests on the schedule's batches, repriced against measured:\n");
+        print_requests(&d, pend, mend, a, b);
         goto done;
     }
     if ((rc = timeline(&d, mend, measured, &err))) goto fail;
@@ -640,6 +632,8 @@ fail:
     free(meas);
     free(ape);
     free(mend);
+    free(pns);
+    free(pend);
     free(a);
     free(b);
     free_data(&d);

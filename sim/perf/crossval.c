@@ -513,34 +513,28 @@ static void attn_self_report(const hs_ptable *t, const hs_model *m, FILE *out)
 {
     int first = 1;
     for (int tp = 1; tp <= HS_MAX_TP; tp++) {
-        double c5[HS_ATTN_NCOEF];
-        hs_fitstat pst;
-        hs_err e = {0};
-        if (!hs_ptable_has_attn(t, HS_ATTN_PREFILL, tp) || m->heads % tp) continue;
-        if (first) fprintf(out, "\nattention from the table itself (error on its rows):\n");
-        first = 0;
-        if (hs_ptable_attn_coef5(t, HS_ATTN_PREFILL, tp, c5, &pst, &e))
-            fprintf(out, "  tp %d: prefill, no 5-term fit: %s\n", tp, e.msg);
-        else
-            fprintf(out, "  tp %d: prefill 5-term fit median %.2f%%  p90 %.2f%%  max %.2f%% (%d rows)\n", tp,
-                    pst.med_ape, pst.p90_ape, pst.max_ape, pst.n);
-    }
-    for (int tp = 1; tp <= HS_MAX_TP; tp++) {
-        double coef[4];
-        hs_fitstat lin, wst;
+        double c5[HS_ATTN_NCOEF], coef[4];
+        hs_fitstat st, wst;
         hs_dec_wave w;
         hs_err e = {0};
-        if (!hs_ptable_has_attn(t, HS_ATTN_DECODE, tp) || m->heads % tp) continue;
+        int pre = hs_ptable_has_attn(t, HS_ATTN_PREFILL, tp), dec = hs_ptable_has_attn(t, HS_ATTN_DECODE, tp);
+        if ((!pre && !dec) || m->heads % tp) continue;
         if (first) fprintf(out, "\nattention from the table itself (error on its rows):\n");
         first = 0;
         /* a fit that cannot be made is reported, not fatal: the rest of
          * the comparison stands */
-        if (hs_ptable_attn_coef(t, HS_ATTN_DECODE, tp, coef, &lin, &e)) {
+        if (pre && hs_ptable_attn_coef5(t, HS_ATTN_PREFILL, tp, c5, &st, &e))
+            fprintf(out, "  tp %d: prefill, no 5-term fit: %s\n", tp, e.msg);
+        else if (pre)
+            fprintf(out, "  tp %d: prefill 5-term fit median %.2f%%  p90 %.2f%%  max %.2f%% (%d rows)\n", tp,
+                    st.med_ape, st.p90_ape, st.max_ape, st.n);
+        if (!dec) continue;
+        if (hs_ptable_attn_coef(t, HS_ATTN_DECODE, tp, coef, &st, &e)) {
             fprintf(out, "  tp %d: decode, no linear fit: %s\n", tp, e.msg);
             continue;
         }
         fprintf(out, "  tp %d: decode linear fit median %.2f%%  p90 %.2f%%  max %.2f%% (%d rows)\n", tp,
-                lin.med_ape, lin.p90_ape, lin.max_ape, lin.n);
+                st.med_ape, st.p90_ape, st.max_ape, st.n);
         if (hs_ptable_decode_wave(t, tp, m->heads / tp, &w, &wst, &e))
             fprintf(out, "        no wave fit: %s\n", e.msg);
         else if (w.sms)

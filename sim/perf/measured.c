@@ -528,7 +528,6 @@ static int build_stage(bctx *b, hs_perf *p, int s, int max_tokens, int max_seqs,
             double *g;
             rc = hs_ptable_decode_grid(sc.t, tp, &gb, &gc, &g, err);
             if (!rc && g) {
-                for (int i = 0; i < gb * gc; i++) g[gb + gc + i] *= L * 1e3;
                 ps->dg_b = g;
                 ps->dg_c = g + gb;
                 ps->dg_ns = g + gb + gc;
@@ -543,16 +542,11 @@ static int build_stage(bctx *b, hs_perf *p, int s, int max_tokens, int max_seqs,
                 if (hs_ptable_decode_wave(sc.t, tp, m->heads / tp, &ps->dw, NULL, &ignore))
                     memset(&ps->dw, 0, sizeof ps->dw);
             }
-            if (!rc && ps->dw.sms) {
-                ps->dw.c0 *= L * 1e3;
-                ps->dw.a *= L * 1e3;
-                ps->dw.b *= L * 1e3;
-                ps->dw.cm *= L * 1e3;
-            }
         }
-        if (!rc && nt == 1 && sc.t && b->l->kv_bits == 16 && b->cfg->prefill_grid &&
-            (rc = hs_ptable_prefill_grid(sc.t, tp, &ps->pg, err)) == 0)
-            for (int i = 0; ps->pg.nx && i < ps->pg.off[ps->pg.nx]; i++) ps->pg.ns[i] *= L * 1e3;
+        if (!rc && nt == 1 && sc.t && b->l->kv_bits == 16 && b->cfg->prefill_grid)
+            rc = hs_ptable_prefill_grid(sc.t, tp, &ps->pg, err);
+        /* the tables' us per layer -> ns of the stage's layers */
+        if (!rc && nt == 1) hs_perf_stage_attn_scale(ps, L * 1e3);
         /* the send to the next stage, from rank 0 (whose type is types[0]):
          * measured when both ends share a node and a GPU type */
         if (!rc && !last && k == 0) {

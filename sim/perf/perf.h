@@ -251,9 +251,22 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
                   int max_seqs, hs_err *err);
 void hs_perf_free(hs_perf *p);
 
+/* The stage's 5-term prefill-attention fit over sums of chunks: causal
+ * pairs q, chunk x prefix pairs x, prefix tokens pre, new tokens n. */
+static inline double hs_perf_pre_fit_ns(const hs_perf_stage *st, double q, double x, double pre,
+                                        double n)
+{
+    return st->pre_fixed + st->pre_self * q + st->pre_cross * x + st->pre_ctx * pre + st->pre_tok * n;
+}
+
 /* A pass's prefill attention pre (the fit's sum) scaled by the grid over
  * the fit at the pass's mean chunk (hs_perf_stage.pg). */
 double hs_perf_pre_scaled(const hs_perf_stage *st, const hs_batch_shape *b, double pre);
+
+/* Multiplies what the stage reads from tables for attention (the decode
+ * grid, the wave coefficients, the prefill rows) by f: us per layer to ns
+ * per stage, or a planner's slow-down. */
+void hs_perf_stage_attn_scale(hs_perf_stage *st, double f);
 
 /* Time of stage s for the batch, ns (double; callers round once). */
 static inline double hs_perf_stage_ns(const hs_perf *p, int s,
@@ -272,8 +285,8 @@ static inline double hs_perf_stage_ns(const hs_perf *p, int s,
             : st->dg_b ? hs_perf_dec_grid_ns(st, b->dec_seqs, b->dec_ctx)
                        : st->dec_fixed + st->dec_seq * b->dec_seqs + st->dec_ctx * (double)b->dec_ctx;
     if (b->pre_chunks) {
-        double pre = st->pre_fixed + st->pre_self * b->pre_self + st->pre_cross * b->pre_cross +
-                     st->pre_ctx * (double)b->pre_prefix + st->pre_tok * (double)b->pre_tokens;
+        double pre = hs_perf_pre_fit_ns(st, b->pre_self, b->pre_cross, (double)b->pre_prefix,
+                                        (double)b->pre_tokens);
         ns += st->pg.nx ? hs_perf_pre_scaled(st, b, pre) : pre;
     }
     if (b->enc_tokens && st->enc) {

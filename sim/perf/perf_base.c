@@ -122,15 +122,16 @@ double hs_perf_dec_grid_ns(const hs_perf_stage *st, int32_t b, int64_t ctx)
 static void wave_slot(int64_t nf, int64_t nl, int64_t S, double cf, double cl, int64_t *kf, int64_t *kl)
 {
     const int64_t q = nf / S, rf = nf % S, na = S - rf;
-    int64_t lo = 0, hi, best_j = -1, best_g = 0;
+    int64_t best_j = -1, best_g = 0;
     double best = -1;
     /* na jA + rf jB >= nl with q cf + jA cl = (q + 1) cf + jB cl: count
      * the blocks ended by time T on both groups; search jA on the first */
     for (int g = 0; g < 2; g++) {
         const int64_t n_own = g ? rf : na, n_other = g ? na : rf;
         const double shift = g ? -cf : cf;   /* the other group's start minus this one's */
+        int64_t lo = 1, hi;
+        double end;
         if (n_own == 0) continue;
-        lo = 1;
         hi = nl / n_own + 1;
         while (lo < hi) {   /* smallest j with the blocks ended by this end >= nl */
             int64_t j = lo + (hi - lo) / 2;
@@ -140,13 +141,11 @@ static void wave_slot(int64_t nf, int64_t nl, int64_t S, double cf, double cl, i
             if (n_own * j + n_other * other >= nl) hi = j;
             else lo = j + 1;
         }
-        {
-            double end = (double)(q + g) * cf + lo * cl;
-            if (best < 0 || end < best) {
-                best = end;
-                best_j = lo;
-                best_g = g;
-            }
+        end = (double)(q + g) * cf + lo * cl;
+        if (best < 0 || end < best) {
+            best = end;
+            best_j = lo;
+            best_g = g;
         }
     }
     *kf = q + best_g;
@@ -214,10 +213,19 @@ double hs_pre_grid_ns(const hs_pre_grid *g, double x, double y)
 double hs_perf_pre_scaled(const hs_perf_stage *st, const hs_batch_shape *b, double pre)
 {
     double x = (double)b->pre_tokens / b->pre_chunks, y = (double)b->pre_prefix / b->pre_chunks;
-    double one = st->pre_fixed + st->pre_self * x * (x + 1) / 2 + st->pre_cross * x * y +
-                 st->pre_ctx * y + st->pre_tok * x;
+    double one = hs_perf_pre_fit_ns(st, x * (x + 1) / 2, x * y, y, x);
     double g = hs_pre_grid_ns(&st->pg, x, y);
     return g > 0 && one > 0 ? pre * g / one : pre;
+}
+
+void hs_perf_stage_attn_scale(hs_perf_stage *st, double f)
+{
+    for (int i = 0; st->dg_ns && i < st->dg_nb * st->dg_nc; i++) st->dg_ns[i] *= f;
+    st->dw.c0 *= f;
+    st->dw.a *= f;
+    st->dw.b *= f;
+    st->dw.cm *= f;
+    for (int i = 0; st->pg.nx && i < st->pg.off[st->pg.nx]; i++) st->pg.ns[i] *= f;
 }
 
 int hs_layout_stage_bits(const hs_layout *l, int s, int n[HS_NBITS])

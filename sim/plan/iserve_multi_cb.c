@@ -64,12 +64,7 @@ static void scale_perf(hs_perf *p, double f, double extra_ns)
         st->dec_fixed *= f;
         st->dec_seq *= f;
         st->dec_ctx *= f;
-        for (int i = 0; st->dg_ns && i < st->dg_nb * st->dg_nc; i++) st->dg_ns[i] *= f;
-        st->dw.c0 *= f;
-        st->dw.a *= f;
-        st->dw.b *= f;
-        st->dw.cm *= f;
-        for (int i = 0; st->pg.nx && i < st->pg.off[st->pg.nx]; i++) st->pg.ns[i] *= f;
+        hs_perf_stage_attn_scale(st, f);
         st->pre_fixed *= f;
         st->pre_self *= f;
         st->pre_cross *= f;
