@@ -256,22 +256,26 @@ int hs_exec_measure(hs_exec *x, const hs_exec_timing *t,
         if (k < 1) k = 1;
         if ((rc = stream_sample(x, t, fn, ctx, k, us, &first, err))) return rc;   /* first: a sample's time */
     }
+    memset(&x->mon_last, 0, sizeof x->mon_last);
     reps = first > 0 ? (int)ceil(t->target_us / first) : t->max_reps;
     if (reps < t->min_reps) reps = t->min_reps;
     if (reps > t->max_reps) reps = t->max_reps;
     if (reps < 1) reps = 1;
     if (!(s = malloc((size_t)reps * sizeof *s)))
         return hs_errf(err, HS_ENOMEM, "out of memory (timing samples)");
+    if (x->mon) hs_gpumon_begin(x->mon);
     for (int i = 0; i < reps; i++) {
         if (t->mode == HS_EXEC_TIME_STREAM && flush)
             rc = stream_sample(x, t, fn, ctx, k, &s[i], NULL, err);
         else if (!(rc = FLUSH()) && !(rc = o->timer_start(x, err)) && !(rc = fn(x, ctx, err)))
             rc = o->timer_stop(x, &s[i], err);
         if (rc) {
+            if (x->mon) hs_gpumon_end(x->mon, &x->mon_last);
             free(s);
             return rc;
         }
     }
+    if (x->mon) hs_gpumon_end(x->mon, &x->mon_last);
 #undef FLUSH
     qsort(s, (size_t)reps, sizeof *s, cmp_double);
     *us = reps % 2 ? s[reps / 2] : 0.5 * (s[reps / 2 - 1] + s[reps / 2]);

@@ -45,6 +45,7 @@
 extern "C" {
 #endif
 #include "core/err.h"
+#include "gpumon.h"
 
 #define HS_EXEC_KV_BLOCK 16      /* tokens per KV block */
 #define HS_EXEC_QGROUP 128       /* weights per quantisation group (along k) */
@@ -64,6 +65,7 @@ typedef struct hs_exec_info {
     double mem_total;         /* bytes */
     double mem_usable;        /* bytes: free device memory at init (cudaMemGetInfo),
                                  or MemAvailable on the CPU */
+    char pci_bus_id[32];      /* "0000:17:00.0" (cudaDeviceGetPCIBusId); "" on the CPU */
 } hs_exec_info;
 
 typedef struct hs_exec hs_exec;
@@ -188,6 +190,8 @@ struct hs_exec {
                                   buffers since creation (fingerprint memory) */
     void *flush;               /* hs_exec_measure's cache-flush buffer */
     size_t flush_cap;
+    hs_gpumon *mon;            /* optional, the caller's: clocks while hs_exec_measure times */
+    hs_gpumon_stats mon_last;  /* what mon saw over the last measurement's timed runs */
 };
 
 /* Registry: "cpu" always, "cuda" when built with the toolkit (HS_HAVE_CUDA).

@@ -55,6 +55,9 @@ static void profile_usage(FILE *fp)
             "                     costs in a stream of kernels, behind 128 MiB reads (exec/README.md)\n"
             "  --kv-pool-gib G    attention rows over a KV pool (K and V) of at least G GiB, as a\n"
             "                     serving step's cache spans (default: what the grid needs)\n"
+            "  --clocks           also write clocks.csv: the GPU's SM clock, power and clock-event\n"
+            "                     reasons while each row was timed (NVML, from the driver; without\n"
+            "                     it a warning, and the tables as usual)\n"
             "  --quiet            no progress lines on stderr\n");
 }
 
@@ -90,6 +93,9 @@ static void replay_usage(FILE *fp)
             "  --layers K         layers to run; layer time is scaled by layers/K (default: all)\n"
             "  --repeats N        timed runs per iteration, the median is written (default 1)\n"
             "  --out FILE         CSV file (default: stdout)\n"
+            "  --clocks FILE      also write the GPU's SM clock, power and clock-event reasons over\n"
+            "                     each iteration's timed runs to FILE (it,samples,sm_mhz_mean,...;\n"
+            "                     NVML, from the driver; without it a warning and no FILE)\n"
             "  --check            print the KV pool's books after each iteration on stderr\n"
             "  --progress         a progress line every 2 s (done/total, elapsed, ETA) even when\n"
             "                     stderr is not a terminal (on a terminal it is the default)\n"
@@ -100,6 +106,24 @@ static int fail(const hs_err *err)
 {
     fprintf(stderr, "hetsim-exec: %s\n", err->msg);
     return 2;
+}
+
+/* --clocks: a monitor of the GPU's clocks for the timed work (gpumon.h).
+ * The measurement is what was asked for, so a machine without NVML still
+ * gets it, with a warning instead of the clocks. */
+static void clocks_open(hs_exec *x)
+{
+    hs_err err = {0};
+    if (hs_gpumon_open_nvml(&x->mon, x->info.pci_bus_id, 1000, &err))
+        fprintf(stderr, "hetsim-exec: warning: --clocks: %s; measuring without clocks\n", err.msg);
+    else
+        fprintf(stderr, "hetsim-exec: clocks from %s\n", hs_gpumon_describe(x->mon));
+}
+
+static void clocks_close(hs_exec *x)
+{
+    hs_gpumon_close(x->mon);
+    x->mon = NULL;
 }
 
 /* Parses "a,b,c" into at most cap ints in [lo, hi]. */
@@ -169,7 +193,7 @@ static int cmd_profile(int argc, char **argv)
     hs_model m;
     hs_exec x;
     char dir[1024];
-    int rc;
+    int rc, clocks = 0;
     memset(&o, 0, sizeof o);
     o.tp[0] = 1;
     o.n_tp = 1;
@@ -185,6 +209,7 @@ static int cmd_profile(int argc, char **argv)
         }
         if (!strcmp(a, "--quick")) { o.quick = 1; continue; }
         if (!strcmp(a, "--quiet")) { o.progress = 0; continue; }
+        if (!strcmp(a, "--clocks")) { clocks = 1; continue; }
         if ((rc = take_option("profile", argc, argv, &i, flags, &c, &v, &err)) < 0) return fail(&err);
         if (rc == 0) continue;
         if (!strcmp(a, "--model")) model = v;
@@ -225,10 +250,14 @@ static int cmd_profile(int argc, char **argv)
         if (hs_exec_shape_make(&s, &m, o.tp[i], &err)) return fail(&err);
     }
     if (hs_exec_open(&x, c.backend, c.dtype, &err)) return fail(&err);
+    if (clocks) clocks_open(&x);
     rc = hs_exec_profile(&x, &m, &o, dir, sizeof dir, &err);
+    clocks = x.mon != NULL;
+    clocks_close(&x);
     hs_exec_close(&x);
     if (rc) return fail(&err);
-    printf("wrote %s/{dense.csv,attn_decode.csv,attn_prefill.csv,meta.json}\n", dir);
+    printf("wrote %s/{dense.csv,attn_decode.csv,attn_prefill.csv,meta.json%s}\n", dir,
+           clocks ? ",clocks.csv" : "");
     return 0;
 }
 
@@ -280,7 +309,7 @@ static int cmd_replay(int argc, char **argv)
     o.replica = -1;
     o.repeats = 1;
     for (int i = 1; i < argc; i++) {
-        static const char *const flags[] = {"--replica", "--layers", "--repeats", "--out", NULL};
+        static const char *const flags[] = {"--replica", "--layers", "--repeats", "--out", "--clocks", NULL};
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             replay_usage(stdout);
@@ -300,6 +329,7 @@ static int cmd_replay(int argc, char **argv)
         if ((rc = take_option("replay", argc, argv, &i, flags, &c, &v, &err)) < 0) return fail(&err);
         if (rc == 0) continue;
         if (!strcmp(a, "--out")) o.out = v;
+        else if (!strcmp(a, "--clocks")) o.clocks = v;
         else if (!strcmp(a, "--replica")) {
             if (parse_int(a, v, 0, 1000000000, &o.replica, &err)) return fail(&err);
         } else if (!strcmp(a, "--layers")) {
@@ -320,7 +350,9 @@ static int cmd_replay(int argc, char **argv)
         hs_exec_replay_free(r);
         return fail(&err);
     }
+    if (o.clocks) clocks_open(&x);
     rc = hs_exec_replay_run(r, &x, &err);
+    clocks_close(&x);
     hs_exec_replay_free(r);
     hs_exec_close(&x);
     return rc ? fail(&err) : 0;

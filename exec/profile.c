@@ -111,6 +111,7 @@ typedef struct row {
     int a, b, c;               /* dense: tp, bits, tokens; decode: tp, batch, context;
                                   prefill: tp, chunk, prefix */
     double us;
+    hs_gpumon_stats clk;       /* the clocks while it was timed (n 0: not monitored) */
 } row;
 
 typedef struct table {
@@ -118,7 +119,8 @@ typedef struct table {
     size_t n, cap;
 } table;
 
-static int rows_add(table *t, const char *op, int a, int b, int c, double us, hs_err *err)
+static int rows_add(table *t, const char *op, int a, int b, int c, double us,
+                    const hs_gpumon_stats *clk, hs_err *err)
 {
     if (t->n == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 256;
@@ -127,7 +129,7 @@ static int rows_add(table *t, const char *op, int a, int b, int c, double us, hs
         t->r = r;
         t->cap = cap;
     }
-    t->r[t->n++] = (row){op, a, b, c, us};
+    t->r[t->n++] = (row){op, a, b, c, us, *clk};
     return 0;
 }
 
@@ -431,7 +433,7 @@ static int sweep_dense(ws *w, const grids *g, int bits, table *out, hs_err *err)
                 hs_err_prefix(err, "%s, %d tokens, %d bits: ", op_names[op], j.tokens, bits);
                 return rc;
             }
-            if ((rc = rows_add(out, op_names[op], s->tp, bits, j.tokens, us, err))) return rc;
+            if ((rc = rows_add(out, op_names[op], s->tp, bits, j.tokens, us, &w->x->mon_last, err))) return rc;
         }
     }
     ws_free_gemm_weights(w);
@@ -464,7 +466,7 @@ static int sweep_decode(ws *w, const grids *g, int max_ctx, table *out, int *ski
                 hs_err_prefix(err, "decode attention, batch %d, context %d: ", B, C);
                 break;
             }
-            rc = rows_add(out, NULL, w->s.tp, B, C, us, err);
+            rc = rows_add(out, NULL, w->s.tp, B, C, us, &w->x->mon_last, err);
         }
     free(info);
     return rc;
@@ -495,7 +497,7 @@ static int sweep_prefill(ws *w, const grids *g, int max_ctx, table *out, int *sk
                 hs_err_prefix(err, "prefill attention, chunk %d, prefix %d: ", c, p);
                 return rc;
             }
-            if ((rc = rows_add(out, NULL, w->s.tp, c, p, us, err))) return rc;
+            if ((rc = rows_add(out, NULL, w->s.tp, c, p, us, &w->x->mon_last, err))) return rc;
         }
     return 0;
 }
@@ -636,8 +638,9 @@ static int check_dir(const char *dir, hs_err *err)
     return 0;
 }
 
-static const char *const file_names[4] = {"dense.csv", "attn_decode.csv", "attn_prefill.csv",
-                                          "meta.json"};
+/* clocks.csv only when a clock monitor ran (hetsim-exec profile --clocks) */
+static const char *const file_names[5] = {"dense.csv", "attn_decode.csv", "attn_prefill.csv",
+                                          "meta.json", "clocks.csv"};
 
 static void json_str(FILE *fp, const char *s)
 {
@@ -657,10 +660,67 @@ typedef struct meta {
     const char *timing;
     double kv_pool_bytes;      /* the largest pool the attention rows ran over */
     hs_exec_decode_split split; /* sms 0: the backend does not say */
+    const char *clock_monitor; /* what clocks.csv was read with; NULL: no clocks.csv */
 } meta;
 
-static int write_file(const char *dir, int which, const table *t, const meta *m, hs_err *err)
+/* One line per row of the three tables: the SM clock, power and clock-event
+ * reasons over the row's timed runs, keyed as the tables are. */
+static void write_clocks(FILE *fp, const table *tab)
 {
+    static const char *const attn[3] = {NULL, "attn_decode", "attn_prefill"};
+    fprintf(fp, "op,tp,x,y,samples,sm_mhz_mean,sm_mhz_min,sm_mhz_max,power_w_mean,power_w_max,reasons\n");
+    for (int f = 0; f < 3; f++)
+        for (size_t i = 0; i < tab[f].n; i++) {
+            const row *r = &tab[f].r[i];
+            char why[160];
+            hs_gpumon_reasons_str(r->clk.reasons, why, sizeof why);
+            fprintf(fp, "%s,%d,%d,%d,%d,%.1f,%.0f,%.0f,%.1f,%.1f,%s\n", r->op ? r->op : attn[f], r->a,
+                    r->b, r->c, r->clk.n, r->clk.sm_mhz_mean, r->clk.sm_mhz_min, r->clk.sm_mhz_max,
+                    r->clk.power_w_mean, r->clk.power_w_max, why);
+        }
+}
+
+/* One line per group of rows on stderr: what clock the large GEMMs, the
+ * other dense ops and the attention rows ran at, and how often the board's
+ * power or temperature held the clock down. */
+static void clocks_summary(const table *tab)
+{
+    enum { G_BIG, G_SMALL, G_OTHER, G_DEC, G_PRE, NG };
+    static const char *const names[NG] = {"GEMMs >= 512 tokens", "GEMMs < 512 tokens", "other dense ops",
+                                          "decode attention", "prefill attention"};
+    const unsigned long long held = HS_GPUMON_SW_POWER_CAP | HS_GPUMON_HW_SLOWDOWN | HS_GPUMON_SW_THERMAL |
+                                    HS_GPUMON_HW_THERMAL | HS_GPUMON_HW_POWER_BRAKE;
+    double sum[NG] = {0}, mn[NG] = {0}, pw[NG] = {0};
+    int n[NG] = {0}, npw[NG] = {0}, capped[NG] = {0};
+    for (int f = 0; f < 3; f++)
+        for (size_t i = 0; i < tab[f].n; i++) {
+            const row *r = &tab[f].r[i];
+            int gemm = r->op && (!strcmp(r->op, "qkv") || !strcmp(r->op, "attn_out") ||
+                                 !strcmp(r->op, "mlp_up") || !strcmp(r->op, "mlp_down"));
+            int k = f == 1 ? G_DEC : f == 2 ? G_PRE : !gemm ? G_OTHER : r->c >= 512 ? G_BIG : G_SMALL;
+            if (r->clk.n <= 0) continue;
+            if (!n[k] || r->clk.sm_mhz_min < mn[k]) mn[k] = r->clk.sm_mhz_min;
+            sum[k] += r->clk.sm_mhz_mean;
+            n[k]++;
+            if (r->clk.power_w_mean >= 0) {
+                pw[k] += r->clk.power_w_mean;
+                npw[k]++;
+            }
+            if (r->clk.reasons & held) capped[k]++;
+        }
+    for (int k = 0; k < NG; k++) {
+        char p[32] = "";
+        if (!n[k]) continue;
+        if (npw[k]) snprintf(p, sizeof p, ", %.0f W", pw[k] / npw[k]);
+        fprintf(stderr, "hetsim-exec: clocks: %-19s SM %.0f MHz mean (min %.0f)%s, held down by power "
+                        "or heat in %d of %d rows\n",
+                names[k], sum[k] / n[k], mn[k], p, capped[k], n[k]);
+    }
+}
+
+static int write_file(const char *dir, int which, const table *tab, const meta *m, hs_err *err)
+{
+    const table *t = which < 3 ? &tab[which] : NULL;
     char path[1100];
     FILE *fp;
     int bad;
@@ -676,6 +736,8 @@ static int write_file(const char *dir, int which, const table *t, const meta *m,
             if (r->op) fprintf(fp, "%s,", r->op);
             fprintf(fp, "%d,%d,%d,%.4f\n", r->a, r->b, r->c, r->us);
         }
+    } else if (which == 4) {
+        write_clocks(fp, tab);
     } else {
         char when[32];
         time_t now = time(NULL);
@@ -697,6 +759,11 @@ static int write_file(const char *dir, int which, const table *t, const meta *m,
                         "  \"decode_part_min\": %d,\n  \"decode_part_align\": %d,\n  \"decode_fill\": %d,\n",
                     m->split.sms, m->split.resident, m->split.part_max, m->split.part_min,
                     m->split.part_align, m->split.fill);
+        if (m->clock_monitor) {
+            fprintf(fp, "  \"clock_monitor\": ");
+            json_str(fp, m->clock_monitor);
+            fprintf(fp, ",\n");
+        }
         fprintf(fp, "  \"kv_pool_bytes\": %.0f,\n  \"timing\": \"%s\"\n}\n", m->kv_pool_bytes, m->timing);
     }
     bad = ferror(fp);
@@ -729,7 +796,7 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
     grids g;
     table tab[3] = {{0}};
     hs_exec_shape shapes[HS_EXEC_MAX_TPS];
-    int rc = 0, max_ctx = m->max_seq_len, max_tok, rows_needed;
+    int rc = 0, max_ctx = m->max_seq_len, max_tok, rows_needed, n_files;
     double pool_bytes = 0;
     meta mt;
 
@@ -783,7 +850,7 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
     mt = (meta){dev, m->name, x->info.backend, hs_exec_dtype_name(x->info.dtype),
                 x->info.mem_total, x->info.mem_usable,
                 kv_blocks(m, o->tp[0], x->info.mem_usable), hs_exec_timing_name(o->timing), pool_bytes,
-                {0}};
+                {0}, x->mon ? hs_gpumon_describe(x->mon) : NULL};
     if (!rc && x->ops->decode_split) {
         /* optional: without it the simulator interpolates the decode grid */
         hs_err e = {0};
@@ -792,8 +859,10 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
             memset(&mt.split, 0, sizeof mt.split);
         }
     }
-    for (int f = 0; f < 4 && !rc; f++) rc = write_file(dir, f, f < 3 ? &tab[f] : NULL, &mt, err);
-    for (int f = 0; f < 4; f++) {
+    n_files = x->mon ? 5 : 4;
+    for (int f = 0; f < n_files && !rc; f++) rc = write_file(dir, f, tab, &mt, err);
+    if (!rc && x->mon && o->progress) clocks_summary(tab);
+    for (int f = 0; f < n_files; f++) {
         char tmp[1100], fin[1100];
         snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, file_names[f]);
         snprintf(fin, sizeof fin, "%s/%s", dir, file_names[f]);

@@ -101,6 +101,7 @@ struct hs_exec_replay {
     int64_t *meas;             /* [n_iters] ns */
     int64_t n_done;
     double *samples;           /* [repeats] */
+    hs_gpumon_stats *clk;      /* [n_iters] over each iteration's timed runs; NULL: no --clocks */
     int warmed;
     hs_progress pg;            /* the progress line (core/progress.h) */
 };
@@ -816,8 +817,10 @@ static int run_iter(hs_exec_replay *r, const hs_sched_iter *it, hs_err *err)
         if ((rc = run_once(r, st, &med, err))) goto fail;
         r->warmed = 1;
     }
-    for (int i = 0; i < n; i++)
-        if ((rc = run_once(r, st, &r->samples[i], err))) goto fail;
+    if (r->clk) hs_gpumon_begin(x->mon);
+    for (int i = 0; i < n && !rc; i++) rc = run_once(r, st, &r->samples[i], err);
+    if (r->clk) hs_gpumon_end(x->mon, &r->clk[r->n_done]);
+    if (rc) goto fail;
     qsort(r->samples, (size_t)n, sizeof *r->samples, cmp_double);
     med = n % 2 ? r->samples[n / 2] : 0.5 * (r->samples[n / 2 - 1] + r->samples[n / 2]);
     r->it_no[r->n_done] = it->it;
@@ -869,6 +872,34 @@ static void notes(const hs_exec_replay *r, const hs_exec *x, const memplan *mp)
                 h->kv_bits, hs_exec_dtype_name(x->info.dtype));
 }
 
+/* --clocks FILE: one row per iteration, as the measured CSV (a temporary
+ * renamed at the end). */
+static int write_clocks(const hs_exec_replay *r, hs_err *err)
+{
+    char tmp[1100];
+    FILE *fp;
+    int bad;
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", r->o.clocks) >= sizeof tmp)
+        return hs_errf(err, HS_EINVAL, "--clocks %s: path too long", r->o.clocks);
+    if (!(fp = fopen(tmp, "w")))
+        return hs_errf(err, HS_EIO, "--clocks %s: cannot write %s: %s", r->o.clocks, tmp, strerror(errno));
+    fprintf(fp, "it,samples,sm_mhz_mean,sm_mhz_min,sm_mhz_max,power_w_mean,power_w_max,reasons\n");
+    for (int64_t i = 0; i < r->n_done; i++) {
+        const hs_gpumon_stats *c = &r->clk[i];
+        char why[160];
+        hs_gpumon_reasons_str(c->reasons, why, sizeof why);
+        fprintf(fp, "%lld,%d,%.1f,%.0f,%.0f,%.1f,%.1f,%s\n", (long long)r->it_no[i], c->n, c->sm_mhz_mean,
+                c->sm_mhz_min, c->sm_mhz_max, c->power_w_mean, c->power_w_max, why);
+    }
+    bad = ferror(fp);
+    bad |= fclose(fp) != 0;
+    if (bad || rename(tmp, r->o.clocks)) {
+        remove(tmp);
+        return hs_errf(err, HS_EIO, "--clocks %s: write failed", r->o.clocks);
+    }
+    return 0;
+}
+
 int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
 {
     memplan mp;
@@ -906,7 +937,8 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
     }
     if (!(r->it_no = malloc(((size_t)r->n_iters + 1) * sizeof *r->it_no)) ||
         !(r->meas = malloc(((size_t)r->n_iters + 1) * sizeof *r->meas)) ||
-        !(r->samples = malloc((size_t)r->o.repeats * sizeof *r->samples))) {
+        !(r->samples = malloc((size_t)r->o.repeats * sizeof *r->samples)) ||
+        (r->o.clocks && x->mon && !(r->clk = calloc((size_t)r->n_iters + 1, sizeof *r->clk)))) {
         rc = hs_errf(err, HS_ENOMEM, "out of memory");
         goto fail;
     }
@@ -957,6 +989,7 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
         rc = hs_errf(err, HS_EIO, "stdout: write failed");
         goto fail;
     }
+    if (r->clk && (rc = write_clocks(r, err))) goto fail;
     if (!r->o.quiet)
         fprintf(stderr, "hetsim-exec: replay: %lld iterations in %.2f s\n", (long long)r->n_done,
                 now_s() - t0);
@@ -984,5 +1017,6 @@ void hs_exec_replay_free(hs_exec_replay *r)
     free(r->it_no);
     free(r->meas);
     free(r->samples);
+    free(r->clk);
     free(r);
 }

@@ -35,6 +35,9 @@ typedef struct hs_exec_replay_opts {
     int layers;                /* layers to run, 0: all (header's layers) */
     int repeats;               /* timed runs per iteration (median), >= 1 */
     const char *out;           /* CSV path; NULL: stdout */
+    const char *clocks;        /* per-iteration clocks CSV (it,samples,sm_mhz_mean,
+                                  sm_mhz_min,sm_mhz_max,power_w_mean,power_w_max,reasons),
+                                  written when the hs_exec has a monitor; NULL: none */
     int check;                 /* KV-pool books per iteration on stderr */
     int quiet;                 /* no notes or summary on stderr */
     int progress;              /* a progress line on stderr every few seconds

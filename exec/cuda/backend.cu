@@ -100,6 +100,12 @@ static int cu_open(hs_exec *x, int device, int dtype, hs_err *err)
     x->info.elem_bytes = 2;
     x->info.mem_total = (double)total_b;
     x->info.mem_usable = (double)free_b;
+    /* NVML names the device by its bus id (the clock monitor); without it
+     * the monitor falls back to NVML's device 0 */
+    if (cudaDeviceGetPCIBusId(x->info.pci_bus_id, (int)sizeof x->info.pci_bus_id, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        x->info.pci_bus_id[0] = '\0';
+    }
     return 0;
 }
 

@@ -2,9 +2,11 @@
 # exec_cli.sh - hetsim-exec's command line on the CPU backend: help, info,
 # a quick profile of tiny-test (all four files, exact headers, positive
 # times, every op), and one-line errors with exit code 2.
-# usage: exec_cli.sh PATH/TO/hetsim-exec
+# --clocks against a stand-in NVML library (FAKE_NVML, optional).
+# usage: exec_cli.sh PATH/TO/hetsim-exec [PATH/TO/fake libnvidia-ml]
 set -u
-bin=${1:?usage: exec_cli.sh hetsim-exec}
+bin=${1:?usage: exec_cli.sh hetsim-exec [fake-nvml.so]}
+fake_nvml=${2:-}
 . "$(dirname "$0")/lib.sh"
 
 for args in "--help" "profile --help" "info --help" "replay --help"; do
@@ -61,6 +63,46 @@ if "$bin" profile --model tiny-test --tp 1,2 --bits 16,8,4 --backend cpu --quick
     ls "$out" | grep -q '\.tmp$' && fail "temporary files left behind"
 else
     fail "profile: $(cat "$tmp/err")"
+fi
+
+# --clocks: clocks.csv has one row per table row, keyed as the tables, each
+# with the stand-in's clock, power and reason over at least the begin and
+# end samples; meta.json names the monitor; a summary on stderr.  Without
+# NVML: a warning, the tables, no clocks.csv.
+if [ -n "$fake_nvml" ]; then
+    if HS_NVML_LIB=$fake_nvml "$bin" profile --model tiny-test --bits 16,8 --backend cpu --quick --clocks \
+            --out "$tmp/clk" >"$tmp/out" 2>"$tmp/err"; then
+        c=$tmp/clk/clocks.csv
+        [ "$(head -1 "$c")" = "op,tp,x,y,samples,sm_mhz_mean,sm_mhz_min,sm_mhz_max,power_w_mean,power_w_max,reasons" ] ||
+            fail "clocks.csv header: $(head -1 "$c")"
+        want=$(cat "$tmp/clk/dense.csv" "$tmp/clk/attn_decode.csv" "$tmp/clk/attn_prefill.csv" | grep -cv '^[a-z_]*,*tp,')
+        [ "$(($(wc -l <"$c") - 1))" -eq "$want" ] || fail "clocks.csv: $(($(wc -l <"$c") - 1)) rows, tables have $want"
+        # the same keys in the same order: dense op,tp,bits,tokens; attention tp,x,y
+        diff <(tail -n +2 "$tmp/clk/dense.csv" | cut -d, -f1-4; tail -n +2 "$tmp/clk/attn_decode.csv" |
+               sed 's/^/attn_decode,/' | cut -d, -f1-4; tail -n +2 "$tmp/clk/attn_prefill.csv" |
+               sed 's/^/attn_prefill,/' | cut -d, -f1-4) <(tail -n +2 "$c" | cut -d, -f1-4) >/dev/null ||
+            fail "clocks.csv: keys differ from the tables'"
+        awk -F, 'NR > 1 && !($5 >= 2 && $6 == 1980 && $7 == 1980 && $9 == 700 && $11 == "sw_power_cap") { bad++ }
+                 END { exit bad > 0 }' "$c" || fail "clocks.csv: a row without the stand-in's readings"
+        grep -qF '"clock_monitor": "NVML (driver 999.1), FakeGPU"' "$tmp/clk/meta.json" || fail "meta.json: no clock_monitor"
+        grep -q "clocks: GEMMs < 512 tokens  *SM 1980 MHz" "$tmp/err" || fail "no clocks summary: $(cat "$tmp/err")"
+        grep -q "clocks.csv" "$tmp/out" || fail "profile --clocks: clocks.csv not named: $(cat "$tmp/out")"
+        echo "ok: profile --clocks, $want rows"
+    else
+        fail "profile --clocks: $(cat "$tmp/err")"
+    fi
+else
+    echo "no stand-in NVML given: profile --clocks with NVML not tested"
+fi
+if HS_NVML_LIB=/nonexistent/libnvidia-ml.so.1 "$bin" profile --model tiny-test --backend cpu --quick --clocks --quiet \
+        --out "$tmp/noclk" >"$tmp/out" 2>"$tmp/err"; then
+    grep -q "^hetsim-exec: warning: --clocks: .*/nonexistent/libnvidia-ml.so.1.*measuring without clocks$" "$tmp/err" ||
+        fail "--clocks without NVML: no warning: $(cat "$tmp/err")"
+    [ -e "$tmp/noclk/clocks.csv" ] && fail "--clocks without NVML: clocks.csv written"
+    [ -s "$tmp/noclk/dense.csv" ] || fail "--clocks without NVML: no tables"
+    echo "ok: profile --clocks without NVML"
+else
+    fail "profile --clocks without NVML: $(cat "$tmp/err")"
 fi
 
 # --timing cold (every op queued behind a cache-flushing write) and stream

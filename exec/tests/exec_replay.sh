@@ -6,9 +6,11 @@
 # sums worked out below, at block sizes 16 and 32; --replica, --layers,
 # --repeats and --out; a generated 300-iteration schedule runs in seconds;
 # malformed files and impossible requests give one line and exit code 2.
-# usage: exec_replay.sh PATH/TO/hetsim-exec
+# --clocks FILE against a stand-in NVML library (optional second argument).
+# usage: exec_replay.sh PATH/TO/hetsim-exec [PATH/TO/fake libnvidia-ml]
 set -u
-bin=${1:?usage: exec_replay.sh hetsim-exec}
+bin=${1:?usage: exec_replay.sh hetsim-exec [fake-nvml.so]}
+fake_nvml=${2:-}
 . "$(dirname "$0")/lib.sh"
 
 # check_csv NAME FILE ROWS LAYERS_RUN SCALE REPLICA: the comment line, the
@@ -133,6 +135,24 @@ else
     fail "no iterations: $(cat "$tmp/err")"
 fi
 echo "ok: --replica, --layers, --repeats, stdout, a replica without iterations"
+
+# --clocks FILE: a row per iteration, the measured CSV's iteration numbers,
+# the stand-in's readings over each iteration's timed runs.
+if [ -n "$fake_nvml" ]; then
+    if HS_NVML_LIB=$fake_nvml "$bin" replay "$tmp/s16.jsonl" --backend cpu --repeats 2 --quiet \
+            --clocks "$tmp/clk.csv" --out "$tmp/mc.csv" 2>"$tmp/err"; then
+        [ "$(head -1 "$tmp/clk.csv")" = "it,samples,sm_mhz_mean,sm_mhz_min,sm_mhz_max,power_w_mean,power_w_max,reasons" ] ||
+            fail "--clocks: header: $(head -1 "$tmp/clk.csv")"
+        diff <(tail -n +3 "$tmp/mc.csv" | cut -d, -f1) <(tail -n +2 "$tmp/clk.csv" | cut -d, -f1) >/dev/null ||
+            fail "--clocks: iterations differ from the measured CSV's"
+        awk -F, 'NR > 1 && !($2 >= 2 && $3 == 1980 && $6 == 700 && $8 == "sw_power_cap") { bad++ } END { exit bad > 0 }' \
+            "$tmp/clk.csv" || fail "--clocks: a row without the stand-in's readings"
+        [ -e "$tmp/clk.csv.tmp" ] && fail "--clocks: temporary left behind"
+        echo "ok: replay --clocks, $(($(wc -l <"$tmp/clk.csv") - 1)) iterations"
+    else
+        fail "replay --clocks: $(cat "$tmp/err")"
+    fi
+fi
 
 # A generated schedule: 300 iterations, 8 requests at a time, whole-prompt
 # prefills of 48 tokens joining a decode batch, outputs of 20..59 tokens.
