@@ -34,10 +34,22 @@ m.update(name="tiny4", layers=4, params_b=round(m["params_b"] + 2 * per_layer / 
 json.dump(m, open(f"{root}/models/tiny4.json", "w"))
 PY
 mkdir -p "$T/ret"
-HETSIM_ROOT=$R OUT=$T/ret HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --quick --models tiny4 \
+# hetsim-exec's --clocks through a stand-in NVML (exec/tests/fake_nvml.c),
+# as on a GPU: per table row and per replayed iteration in the summary
+nvml=$HS_BIN/exec/libhs_fake_nvml.so
+[ -f "$nvml" ] || nvml=
+HS_NVML_LIB=$nvml HETSIM_ROOT=$R OUT=$T/ret HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --quick --models tiny4 \
     --requests 24 --rate 4 --fit "$FIX/perf/tables" --out "$T/g" >"$T/out" 2>&1
 check_eq "gpu-run exits 0" "$?" "0"
 s=$T/g/summary.txt
+if [ -n "$nvml" ]; then
+    check "clocks.csv beside the table" -f "$T/g/profiles/$dev/tiny4/clocks.csv"
+    check_grep "row clocks summarised" "$s" '^   row clocks, GEMMs < 512 tokens: SM median 1980 MHz \(min 1980\), 700 W, held down in [0-9]+ of [0-9]+ rows$'
+    check_grep "iteration clocks summarised" "$s" '^   iteration clocks, with a prefill: SM median 1980 MHz'
+    check_grep "decode iterations too" "$s" '^   iteration clocks, decode only: SM median 1980 MHz'
+else
+    echo "no stand-in NVML built: gpu-run's clock lines not checked"
+fi
 check_grep "kernels checked on the device" "$s" "checks passed, 0 failed"
 check_grep "ceilings measured" "$s" '^gemm: [0-9.]+ TFLOP/s'
 check_grep "table profiled" "$s" '[0-9]+ dense, [0-9]+ decode, [0-9]+ prefill lines'

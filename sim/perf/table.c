@@ -57,6 +57,7 @@ static const hs_field meta_fields[] = {
     HS_FIELD_NUM(hs_ptable_meta, decode_part_min, HS_F_INT, 0, 0, 0, 1 << 24, "decode attention: fewest keys per block when it splits to fill the device"),
     HS_FIELD_NUM(hs_ptable_meta, decode_part_align, HS_F_INT, 0, 1, 1, 1 << 24, "decode attention: partitions are a multiple of this many keys"),
     HS_FIELD_NUM(hs_ptable_meta, decode_fill, HS_F_INT, 0, 0, 0, 1024, "decode attention: blocks per multiprocessor the split aims at"),
+    HS_FIELD_STR(hs_ptable_meta, clock_monitor, 0, "", "what read the GPU's clocks while the rows were timed (clocks.csv beside)"),
     {0},
 };
 
@@ -458,6 +459,7 @@ static int write_meta(const hs_ptable *t, const char *dir, hs_err *err)
           !cJSON_AddNumberToObject(j, "kv_blocks", (double)m->kv_blocks) ||
           (m->timing[0] && !cJSON_AddStringToObject(j, "timing", m->timing)) ||
           (m->kv_pool_bytes > 0 && !cJSON_AddNumberToObject(j, "kv_pool_bytes", (double)m->kv_pool_bytes)) ||
+          (m->clock_monitor[0] && !cJSON_AddStringToObject(j, "clock_monitor", m->clock_monitor)) ||
           (m->decode_sms > 0 && (!cJSON_AddNumberToObject(j, "decode_sms", m->decode_sms) ||
                                  !cJSON_AddNumberToObject(j, "decode_resident", m->decode_resident) ||
                                  !cJSON_AddNumberToObject(j, "decode_part_max", m->decode_part_max) ||

@@ -83,6 +83,8 @@ typedef struct hs_ptable_meta {
      * decode_sms 0: not said (a Vidur table, the CPU backend) */
     int decode_sms, decode_resident;
     int decode_part_max, decode_part_min, decode_part_align, decode_fill;
+    char clock_monitor[256];  /* what read the GPU's clocks while timing (hetsim-exec
+                                 profile --clocks writes clocks.csv beside); "": none */
 } hs_ptable_meta;
 
 enum { HS_ATTN_DECODE, HS_ATTN_PREFILL };
