@@ -312,7 +312,9 @@ static void note_source(bctx *b, const src *s)
         b->uncalibrated = 1;
     } else if (s->fit && own) {
         e = s->ce ? s->ce->cv.layer_med : -1;
-        snprintf(one, sizeof one, "%s: %sfitted on its tables", s->g->name, s->t ? "table + " : "");
+        /* one model's table: leaving a model out leaves nothing to fit */
+        snprintf(one, sizeof one, "%s: %sfitted on its tables%s", s->g->name, s->t ? "table + " : "",
+                 s->ce && s->ce->n_tables == 1 ? " (one model: not cross-validated)" : "");
     } else if (s->fit) {
         for (int i = 0; i < s->fit->n_gpus; i++) {
             size_t l = strlen(from);
