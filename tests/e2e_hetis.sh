@@ -9,7 +9,10 @@ set -u
 
 common=(--model llama-2-70b --cluster hetis-mixed12)
 hs_run 0 "plan hetis" plan --planner hetis "${common[@]}" --emit-deployment "$T/d.json" --quiet
-check_grep "attention workers in the deployment" "$T/d.json" '"attention":\[\{"replica":0,"stage":0,"gpu":8\}'
+# the P100s (GPUs 8-11) serve attention; which stage each helps follows the latency model
+check_grep "attention workers in the deployment" "$T/d.json" '"attention":\[\{"replica":0,"stage":[0-9]+,"gpu":8\}'
+check_eq "the four P100s are attention workers" \
+    "$(grep -o '"stage":[0-9]*,"gpu":[0-9]*' "$T/d.json" | sed 's/.*"gpu"://' | sort -n | tr '\n' ' ')" "8 9 10 11 "
 hs_run 0 "run hetis" run --deployment "$T/d.json" --policy hetis "${common[@]}" --rate 1.5 --requests 60 \
     --db "$T/r.db"
 check_grep "dispatcher report" "$T/err" '^hetis: [0-9]+ dispatches'
