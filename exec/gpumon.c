@@ -26,7 +26,7 @@ typedef struct nvml {
 } nvml;
 
 typedef struct acc {
-    int n, np;
+    int n, np, nr;
     double sum, mn, mx, psum, pmx;
     unsigned long long reasons;
 } acc;
@@ -34,7 +34,7 @@ typedef struct acc {
 struct hs_gpumon {
     hs_gpumon_read_fn fn;
     void *ctx;
-    long period_ns;
+    long long period_ns;
     pthread_t th;
     int have_th;
     pthread_mutex_t mu;
@@ -59,7 +59,10 @@ static void acc_add(acc *a, const hs_gpumon_sample *s)
         a->psum += s->power_w;
         a->np++;
     }
-    a->reasons |= s->reasons;
+    if (s->reasons_read) {
+        a->reasons |= s->reasons;
+        a->nr++;
+    }
 }
 
 static int sample(hs_gpumon *m, hs_gpumon_sample *s)
@@ -67,14 +70,16 @@ static int sample(hs_gpumon *m, hs_gpumon_sample *s)
     s->sm_mhz = 0;
     s->power_w = -1;
     s->reasons = 0;
+    s->reasons_read = 0;
     return m->fn(m->ctx, s);
 }
 
-static void deadline(struct timespec *ts, long ns)
+static void deadline(struct timespec *ts, long long ns)
 {
     clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_nsec += ns;
-    while (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec += (time_t)(ns / 1000000000LL);
+    ts->tv_nsec += (long)(ns % 1000000000LL);
+    if (ts->tv_nsec >= 1000000000L) {
         ts->tv_nsec -= 1000000000L;
         ts->tv_sec++;
     }
@@ -98,8 +103,10 @@ static void *run(void *arg)
         pthread_mutex_lock(&m->mu);
         if (ok && m->active && m->gen == gen) acc_add(&m->a, &s);
         deadline(&ts, m->period_ns);
-        while (m->active && !m->quit && m->gen == gen &&
-               pthread_cond_timedwait(&m->cv, &m->mu, &ts) != ETIMEDOUT) {
+        while (m->active && !m->quit && m->gen == gen) {
+            int rc = pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+            /* any error but a wake-up ends the wait: never spin on the lock */
+            if (rc && rc != EINTR) break;
         }
     }
     pthread_mutex_unlock(&m->mu);
@@ -117,7 +124,7 @@ int hs_gpumon_open_fn(hs_gpumon **out, hs_gpumon_read_fn fn, void *ctx, int peri
     if (!(m = calloc(1, sizeof *m))) return hs_errf(err, HS_ENOMEM, "out of memory (clock monitor)");
     m->fn = fn;
     m->ctx = ctx;
-    m->period_ns = (long)period_us * 1000L;
+    m->period_ns = (long long)period_us * 1000LL;
     snprintf(m->desc, sizeof m->desc, "a sampler function");
     pthread_mutex_init(&m->mu, NULL);
     pthread_condattr_init(&ca);
@@ -143,7 +150,10 @@ static int nvml_read(void *ctx, hs_gpumon_sample *s)
     if (nv->clock(nv->dev, NVML_CLOCK_SM, &mhz) != NVML_OK) return -1;
     s->sm_mhz = mhz;
     if (nv->power && nv->power(nv->dev, &mw) == NVML_OK) s->power_w = mw / 1000.0;
-    if (nv->reasons && nv->reasons(nv->dev, &r) == NVML_OK) s->reasons = r;
+    if (nv->reasons && nv->reasons(nv->dev, &r) == NVML_OK) {
+        s->reasons = r;
+        s->reasons_read = 1;
+    }
     return 0;
 }
 
@@ -160,7 +170,7 @@ int hs_gpumon_open_nvml(hs_gpumon **out, const char *pci_bus_id, int period_us, 
     const char *path = getenv("HS_NVML_LIB");
     int (*init)(void), (*by_index)(unsigned, void **), (*by_pci)(const char *, void **);
     int (*name)(void *, char *, unsigned), (*driver)(char *, unsigned);
-    char devname[96] = "?", drv[80] = "?";
+    char devname[96] = "?", drv[80] = "?", unread[80] = "";
     nvml nv;
     int rc;
     *out = NULL;
@@ -205,6 +215,23 @@ int hs_gpumon_open_nvml(hs_gpumon **out, const char *pci_bus_id, int period_us, 
     if (name) (void)name(nv.dev, devname, sizeof devname);
     if (driver) (void)driver(drv, sizeof drv);
     devname[sizeof devname - 1] = drv[sizeof drv - 1] = '\0';
+    {
+        /* one reading now: a monitor that cannot read the clock is no
+         * monitor, and what it cannot read (power, reasons) is said once
+         * here rather than guessed from empty columns later */
+        hs_gpumon_sample probe = {0, -1, 0, 0};
+        unsigned mhz = 0;
+        if ((rc = nv.clock(nv.dev, NVML_CLOCK_SM, &mhz)) != NVML_OK) {
+            hs_errf(err, HS_EIO, "clock monitor: nvmlDeviceGetClockInfo (SM): %s", nvml_err(&nv, rc));
+            nv.shutdown();
+            dlclose(nv.lib);
+            return HS_EIO;
+        }
+        (void)nvml_read(&nv, &probe);
+        if (probe.power_w < 0) snprintf(unread + strlen(unread), sizeof unread - strlen(unread), "%s", "; power not readable");
+        if (!probe.reasons_read)
+            snprintf(unread + strlen(unread), sizeof unread - strlen(unread), "%s", "; clock-event reasons not readable");
+    }
     if ((rc = hs_gpumon_open_fn(out, nvml_read, NULL, period_us, err))) {
         nv.shutdown();
         dlclose(nv.lib);
@@ -213,8 +240,8 @@ int hs_gpumon_open_nvml(hs_gpumon **out, const char *pci_bus_id, int period_us, 
     /* the thread reads ctx only inside a window, after begin's lock */
     (*out)->nv = nv;
     (*out)->ctx = &(*out)->nv;
-    snprintf((*out)->desc, sizeof (*out)->desc, "NVML (driver %s), %s%s%s", drv, devname,
-             pci_bus_id && *pci_bus_id ? " at " : "", pci_bus_id && *pci_bus_id ? pci_bus_id : "");
+    snprintf((*out)->desc, sizeof (*out)->desc, "NVML (driver %s), %s%s%s%s", drv, devname,
+             pci_bus_id && *pci_bus_id ? " at " : "", pci_bus_id && *pci_bus_id ? pci_bus_id : "", unread);
     return 0;
 }
 
@@ -270,6 +297,7 @@ void hs_gpumon_end(hs_gpumon *m, hs_gpumon_stats *st)
     st->power_w_mean = m->a.np ? m->a.psum / m->a.np : -1;
     st->power_w_max = m->a.np ? m->a.pmx : -1;
     st->reasons = m->a.reasons;
+    st->reasons_n = m->a.nr;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -310,4 +338,10 @@ void hs_gpumon_reasons_str(unsigned long long r, char *buf, size_t cap)
         len += (size_t)k;
     }
     if (!len) snprintf(buf, cap, "none");
+}
+
+void hs_gpumon_stats_reasons(const hs_gpumon_stats *s, char *buf, size_t cap)
+{
+    if (!s->reasons_n) snprintf(buf, cap, "unread");
+    else hs_gpumon_reasons_str(s->reasons, buf, cap);
 }

@@ -12,9 +12,13 @@
  * the driver builds and runs as before.  A thread samples the SM clock,
  * the board power and the clock-event reasons (power cap, thermal, ...)
  * every period_us while a window is open (begin .. end); begin and end
- * take a sample themselves, so every window has at least two.  NVML
- * refreshes power about every 20-100 ms and the clock at its own rate, so a
- * window of a few microseconds sees the state around it, not inside it.
+ * take a sample themselves, so every window has at least two.  A window of
+ * a few microseconds sees the state around it, not inside it.  NVML's
+ * power reading is a trailing average (about 1 s on Ampere and newer
+ * boards other than GA100, per NVML's documentation), so power_w tells the
+ * load of the last second, not of one short row.  Each sample is three
+ * driver calls, which on GSP-based GPUs (Hopper) take the driver's lock:
+ * sample every 10 ms or more, never every microsecond.
  *
  * The sampler is a function pointer, so that tests drive the thread with
  * scripted samples (hs_gpumon_open_fn); HS_NVML_LIB overrides the library
@@ -32,6 +36,7 @@ typedef struct hs_gpumon_sample {
     double sm_mhz;                /* SM clock; <= 0: not read */
     double power_w;               /* board power; < 0: not read */
     unsigned long long reasons;   /* NVML clock-event reason bits (HS_GPUMON_*) */
+    int reasons_read;             /* 1 when reasons holds a reading (0 bits is then "none") */
 } hs_gpumon_sample;
 
 /* NVML's clock-event reason bits (nvmlClocksEventReason*, stable since
@@ -52,6 +57,7 @@ typedef struct hs_gpumon_stats {
     double sm_mhz_mean, sm_mhz_min, sm_mhz_max;
     double power_w_mean, power_w_max;   /* -1 when power was never read */
     unsigned long long reasons;   /* union over the window's samples */
+    int reasons_n;                /* samples whose reasons were read; 0: reasons unknown */
 } hs_gpumon_stats;
 
 /* Reads one sample; returns 0, or nonzero when nothing could be read. */
@@ -78,5 +84,7 @@ const char *hs_gpumon_describe(const hs_gpumon *m);
 /* The reason bits as names joined by '+' ("sw_power_cap+hw_slowdown"),
  * "none" for 0. */
 void hs_gpumon_reasons_str(unsigned long long r, char *buf, size_t cap);
+/* The same for a window: "unread" when no sample had its reasons read. */
+void hs_gpumon_stats_reasons(const hs_gpumon_stats *s, char *buf, size_t cap);
 
 #endif

@@ -111,12 +111,14 @@ static int fail(const hs_err *err)
 /* --clocks: a monitor of the GPU's clocks for the timed work (gpumon.h).
  * The measurement is what was asked for, so a machine without NVML still
  * gets it, with a warning instead of the clocks. */
-static void clocks_open(hs_exec *x)
+static void clocks_open(hs_exec *x, int say)
 {
     hs_err err = {0};
-    if (hs_gpumon_open_nvml(&x->mon, x->info.pci_bus_id, 1000, &err))
+    /* every 10 ms: NVML's clock and power refresh no faster, and each
+     * sample takes the driver's lock (gpumon.h) */
+    if (hs_gpumon_open_nvml(&x->mon, x->info.pci_bus_id, 10000, &err))
         fprintf(stderr, "hetsim-exec: warning: --clocks: %s; measuring without clocks\n", err.msg);
-    else
+    else if (say)
         fprintf(stderr, "hetsim-exec: clocks from %s\n", hs_gpumon_describe(x->mon));
 }
 
@@ -250,7 +252,7 @@ static int cmd_profile(int argc, char **argv)
         if (hs_exec_shape_make(&s, &m, o.tp[i], &err)) return fail(&err);
     }
     if (hs_exec_open(&x, c.backend, c.dtype, &err)) return fail(&err);
-    if (clocks) clocks_open(&x);
+    if (clocks) clocks_open(&x, o.progress);
     rc = hs_exec_profile(&x, &m, &o, dir, sizeof dir, &err);
     clocks = x.mon != NULL;
     clocks_close(&x);
@@ -350,7 +352,7 @@ static int cmd_replay(int argc, char **argv)
         hs_exec_replay_free(r);
         return fail(&err);
     }
-    if (o.clocks) clocks_open(&x);
+    if (o.clocks) clocks_open(&x, !o.quiet);
     rc = hs_exec_replay_run(r, &x, &err);
     clocks_close(&x);
     hs_exec_replay_free(r);

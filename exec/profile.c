@@ -673,7 +673,7 @@ static void write_clocks(FILE *fp, const table *tab)
         for (size_t i = 0; i < tab[f].n; i++) {
             const row *r = &tab[f].r[i];
             char why[160];
-            hs_gpumon_reasons_str(r->clk.reasons, why, sizeof why);
+            hs_gpumon_stats_reasons(&r->clk, why, sizeof why);
             fprintf(fp, "%s,%d,%d,%d,%d,%.1f,%.0f,%.0f,%.1f,%.1f,%s\n", r->op ? r->op : attn[f], r->a,
                     r->b, r->c, r->clk.n, r->clk.sm_mhz_mean, r->clk.sm_mhz_min, r->clk.sm_mhz_max,
                     r->clk.power_w_mean, r->clk.power_w_max, why);
@@ -691,7 +691,7 @@ static void clocks_summary(const table *tab)
     const unsigned long long held = HS_GPUMON_SW_POWER_CAP | HS_GPUMON_HW_SLOWDOWN | HS_GPUMON_SW_THERMAL |
                                     HS_GPUMON_HW_THERMAL | HS_GPUMON_HW_POWER_BRAKE;
     double sum[NG] = {0}, mn[NG] = {0}, pw[NG] = {0};
-    int n[NG] = {0}, npw[NG] = {0}, capped[NG] = {0};
+    int n[NG] = {0}, npw[NG] = {0}, capped[NG] = {0}, nr[NG] = {0};
     for (int f = 0; f < 3; f++)
         for (size_t i = 0; i < tab[f].n; i++) {
             const row *r = &tab[f].r[i];
@@ -706,15 +706,21 @@ static void clocks_summary(const table *tab)
                 pw[k] += r->clk.power_w_mean;
                 npw[k]++;
             }
+            if (r->clk.reasons_n) nr[k]++;
             if (r->clk.reasons & held) capped[k]++;
         }
     for (int k = 0; k < NG; k++) {
         char p[32] = "";
         if (!n[k]) continue;
         if (npw[k]) snprintf(p, sizeof p, ", %.0f W", pw[k] / npw[k]);
-        fprintf(stderr, "hetsim-exec: clocks: %-19s SM %.0f MHz mean (min %.0f)%s, held down by power "
-                        "or heat in %d of %d rows\n",
-                names[k], sum[k] / n[k], mn[k], p, capped[k], n[k]);
+        if (nr[k])
+            fprintf(stderr, "hetsim-exec: clocks: %-19s SM %.0f MHz mean (min %.0f)%s, held down by power "
+                            "or heat in %d of %d rows\n",
+                    names[k], sum[k] / n[k], mn[k], p, capped[k], nr[k]);
+        else
+            fprintf(stderr, "hetsim-exec: clocks: %-19s SM %.0f MHz mean (min %.0f)%s, clock-event "
+                            "reasons unread\n",
+                    names[k], sum[k] / n[k], mn[k], p);
     }
 }
 
@@ -862,6 +868,12 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
     n_files = x->mon ? 5 : 4;
     for (int f = 0; f < n_files && !rc; f++) rc = write_file(dir, f, tab, &mt, err);
     if (!rc && x->mon && o->progress) clocks_summary(tab);
+    if (!rc && !x->mon) {
+        /* an earlier profile's clocks.csv would describe other rows */
+        char old[1100];
+        snprintf(old, sizeof old, "%s/%s", dir, file_names[4]);
+        remove(old);
+    }
     for (int f = 0; f < n_files; f++) {
         char tmp[1100], fin[1100];
         snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, file_names[f]);

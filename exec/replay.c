@@ -887,7 +887,7 @@ static int write_clocks(const hs_exec_replay *r, hs_err *err)
     for (int64_t i = 0; i < r->n_done; i++) {
         const hs_gpumon_stats *c = &r->clk[i];
         char why[160];
-        hs_gpumon_reasons_str(c->reasons, why, sizeof why);
+        hs_gpumon_stats_reasons(c, why, sizeof why);
         fprintf(fp, "%lld,%d,%.1f,%.0f,%.0f,%.1f,%.1f,%s\n", (long long)r->it_no[i], c->n, c->sm_mhz_mean,
                 c->sm_mhz_min, c->sm_mhz_max, c->power_w_mean, c->power_w_max, why);
     }
@@ -928,6 +928,20 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
                        "%.2f GiB usable on %s even with --layers 1",
                        r->o.path, r->h.replica, (long long)r->pool, r->h.block_size, mp.kv_layer / gib,
                        (mp.weights + mp.buffers) / gib, budget / gib, x->info.device);
+    }
+    if (r->o.clocks && x->mon) {
+        /* found out now, not after an hour of replay: a --clocks that
+         * cannot be written, or one that would overwrite --out */
+        char probe[1100];
+        FILE *pf;
+        if (r->o.out && !strcmp(r->o.out, r->o.clocks))
+            return hs_errf(err, HS_EINVAL, "--clocks %s: the same file as --out", r->o.clocks);
+        if ((size_t)snprintf(probe, sizeof probe, "%s.tmp", r->o.clocks) >= sizeof probe)
+            return hs_errf(err, HS_EINVAL, "--clocks %s: path too long", r->o.clocks);
+        if (!(pf = fopen(probe, "w")))
+            return hs_errf(err, HS_EIO, "--clocks %s: cannot write %s: %s", r->o.clocks, probe, strerror(errno));
+        fclose(pf);
+        remove(probe);
     }
     if (r->o.out) {
         if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", r->o.out) >= sizeof tmp)

@@ -44,7 +44,7 @@ check_eq "gpu-run exits 0" "$?" "0"
 s=$T/g/summary.txt
 if [ -n "$nvml" ]; then
     check "clocks.csv beside the table" -f "$T/g/profiles/$dev/tiny4/clocks.csv"
-    check_grep "row clocks summarised" "$s" '^   row clocks, GEMMs < 512 tokens: SM median 1980 MHz \(min 1980\), 700 W, held down in [0-9]+ of [0-9]+ rows$'
+    check_grep "row clocks summarised" "$s" '^   row clocks, GEMMs < 512 tokens: SM median 1980 MHz \(min 1980\), 700 W \(1 s average\), held down in [0-9]+ of [0-9]+ rows$'
     check_grep "iteration clocks summarised" "$s" '^   iteration clocks, with a prefill: SM median 1980 MHz'
     check_grep "decode iterations too" "$s" '^   iteration clocks, decode only: SM median 1980 MHz'
 else

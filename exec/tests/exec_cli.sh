@@ -88,6 +88,10 @@ if [ -n "$fake_nvml" ]; then
         grep -q "clocks: GEMMs < 512 tokens  *SM 1980 MHz" "$tmp/err" || fail "no clocks summary: $(cat "$tmp/err")"
         grep -q "clocks.csv" "$tmp/out" || fail "profile --clocks: clocks.csv not named: $(cat "$tmp/out")"
         echo "ok: profile --clocks, $want rows"
+        # profiled again without --clocks: the old clocks.csv would describe other rows
+        "$bin" profile --model tiny-test --bits 16 --backend cpu --quick --quiet --out "$tmp/clk" >/dev/null 2>&1 ||
+            fail "profile over a --clocks table failed"
+        [ -e "$tmp/clk/clocks.csv" ] && fail "a stale clocks.csv survived a profile without --clocks"
     else
         fail "profile --clocks: $(cat "$tmp/err")"
     fi

@@ -152,6 +152,14 @@ if [ -n "$fake_nvml" ]; then
     else
         fail "replay --clocks: $(cat "$tmp/err")"
     fi
+    # refused before the replay runs: nothing measured is lost to a bad path
+    export HS_NVML_LIB=$fake_nvml
+    expect_error "--clocks not writable" "--clocks /nonexistent/c\.csv: cannot write" \
+        replay "$tmp/s16.jsonl" --backend cpu --quiet --clocks /nonexistent/c.csv --out "$tmp/m9.csv"
+    [ -e "$tmp/m9.csv" ] && fail "--clocks not writable: --out written anyway"
+    expect_error "--clocks = --out" "--clocks .*: the same file as --out" \
+        replay "$tmp/s16.jsonl" --backend cpu --quiet --clocks "$tmp/same.csv" --out "$tmp/same.csv"
+    unset HS_NVML_LIB
 fi
 
 # A generated schedule: 300 iterations, 8 requests at a time, whole-prompt

@@ -1,8 +1,9 @@
 /* fake_nvml.c - a stand-in for the driver's libnvidia-ml.so.1 with the
  * entry points gpumon.c loads, for test_exec_gpumon: one device,
  * "FakeGPU" at bus 0000:17:00.0, an SM clock of 1980 MHz (FAKE_NVML_MHZ
- * overrides it), 700 W, capped by software power limit.  FAKE_NVML_INIT
- * set to a number makes nvmlInit_v2 return it. */
+ * overrides it; 0: unreadable), 700 W, capped by software power limit.
+ * FAKE_NVML_INIT set to a number makes nvmlInit_v2 return it;
+ * FAKE_NVML_NO_REASONS makes the clock-event reasons unreadable. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,7 @@ int nvmlDeviceGetClockInfo(void *dev, int type, unsigned *mhz)
 {
     const char *e = getenv("FAKE_NVML_MHZ");
     if (dev != &dev_token || type != 1 || atomic_load(&inits) <= 0) return 999;
+    if (e && *e && atoi(e) <= 0) return 3;     /* FAKE_NVML_MHZ=0: the clock cannot be read */
     *mhz = e && *e ? (unsigned)atoi(e) : 1980u;
     return OK;
 }
@@ -77,7 +79,8 @@ int nvmlDeviceGetPowerUsage(void *dev, unsigned *mw)
 
 int nvmlDeviceGetCurrentClocksEventReasons(void *dev, unsigned long long *r)
 {
-    if (dev != &dev_token) return 999;
+    const char *e = getenv("FAKE_NVML_NO_REASONS");
+    if (dev != &dev_token || (e && *e)) return 999;
     *r = 0x4ULL;
     return OK;
 }

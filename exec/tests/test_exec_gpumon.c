@@ -29,6 +29,7 @@ static void sleep_ms(int ms)
 typedef struct script {
     atomic_long calls;
     int fail;                  /* every read fails */
+    int no_reasons;            /* the reasons are never read */
     int window;                /* the window the caller is in: stamped into the clock */
 } script;
 
@@ -39,7 +40,8 @@ static int scripted(void *ctx, hs_gpumon_sample *s)
     if (sc->fail) return -1;
     s->sm_mhz = 1000 + 100 * (double)(k % 3);
     if (k % 2 == 0) s->power_w = 300 + (double)(k % 5);
-    if (k % 3 == 0) s->reasons = HS_GPUMON_SW_POWER_CAP;
+    s->reasons_read = !sc->no_reasons;
+    if (k % 3 == 0 && s->reasons_read) s->reasons = HS_GPUMON_SW_POWER_CAP;
     return 0;
 }
 
@@ -63,9 +65,12 @@ static void test_window(void)
     CHECK(st.reasons == HS_GPUMON_SW_POWER_CAP);
     CHECK_STR(hs_gpumon_describe(m), "a sampler function");
 
-    /* no window open: the thread waits and does not sample */
+    /* no window open: the thread waits and does not sample (a sample in
+     * flight at end may still finish first) */
     {
-        long before = atomic_load(&sc.calls);
+        long before;
+        sleep_ms(20);
+        before = atomic_load(&sc.calls);
         sleep_ms(30);
         CHECK_INT(atomic_load(&sc.calls), before);
     }
@@ -76,7 +81,7 @@ static void test_window(void)
     CHECK_OK(hs_gpumon_open_fn(&m, scripted, &sc, 10 * 1000 * 1000, &err), &err); /* 10 s period */
     if (!m) return;
     hs_gpumon_begin(m);        /* call 0: 1000 MHz, power 300, cap; the thread's call 1 follows */
-    sleep_ms(50);
+    for (int i = 0; i < 2000 && atomic_load(&sc.calls) < 2; i++) sleep_ms(1);   /* a loaded machine */
     hs_gpumon_end(m, &st);     /* call 2: 1200 MHz, power 302 */
     CHECK_INT(st.n, 3);
     CHECK_NEAR(st.sm_mhz_mean, 1100, 1e-9);
@@ -85,6 +90,25 @@ static void test_window(void)
     CHECK_NEAR(st.power_w_mean, 301, 1e-9);
     CHECK_NEAR(st.power_w_max, 302, 1e-9);
     CHECK(st.reasons == HS_GPUMON_SW_POWER_CAP);
+    CHECK_INT(st.reasons_n, 3);
+    {
+        char why[32];
+        hs_gpumon_stats_reasons(&st, why, sizeof why);
+        CHECK_STR(why, "sw_power_cap");
+    }
+
+    /* reasons never read: "unread", not "none" */
+    sc.no_reasons = 1;
+    hs_gpumon_begin(m);
+    hs_gpumon_end(m, &st);
+    CHECK(st.n >= 2);
+    CHECK_INT(st.reasons_n, 0);
+    {
+        char why[32];
+        hs_gpumon_stats_reasons(&st, why, sizeof why);
+        CHECK_STR(why, "unread");
+    }
+    sc.no_reasons = 0;
 
     /* every read fails: nothing averaged, power marked unread */
     sc.fail = 1;
@@ -194,6 +218,29 @@ static void test_nvml(const char *lib)
         CHECK_NEAR(st.sm_mhz_mean, 1755, 1e-9);
         hs_gpumon_close(m);
     }
+    unsetenv("FAKE_NVML_MHZ");
+
+    /* reasons the driver will not give: said once, in the description */
+    m = NULL;
+    setenv("FAKE_NVML_NO_REASONS", "1", 1);
+    CHECK_OK(hs_gpumon_open_nvml(&m, NULL, 1000, &err), &err);
+    if (m) {
+        char why[32];
+        CHECK(strstr(hs_gpumon_describe(m), "clock-event reasons not readable") != NULL);
+        hs_gpumon_begin(m);
+        hs_gpumon_end(m, &st);
+        hs_gpumon_stats_reasons(&st, why, sizeof why);
+        CHECK_STR(why, "unread");
+        hs_gpumon_close(m);
+    }
+    unsetenv("FAKE_NVML_NO_REASONS");
+
+    /* a clock that cannot be read: no monitor, one line */
+    m = NULL;
+    setenv("FAKE_NVML_MHZ", "0", 1);
+    CHECK_INT(hs_gpumon_open_nvml(&m, NULL, 1000, &err), HS_EIO);
+    CHECK(m == NULL && strstr(err.msg, "nvmlDeviceGetClockInfo") != NULL);
+    CHECK_INT(sessions(), 0);
     unsetenv("FAKE_NVML_MHZ");
 
     m = NULL;
