@@ -240,7 +240,8 @@ int hs_gpumon_open_nvml(hs_gpumon **out, const char *pci_bus_id, int period_us, 
     /* the thread reads ctx only inside a window, after begin's lock */
     (*out)->nv = nv;
     (*out)->ctx = &(*out)->nv;
-    snprintf((*out)->desc, sizeof (*out)->desc, "NVML (driver %s), %s%s%s%s", drv, devname,
+    /* bounded fields: the description fits meta.json's clock_monitor (255) */
+    snprintf((*out)->desc, sizeof (*out)->desc, "NVML (driver %.40s), %.64s%s%.31s%.79s", drv, devname,
              pci_bus_id && *pci_bus_id ? " at " : "", pci_bus_id && *pci_bus_id ? pci_bus_id : "", unread);
     return 0;
 }
