@@ -35,8 +35,7 @@ struct hs_gpumon {
     hs_gpumon_read_fn fn;
     void *ctx;
     long long period_ns;
-    pthread_t th;
-    int have_th;
+    pthread_t th;              /* runs from open to close */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int active, quit;
@@ -137,7 +136,6 @@ int hs_gpumon_open_fn(hs_gpumon **out, hs_gpumon_read_fn fn, void *ctx, int peri
         free(m);
         return hs_errf(err, HS_EIO, "clock monitor: cannot start its thread: %s", strerror(rc));
     }
-    m->have_th = 1;
     *out = m;
     return 0;
 }
@@ -249,13 +247,11 @@ int hs_gpumon_open_nvml(hs_gpumon **out, const char *pci_bus_id, int period_us, 
 void hs_gpumon_close(hs_gpumon *m)
 {
     if (!m) return;
-    if (m->have_th) {
-        pthread_mutex_lock(&m->mu);
-        m->quit = 1;
-        pthread_cond_broadcast(&m->cv);
-        pthread_mutex_unlock(&m->mu);
-        pthread_join(m->th, NULL);
-    }
+    pthread_mutex_lock(&m->mu);
+    m->quit = 1;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    pthread_join(m->th, NULL);
     pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     if (m->nv.lib) {
