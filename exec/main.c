@@ -50,6 +50,8 @@ static void profile_usage(FILE *fp)
             "  --dtype D          fp16 or bf16 on cuda (default fp16); fp32 on cpu\n"
             "  --out DIR          output folder (default profiles/<device>/<model>/)\n"
             "  --quick            small grids and few repeats (seconds on the CPU with tiny-test)\n"
+            "  --tokens N[,N...]  the dense ops' token counts, increasing (default: the backend's\n"
+            "                     grid); e.g. 1000,1001,1008 to see what an unaligned count costs\n"
             "  --timing T         how each op is timed: alone (default), each run by itself;\n"
             "                     cold, queued behind a 256 MiB write; stream, what one more op\n"
             "                     costs in a stream of kernels, behind 128 MiB reads (exec/README.md)\n"
@@ -96,6 +98,8 @@ static void replay_usage(FILE *fp)
             "  --clocks FILE      also write the GPU's SM clock, power and clock-event reasons over\n"
             "                     each iteration's timed runs to FILE (it,samples,sm_mhz_mean,...;\n"
             "                     NVML, from the driver; without it a warning and no FILE)\n"
+            "  --pad-tokens P     run the GEMMs on the step's tokens rounded up to a multiple of P\n"
+            "                     (vLLM v0.1 padded to 8 for the tensor cores); default: unpadded\n"
             "  --check            print the KV pool's books after each iteration on stderr\n"
             "  --progress         a progress line every 2 s (done/total, elapsed, ETA) even when\n"
             "                     stderr is not a terminal (on a terminal it is the default)\n"
@@ -203,7 +207,8 @@ static int cmd_profile(int argc, char **argv)
     o.n_bits = 1;
     o.progress = 1;
     for (int i = 1; i < argc; i++) {
-        static const char *const flags[] = {"--model", "--tp", "--bits", "--out", "--timing", "--kv-pool-gib", NULL};
+        static const char *const flags[] = {"--model", "--tp", "--bits", "--out", "--timing", "--kv-pool-gib",
+                                            "--tokens", NULL};
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             profile_usage(stdout);
@@ -233,6 +238,14 @@ static int cmd_profile(int argc, char **argv)
             o.kv_pool_gib = g;
         } else if (!strcmp(a, "--tp")) {
             if (parse_list("--tp", v, o.tp, HS_EXEC_MAX_TPS, 1, 1024, &o.n_tp, &err)) return fail(&err);
+        } else if (!strcmp(a, "--tokens")) {
+            if (parse_list("--tokens", v, o.tokens, HS_EXEC_MAX_TOKENS, 1, 1 << 20, &o.n_tokens, &err))
+                return fail(&err);
+            for (int t = 1; t < o.n_tokens; t++)
+                if (o.tokens[t] <= o.tokens[t - 1]) {
+                    hs_errf(&err, HS_EINVAL, "--tokens %s: must be increasing", v);
+                    return fail(&err);
+                }
         } else {
             if (parse_list("--bits", v, o.bits, 3, 1, 64, &o.n_bits, &err)) return fail(&err);
             for (int b = 0; b < o.n_bits; b++)
@@ -311,7 +324,8 @@ static int cmd_replay(int argc, char **argv)
     o.replica = -1;
     o.repeats = 1;
     for (int i = 1; i < argc; i++) {
-        static const char *const flags[] = {"--replica", "--layers", "--repeats", "--out", "--clocks", NULL};
+        static const char *const flags[] = {"--replica", "--layers", "--repeats", "--out", "--clocks",
+                                            "--pad-tokens", NULL};
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             replay_usage(stdout);
@@ -336,6 +350,8 @@ static int cmd_replay(int argc, char **argv)
             if (parse_int(a, v, 0, 1000000000, &o.replica, &err)) return fail(&err);
         } else if (!strcmp(a, "--layers")) {
             if (parse_int(a, v, 1, 100000, &o.layers, &err)) return fail(&err);
+        } else if (!strcmp(a, "--pad-tokens")) {
+            if (parse_int(a, v, 1, 256, &o.pad_tokens, &err)) return fail(&err);
         } else if (parse_int(a, v, 1, 100000, &o.repeats, &err)) {
             return fail(&err);
         }

@@ -19,6 +19,8 @@
 
 #define HS_EXEC_MAX_TPS 8
 
+#define HS_EXEC_MAX_TOKENS 64   /* --tokens values */
+
 typedef struct hs_exec_profile_opts {
     int tp[HS_EXEC_MAX_TPS];   /* TP degrees to profile, in order */
     int n_tp;
@@ -26,6 +28,8 @@ typedef struct hs_exec_profile_opts {
     int n_bits;
     const char *out;           /* directory; NULL: <root>/profiles/<device>/<model>/ */
     int quick;                 /* small grids and few repeats */
+    int tokens[HS_EXEC_MAX_TOKENS];   /* the dense ops' token counts, increasing; */
+    int n_tokens;                     /* 0: the backend's grid */
     hs_exec_timing_mode timing;   /* how each op is timed (hs_exec_measure) */
     double kv_pool_gib;        /* attention rows: a KV pool (K and V) of at least this
                                   many GiB, blocks shuffled over all of it; 0: what

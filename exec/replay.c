@@ -386,6 +386,8 @@ static int books_open(hs_exec_replay *r, int64_t capacity, hs_err *err)
     return hs_exec_kvpool_create(&r->kv, r->h.block_size, capacity, err);
 }
 
+static int pad_rows(const hs_exec_replay *r, int T);
+
 static int plan_iter(hs_exec_replay *r, const hs_sched_iter *it, hs_err *err)
 {
     stage *st = &r->st;
@@ -457,9 +459,12 @@ int hs_exec_replay_plan(hs_exec_replay **out, const hs_exec_replay_opts *o, hs_e
     *out = NULL;
     if (o->repeats < 1) return hs_errf(err, HS_EINVAL, "--repeats %d: must be at least 1", o->repeats);
     if (o->layers < 0) return hs_errf(err, HS_EINVAL, "--layers %d: must be at least 1", o->layers);
+    if (o->pad_tokens < 0 || o->pad_tokens > 256)
+        return hs_errf(err, HS_EINVAL, "--pad-tokens %d: must be between 1 and 256", o->pad_tokens);
     if (!(r = calloc(1, sizeof *r))) return hs_errf(err, HS_ENOMEM, "out of memory");
     r->o = *o;
     if ((rc = walk(r, 1, plan_iter, err))) goto fail;
+    r->max_T = pad_rows(r, r->max_T);   /* the buffers hold the padded rows */
     r->books_peak = hs_exec_kvpool_peak(r->kv);
     r->pool = r->books_peak > r->sched_peak ? r->books_peak : r->sched_peak;
     if (r->pool < 1) r->pool = 1;
@@ -613,7 +618,9 @@ static int dev_open(hs_exec_replay *r, hs_exec *x, const memplan *mp, hs_err *er
         (rc = o->fill_random(x, d->xa, (size_t)T * s->hidden, 17, 1.0f, err)) ||
         (rc = o->fill_random(x, d->za, (size_t)T * s->hidden, 18, 1.0f, err)) ||
         (rc = o->fill_random(x, d->att, (size_t)T * s->attn_k, 19, 1.0f, err)) ||
-        (rc = o->fill_random(x, d->qkv, (size_t)T * s->qkv_n, 20, 1.0f, err)))
+        (rc = o->fill_random(x, d->qkv, (size_t)T * s->qkv_n, 20, 1.0f, err)) ||
+        (rc = o->fill_random(x, d->ya, (size_t)T * s->hidden, 21, 1.0f, err)) ||
+        (rc = o->fill_random(x, d->act, (size_t)T * s->ffn, 22, 1.0f, err)))
         goto fail;
     return o->sync(x, err);
 fail:
@@ -643,6 +650,16 @@ static void attn_base(const hs_exec_replay *r, hs_exec_attn *a, int l, int n_seq
     a->out = r->d.att;
 }
 
+/* The rows a GEMM of a T-row step runs on: T, or T rounded up to a
+ * multiple of --pad-tokens.  The padding rows hold earlier values (finite:
+ * every GEMM input buffer is filled at open) and nothing reads their
+ * outputs. */
+static int pad_rows(const hs_exec_replay *r, int T)
+{
+    int p = r->o.pad_tokens;
+    return p > 1 ? (T + p - 1) / p * p : T;
+}
+
 /* Layer l on the rows of st (attention too when `attention`). */
 static int run_layer(hs_exec_replay *r, int l, const stage *st, int attention, hs_err *err)
 {
@@ -652,9 +669,9 @@ static int run_layer(hs_exec_replay *r, int l, const stage *st, int attention, h
     const hs_exec_ops *o = x->ops;
     size_t es = (size_t)x->info.elem_bytes;
     const char *qkv = d->qkv;
-    int T = st->T, rc;
+    int T = st->T, G = pad_rows(r, T), rc;
     if ((rc = o->norm(x, s->norm, d->ya, d->xa, d->gamma, d->beta, T, s->hidden, s->norm_eps, err)) ||
-        (rc = o->gemm(x, d->qkv, d->ya, &d->w[0], T, err)) ||
+        (rc = o->gemm(x, d->qkv, d->ya, &d->w[0], G, err)) ||
         (s->rope && (rc = o->rope(x, d->qkv, s->qkv_n, T, s->heads + s->kv_heads, s->head_dim,
                                   d->ints + st->o_pos, s->rope_theta, err))) ||
         (rc = o->kv_write(x, d->kc[l], d->vc[l], qkv + (size_t)s->heads * s->head_dim * es,
@@ -678,12 +695,12 @@ static int run_layer(hs_exec_replay *r, int l, const stage *st, int attention, h
     /* The residual stream: layer input xa (the embedding output, left as
      * is so values stay bounded over layers and repeats), za after the
      * attention block and after the MLP block; same work as x += f(x). */
-    if ((rc = o->gemm(x, d->za, d->att, &d->w[1], T, err)) ||
+    if ((rc = o->gemm(x, d->za, d->att, &d->w[1], G, err)) ||
         (rc = o->add(x, d->za, d->xa, d->za, (size_t)T * s->hidden, err)) ||
         (rc = o->norm(x, s->norm, d->ya, d->za, d->gamma, d->beta, T, s->hidden, s->norm_eps, err)) ||
-        (rc = o->gemm(x, d->up, d->ya, &d->w[2], T, err)) ||
+        (rc = o->gemm(x, d->up, d->ya, &d->w[2], G, err)) ||
         (rc = o->act(x, s->act, s->gated, d->act, d->up, T, s->ffn, err)) ||
-        (rc = o->gemm(x, d->ya, d->act, &d->w[3], T, err)) ||
+        (rc = o->gemm(x, d->ya, d->act, &d->w[3], G, err)) ||
         (rc = o->add(x, d->za, d->za, d->ya, (size_t)T * s->hidden, err)))
         return rc;
     return 0;
@@ -981,9 +998,9 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
     hs_exec_device_dirname(&x->info, devname, sizeof devname);
     fprintf(fp,
             "# hetsim-exec replay: device=%s, backend=%s, model=%s, replica=%d, layers_run=%d, "
-            "scale=%d/%d, kv_blocks_capacity=%lld\n",
+            "scale=%d/%d, pad_tokens=%d, kv_blocks_capacity=%lld\n",
             devname, x->info.backend, r->h.model, r->h.replica, r->K, r->L, r->K,
-            capacity_blocks(r, x->info.mem_usable));
+            r->o.pad_tokens > 1 ? r->o.pad_tokens : 1, capacity_blocks(r, x->info.mem_usable));
     fprintf(fp, "it,measured_ns\n");
     for (int64_t i = 0; i < r->n_done; i++)
         fprintf(fp, "%lld,%lld\n", (long long)r->it_no[i], (long long)r->meas[i]);

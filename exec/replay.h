@@ -38,6 +38,9 @@ typedef struct hs_exec_replay_opts {
     const char *clocks;        /* per-iteration clocks CSV (it,samples,sm_mhz_mean,
                                   sm_mhz_min,sm_mhz_max,power_w_mean,power_w_max,reasons),
                                   written when the hs_exec has a monitor; NULL: none */
+    int pad_tokens;            /* the GEMMs run on the step's rows rounded up to a
+                                  multiple of this, as vLLM v0.1 padded its input to
+                                  8 tokens for the tensor cores; 0 or 1: unpadded */
     int check;                 /* KV-pool books per iteration on stderr */
     int quiet;                 /* no notes or summary on stderr */
     int progress;              /* a progress line on stderr every few seconds

@@ -4,7 +4,7 @@
 # CPU in a data root of the test's own): every step completes and reports
 # (kernel check, info, profile, compare on the datasheet and on the measured
 # ceilings, the fidelity loop, fingerprints with the extrapolation checked
-# against the CSV), the burst step; $OUT receives the summary and a tarball; a stale
+# against the CSV), the burst and align steps; $OUT receives the summary and a tarball; a stale
 # info.txt does not name the device; `hetsim perf compare` on the unit-test
 # table; and the arguments both refuse.
 set -u
@@ -54,7 +54,7 @@ check_grep "kernels checked on the device" "$s" "checks passed, 0 failed"
 check_grep "ceilings measured" "$s" '^gemm: [0-9.]+ TFLOP/s'
 check_grep "table profiled" "$s" '[0-9]+ dense, [0-9]+ decode, [0-9]+ prefill lines'
 check "table written under profiles/<device>/<model>" -f "$T/g/profiles/$dev/tiny4/dense.csv"
-check_grep "the timing method recorded (alone by default)" "$T/g/profiles/$dev/tiny4/meta.json" '"timing": "alone"'
+check_grep "the timing method recorded (stream by default)" "$T/g/profiles/$dev/tiny4/meta.json" '"timing": "stream"'
 check_grep "compared with the datasheet" "$s" '^roofline: datasheet 0.1 TFLOP/s and 20 GB/s'
 tf=$(sed -n 's/^gemm: \([0-9.]*\) TFLOP.*/\1/p' "$T/g/info.txt")
 # attn_eff / gemm_eff = 0.459 / 0.70 (crossval.c: a fraction of the measured GEMM rate)
@@ -88,6 +88,19 @@ check_grep "burst announced" "$s" '^== burst: tiny4, 6 requests of 200 \+ 20 tok
 check_grep "burst validated" "$s" 'stored [0-9]+ rows in .*/fidelity-burst.db'
 check_grep "its decode steps hold all six" "$s" '^  decode, batch 4-7 +[0-9]+ '
 check "its schedule: six equal requests at once" "$(grep -c '"type":"request".*"prompt":200,"output":20' "$T/g/schedule-burst.jsonl")" = 6
+# The align step (named only): the ops at unaligned token counts against
+# their multiples of 8, then one-prompt iterations replayed as they are and
+# padded to 8, the prefills' error by the prompt's alignment.
+HETSIM_ROOT=$R HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --quick --models tiny4 --out "$T/g" align \
+    >"$T/out" 2>&1
+check_eq "align step exits 0" "$?" "0"
+check_grep "the ops at 9, 12 and 25 tokens against their neighbours" "$s" '^      mlp_up +9 [-+][0-9.]+%, 12 [-+][0-9.]+%, 25 [-+][0-9.]+%$'
+check "its profile has exactly the counts asked for" \
+    "$(awk -F, 'NR > 1 && $1 == "qkv" { printf "%s ", $4 }' "$T/g/align/ops/dense.csv")" = "8 9 12 16 24 25 32 "
+check_grep "torch skipped on the CPU" "$s" 'PyTorch F.linear: skipped'
+check_grep "replayed unpadded" "$s" '^   --pad-tokens 1: prefill error \(predicted - measured\) by prompt length: '
+check_grep "and padded to 8" "$s" '^   --pad-tokens 8: prefill error'
+check_grep "the padded replay says so in its CSV" "$T/g/measured-align-pad8.csv" 'pad_tokens=8,'
 # an info.txt of another machine is not trusted for the device's name
 mkdir -p "$T/h"
 printf 'profile name: h100-sxm-80g\ngemm: 700.0 TFLOP/s\n' >"$T/h/info.txt"

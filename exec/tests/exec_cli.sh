@@ -139,6 +139,17 @@ else
     fail "profile --kv-pool-gib: $(cat "$tmp/err")"
 fi
 expect_error "bad --kv-pool-gib" "--kv-pool-gib 0: must be a number of GiB in" profile --model tiny-test --kv-pool-gib 0 --backend cpu
+# --tokens: the dense rows at exactly those token counts, unaligned ones too
+if "$bin" profile --model tiny-test --bits 16 --backend cpu --quick --tokens 7,8,9,33 --quiet --out "$tmp/tok" \
+        >"$tmp/out" 2>"$tmp/err"; then
+    got=$(awk -F, 'NR > 1 && $1 == "mlp_up" { printf "%s ", $4 }' "$tmp/tok/dense.csv")
+    [ "$got" = "7 8 9 33 " ] || fail "--tokens 7,8,9,33: mlp_up rows at $got"
+    echo "ok: --tokens"
+else
+    fail "profile --tokens: $(cat "$tmp/err")"
+fi
+expect_error "--tokens not increasing" "--tokens 8,7: must be increasing" profile --model tiny-test --tokens 8,7 --backend cpu
+expect_error "--tokens 0" "--tokens 0: expected integers" profile --model tiny-test --tokens 0 --backend cpu
 
 # (That a bigger op costs more in a stream is test_exec_kernels' check, on
 # sizes far apart; tiny-test's quick grid is too small for it under ASan.)

@@ -13,11 +13,11 @@ bin=${1:?usage: exec_replay.sh hetsim-exec [fake-nvml.so]}
 fake_nvml=${2:-}
 . "$(dirname "$0")/lib.sh"
 
-# check_csv NAME FILE ROWS LAYERS_RUN SCALE REPLICA: the comment line, the
-# header, ROWS rows numbered 0.. with positive times.
+# check_csv NAME FILE ROWS LAYERS_RUN SCALE REPLICA [PAD]: the comment line,
+# the header, ROWS rows numbered 0.. with positive times.
 check_csv() {
-    local name=$1 f=$2 rows=$3 k=$4 scale=$5 replica=$6
-    head -1 "$f" | grep -qE "^# hetsim-exec replay: device=cpu-[a-z0-9-]+, backend=cpu, model=tiny-test, replica=$replica, layers_run=$k, scale=$scale, kv_blocks_capacity=[1-9][0-9]*$" ||
+    local name=$1 f=$2 rows=$3 k=$4 scale=$5 replica=$6 pad=${7:-1}
+    head -1 "$f" | grep -qE "^# hetsim-exec replay: device=cpu-[a-z0-9-]+, backend=cpu, model=tiny-test, replica=$replica, layers_run=$k, scale=$scale, pad_tokens=$pad, kv_blocks_capacity=[1-9][0-9]*$" ||
         fail "$name: comment line: $(head -1 "$f")"
     [ "$(sed -n 2p "$f")" = "it,measured_ns" ] || fail "$name: header: $(sed -n 2p "$f")"
     [ "$(($(wc -l <"$f") - 2))" -eq "$rows" ] || fail "$name: $(($(wc -l <"$f") - 2)) rows, expected $rows"
@@ -128,6 +128,20 @@ if "$bin" replay "$tmp/s16.jsonl" --backend cpu --layers 1 --repeats 3 --quiet >
 else
     fail "--layers 1: $(cat "$tmp/err")"
 fi
+# --pad-tokens: the GEMMs on the rows rounded up (steps of 52, 25, 3, 16
+# and 7 tokens run 56, 32, 8, 16 and 8 rows); the buffers hold the padded
+# rows (the ASan build checks that no kernel reads past them).
+if "$bin" replay "$tmp/s16.jsonl" --backend cpu --pad-tokens 8 --repeats 2 --quiet >"$tmp/p8.csv" 2>"$tmp/err"; then
+    check_csv "--pad-tokens 8" "$tmp/p8.csv" 7 2 2/2 0 8
+else
+    fail "--pad-tokens 8: $(cat "$tmp/err")"
+fi
+if "$bin" replay "$tmp/s16.jsonl" --backend cpu --pad-tokens 64 --quiet >"$tmp/p64.csv" 2>"$tmp/err"; then
+    check_csv "--pad-tokens 64 (wider than every step)" "$tmp/p64.csv" 7 2 2/2 0 64
+else
+    fail "--pad-tokens 64: $(cat "$tmp/err")"
+fi
+echo "ok: --pad-tokens"
 hdr 0 1 16 16 >"$tmp/empty.jsonl"
 if "$bin" replay "$tmp/empty.jsonl" --backend cpu --quiet >"$tmp/e.csv" 2>"$tmp/err"; then
     check_csv "no iterations" "$tmp/e.csv" 0 2 2/2 0
@@ -222,6 +236,8 @@ expect_error "block size 8" "block_size 8" replay "$tmp/bs8.jsonl" --backend cpu
 expect_error "tp not dividing heads" "tp 3" replay "$tmp/tp3.jsonl" --backend cpu
 expect_error "--layers above the model's" "--layers 3" replay "$tmp/s16.jsonl" --backend cpu --layers 3
 expect_error "--repeats 0" "--repeats 0" replay "$tmp/s16.jsonl" --backend cpu --repeats 0
+expect_error "--pad-tokens 0" "--pad-tokens" replay "$tmp/s16.jsonl" --backend cpu --pad-tokens 0
+expect_error "--pad-tokens 1000" "--pad-tokens" replay "$tmp/s16.jsonl" --backend cpu --pad-tokens 1000
 expect_error "unknown option" "unknown option" replay "$tmp/s16.jsonl" --frob
 expect_error "unwritable --out" "--out" replay "$tmp/s16.jsonl" --backend cpu --out /proc/hetsim-exec-test.csv
 
