@@ -84,6 +84,26 @@ if hs_run 0 "run --cluster 1x8xa100-40g" run --db "$T/a40g.db" --requests 50 --c
     check_num "replicas: expected error = a100-80g's ($want)" "$got" "x > 0 && (x - $want)^2 < 1e-18"
 fi
 
+# 2d. The H200's tables hold its cuBLAS GEMMs only (hetsim-exec's other
+# rows time our own kernels): Llama-2-7B at TP 1 takes its GEMMs from the
+# table and the other ops from the H100's fit; a model or TP degree with
+# no H200 table takes the H100's fit for all of it, as before.
+if hs_run 0 "run --cluster h200x16 --model llama-2-7b --tp 1" run --db "$T/h200.db" --requests 50 \
+        --cluster h200x16 --model llama-2-7b --tp 1; then
+    check_grep "trust line: GEMMs measured, the rest from the H100" "$T/out" \
+        '^trust     h200: measured table, other ops fitted on h100-sxm-80g \(same chip\), uncalibrated \(\+-[0-9]+% per layer\)'
+    check_eq "one warning" "$(grep -c '^hetsim: warning: kernel times not measured on the GPU they run on: h200' "$T/err")" 1
+fi
+if hs_run 0 "run --cluster h200x16 --model codellama-34b --tp 2" run --db "$T/h200b.db" --requests 50 \
+        --cluster h200x16 --model codellama-34b --tp 2; then
+    check_grep "trust line: no H200 table, the H100's fit" "$T/out" \
+        '^trust     h200: fitted on h100-sxm-80g \(same chip\), uncalibrated'
+fi
+check_eq "the H200 entry was fitted on its two GEMM tables" \
+    "$(json_get "$PROF/calibration.json" '[e["models"] for e in d["entries"] if e["gpu"] == "h200"][0]')" "llama-2-70b,llama-2-7b"
+check_eq "and the transfer saw them" \
+    "$(json_get "$PROF/calibration.json" '[int("h200" in e["trained_on"]) for e in d["entries"] if e["gpu"] == ""][0]')" 1
+
 # 3. An unknown engine: exit 2, one line naming the key, nothing written.
 if hs_run 2 "run --set perf.engine=no-such" run --db "$T/none.db" --requests 20 --set perf.engine=no-such; then
     check_eq "one line on stderr" "$(wc -l <"$T/err")" 1

@@ -181,6 +181,19 @@ check "rate 1: E2E p50 within 2% ($(pct E2E 1)%)" "$(within "$(pct E2E 1)" 2)" =
 check "rate 1: E2E p99 within 2% ($(pct E2E 2)%)" "$(within "$(pct E2E 2)" 2)" = 1
 check "rate 1: TTFT p99 within 20% ($(pct TTFT 2)%)" "$(within "$(pct TTFT 2)" 20)" = 1
 
+# The GEMM rows the default model reads (profiles/h200/<model>) are exactly
+# the stream-timed tables' FP16 cuBLAS rows: tools/exec-gemm-table makes them.
+for m in llama-2-7b llama-2-70b; do
+    "$HS_ROOT/tools/exec-gemm-table" "$HS_ROOT/profiles/exec/stream/h200/$m" "$T/gemm/$m" >"$T/out" 2>&1
+    check_eq "exec-gemm-table $m exits 0" "$?" 0
+    check "profiles/h200/$m/dense.csv is its output" -z "$(diff "$T/gemm/$m/dense.csv" "$HS_ROOT/profiles/h200/$m/dense.csv")"
+done
+check "only the five GEMMs at 16 bits" "$(awk -F, 'NR > 1 { print $1 "/" $3 }' "$HS_ROOT/profiles/h200/llama-2-7b/dense.csv" | sort -u | tr '\n' ' ')" \
+    = "attn_out/16 lm_head/16 mlp_down/16 mlp_up/16 qkv/16 "
+"$HS_ROOT/tools/exec-gemm-table" "$T/no-such" "$T/x" >"$T/out" 2>&1
+check_eq "a missing table: exit 1" "$?" 1
+check_grep "naming the file" "$T/out" 'no-such/dense.csv: not found'
+
 # The wave model against the stream-timed table's own rows (2.89% median,
 # the linear fit 8.50%): `perf compare` prints both.
 hs_run 0 "perf compare on the stream-timed table" perf compare "$HS_ROOT/profiles/exec/stream/h200/llama-2-7b"

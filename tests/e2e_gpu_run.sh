@@ -59,7 +59,10 @@ check_grep "compared with the datasheet" "$s" '^roofline: datasheet 0.1 TFLOP/s 
 tf=$(sed -n 's/^gemm: \([0-9.]*\) TFLOP.*/\1/p' "$T/g/info.txt")
 # attn_eff / gemm_eff = 0.459 / 0.70 (crossval.c: a fraction of the measured GEMM rate)
 check_grep "and with the measured ceilings" "$s" "^roofline: given ceilings .* attn_eff 0.66"
-check_grep "the measured GEMM rate" "$s" "given ceilings $(printf '%.1f' "$tf") TFLOP/s"
+# within a rounding step: 0.25 printed by bash and by C after a scaling may round apart
+got=$(sed -n 's/^roofline: given ceilings \([0-9.]*\) TFLOP\/s.*/\1/p' "$s" | head -1)
+check "the measured GEMM rate ($got TFLOP/s, info $tf)" \
+    "$(python3 -c 'import sys; print(int(abs(float(sys.argv[1] or -9) - float(sys.argv[2] or 9)) <= 0.051))' "$got" "$tf")" = 1
 check_grep "compare has a layer row" "$s" '^layer +[0-9]+ \|'
 check_grep "and a fitted column (--fit)" "$s" '^fitted: trained on 1 table of other GPUs: a100-80g/tiny-test$'
 check_grep "fidelity validated" "$s" 'absolute error per iteration: median [0-9.]+%'

@@ -599,7 +599,7 @@ static void warn_uncalibrated(const setup *s, FILE *fp)
         }
     }
     if (len)
-        fprintf(fp, "hetsim: warning: kernel times of a GPU with no measurement of its own: %s "
+        fprintf(fp, "hetsim: warning: kernel times not measured on the GPU they run on: %s "
                     "(profiles/README.md, \"Where a replica's kernel times come from\")\n", seen);
 }
 

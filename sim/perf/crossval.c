@@ -661,17 +661,30 @@ out:
 
 /* ---- the shipped calibration (calib.h) -------------------------------------- */
 
-/* Fits on the inputs whose GPU is (or, with keep 0, is not) `gpu` and whose
- * index is not `skip`; f->n_inputs == 0 when there is nothing to fit on. */
+/* The chip of GPU type g: the GPU it names in same_chip_as, else itself. */
+static const char *chip_of(const hs_gpu *g)
+{
+    return g->same_chip_as[0] ? g->same_chip_as : g->name;
+}
+
+/* Fits on the inputs whose GPU is `gpu` (keep 1) or, with keep 0, is not on
+ * its chip (a fold that leaves the H100 out leaves the H200 out too: the same
+ * chip would be no transfer), and whose index is not `skip`;
+ * f->n_inputs == 0 when there is nothing to fit on. */
 static int fit_subset(hs_fit *f, const hs_fit_data *d, const char *gpu, int keep, int skip,
                       hs_err *err)
 {
     hs_fit_input *in = malloc((size_t)(d->n ? d->n : 1) * sizeof *in);
+    const char *chip = gpu;
     int n = 0, rc = 0;
     memset(f, 0, sizeof *f);
     if (!in) return hs_errf(err, HS_ENOMEM, "out of memory");
-    for (int i = 0; i < d->n; i++)
-        if (i != skip && (!gpu || !strcmp(d->in[i].g->name, gpu) == !!keep)) in[n++] = d->in[i];
+    for (int i = 0; gpu && i < d->n; i++)
+        if (!strcmp(d->in[i].g->name, gpu)) chip = chip_of(d->in[i].g);
+    for (int i = 0; i < d->n; i++) {
+        int use = !gpu || (keep ? !strcmp(d->in[i].g->name, gpu) : !!strcmp(chip_of(d->in[i].g), chip));
+        if (i != skip && use) in[n++] = d->in[i];
+    }
     if (n) rc = hs_fit_run(f, in, n, err);
     free(in);
     return rc;
@@ -819,6 +832,12 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
                     for (int op = 0; op < HS_OP_COUNT; op++)
                         if (f->k[op].memory_only && ost[op].n)
                             fprintf(log, " %s %.1f (%+.1f)", hs_op_name(op), ost[op].med_ape, ob[op]);
+                    fprintf(log, "\n");
+                } else {
+                    /* tables of some ops only (the H200's GEMMs): no whole layer */
+                    fprintf(log, "  transfer, %s held out: no whole layer measured; ops, median (bias) %%:", gpus[g]);
+                    for (int op = 0; op < HS_OP_COUNT; op++)
+                        if (ost[op].n) fprintf(log, " %s %.1f (%+.1f)", hs_op_name(op), ost[op].med_ape, ob[op]);
                     fprintf(log, "\n");
                 }
             }

@@ -427,9 +427,14 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
     memset(f, 0, sizeof *f);
     f->n_inputs = n;
     for (int k = 0; k < HS_FK_COUNT; k++) f->k[k].from = -1;
-    for (int i = 0; i < n; i++)
-        if (!trained_on(f, in[i].g) && f->n_gpus < HS_FIT_MAX_GPUS)
+    /* every GPU by name, a same-chip pair too (H200 beside H100): the list
+     * says what the fit saw; trained_on() then counts the chip */
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < f->n_gpus; j++) seen |= !strcmp(f->gpus[j], in[i].g->name);
+        if (!seen && f->n_gpus < HS_FIT_MAX_GPUS)
             snprintf(f->gpus[f->n_gpus++], sizeof f->gpus[0], "%s", in[i].g->name);
+    }
     /* Memory-only kinds get the cross-GPU form when there is more than one
      * chip to fit it on and every GPU gives its SM count and clock. */
     sm_form = f->n_gpus >= 2;

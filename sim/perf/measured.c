@@ -206,7 +206,7 @@ typedef struct bctx {
     int used_table, used_fit, used_roof;
     char prov[512];           /* per GPU type: where its numbers came from */
     double exp_err;           /* % expected per layer, max over types; < 0: unknown */
-    int uncalibrated;         /* a GPU type with no measurement of its own */
+    int uncalibrated;         /* a GPU type runs ops not measured on it */
 } bctx;
 
 /* One GPU type of one stage: where each number comes from. */
@@ -215,8 +215,12 @@ typedef struct src {
     const hs_ptable *t;       /* this GPU and model; NULL: none */
     const hs_fit *fit;        /* model for what the table lacks; NULL: none */
     const hs_calib_entry *ce; /* calibration entry behind fit; NULL: none */
+    const hs_fit *back;       /* dense-op kinds an entry of the GPU's own lacks (its
+                                 tables measured only some ops, as the H200's GEMMs):
+                                 the same chip's entry, else the transfer; NULL: none */
+    const hs_calib_entry *back_ce;
     int sibling;              /* ce is the entry of the GPU named by same_chip_as */
-    int n_table, n_fit;       /* ops served by each */
+    int n_table, n_fit, n_back;   /* ops served by each */
     hs_curve curve[HS_OP_COUNT]; /* n > 0: from the table */
 } src;
 
@@ -228,6 +232,15 @@ static unsigned stage_ops(const hs_model *m, int first, int last)
     if (first) ops |= 1u << HS_OP_EMB;
     if (last) ops |= 1u << HS_OP_LM_HEAD;
     return ops;
+}
+
+/* The fit that prices kind k on s: its own, or for a dense op it has no
+ * rows of, the fallback (attention keeps its own fit or the roofline). */
+static const hs_fit *kind_fit(const src *s, int k)
+{
+    if (k < HS_OP_COUNT && s->back && (!s->fit || s->fit->k[k].from < 0) && s->back->k[k].from >= 0)
+        return s->back;
+    return s->fit;
 }
 
 static void src_free(src *s)
@@ -244,12 +257,18 @@ static int src_init(src *s, bctx *b, const hs_gpu *g, const hs_stage_layout *st,
     s->g = g;
     s->fit = b->fit;
     if (b->cal && (s->ce = hs_calib_for(b->cal, g->name))) {
-        const hs_calib_entry *sib;
-        /* no entry of its own: a GPU on the same chip beats the transfer */
-        if (!s->ce->gpu[0] && g->same_chip_as[0] && (sib = hs_calib_for(b->cal, g->same_chip_as)) &&
-            sib->gpu[0]) {
+        /* hs_calib_for gives the transfer entry for a GPU without one */
+        const hs_calib_entry *sib = g->same_chip_as[0] ? hs_calib_for(b->cal, g->same_chip_as) : NULL;
+        if (sib && !sib->gpu[0]) sib = NULL;
+        if (!s->ce->gpu[0] && sib) {
+            /* no entry of its own: a GPU on the same chip beats the transfer */
             s->ce = sib;
             s->sibling = 1;
+        } else if (s->ce->gpu[0]) {
+            /* an entry of its own may lack kinds: the same chip, else the transfer */
+            s->back_ce = sib ? sib : hs_calib_for(b->cal, "");
+            if (s->back_ce == s->ce) s->back_ce = NULL;
+            s->back = s->back_ce ? &s->back_ce->fit : NULL;
         }
         s->fit = &s->ce->fit;
     }
@@ -259,6 +278,23 @@ static int src_init(src *s, bctx *b, const hs_gpu *g, const hs_stage_layout *st,
         if (s->t && (strcmp(s->t->meta.gpu, g->name) || strcmp(s->t->meta.model, b->m->name)))
             return hs_errf(err, HS_EPARSE, "%s/meta.json: names gpu \"%s\", model \"%s\" but sits at %s/%s",
                            dir, s->t->meta.gpu, s->t->meta.model, g->name, b->m->name);
+    }
+    if (s->back) {
+        /* An entry fitted on tables of some ops only (the H200's GEMMs, of
+         * two models) is used through its tables alone: its fit, on so few
+         * shapes, prices other shapes no better than the same chip's whole
+         * entry (leaving one model out: attn_out 32%, mlp_down 18%). */
+        int partial = 0;
+        for (int op = 0; op < HS_OP_COUNT; op++) partial |= (need & (1u << op)) && s->fit->k[op].from < 0;
+        if (partial && !s->t) {
+            s->sibling = s->back_ce->gpu[0] != 0;
+            s->ce = s->back_ce;
+            s->fit = s->back;
+            s->back = NULL;
+            s->back_ce = NULL;
+        } else if (partial) {
+            s->fit = NULL;   /* the table's ops, the rest from back (kind_fit) */
+        }
     }
     if (b->mode == MODE_TABLE) {
         hs_ptable_need nd = {st->tp, st->bits, 0, 1, 1};
@@ -274,18 +310,31 @@ static int src_init(src *s, bctx *b, const hs_gpu *g, const hs_stage_layout *st,
     for (int op = 0; op < HS_OP_COUNT; op++) {
         if (!(need & (1u << op))) continue;
         int ob = s->t ? hs_ptable_op_bits(s->t, op, st->tp, st->bits) : 0;
+        const hs_fit *f = kind_fit(s, op);
         if (ob) {
             if ((rc = hs_ptable_op_curve(s->t, op, st->tp, ob, &s->curve[op], err))) goto fail;
             b->used_table = 1;
             s->n_table++;
-        } else if (s->fit && s->fit->k[op].from >= 0) {
+        } else if (f && f->k[op].from >= 0) {
             b->used_fit = 1;
-            s->n_fit++;
+            if (f == s->back) s->n_back++;
+            else s->n_fit++;
         } else {
             rc = hs_errf(err, HS_ENOTFOUND, "no table or fit data for op %s on %s at tp %d, bits %d",
                          hs_op_name(op), g->name, st->tp, st->bits);
             goto fail;
         }
+    }
+    if (s->n_back && !s->n_table && !s->n_fit) {
+        /* nothing measured here serves this stage (a TP degree the table
+         * lacks): the borrowed entry's, said as such */
+        s->sibling = s->back_ce->gpu[0] != 0;
+        s->ce = s->back_ce;
+        s->fit = s->back;
+        s->back = NULL;
+        s->back_ce = NULL;
+        s->n_fit = s->n_back;
+        s->n_back = 0;
     }
     return 0;
 fail:
@@ -304,7 +353,20 @@ static void note_source(bctx *b, const src *s)
     if (hs__prov_has(b->prov, s->g->name)) return;
     /* a fit on perf.fit_from (no calibration entry) may include this GPU */
     for (int i = 0; !s->ce && s->fit && i < s->fit->n_gpus; i++) own |= !strcmp(s->fit->gpus[i], s->g->name);
-    if (s->t && !s->n_fit) {
+    if (s->n_back) {
+        /* some ops measured on this GPU (table or fit), the others borrowed:
+         * expect the borrowed entry's error */
+        char by[64];
+        if (s->back_ce->gpu[0])
+            snprintf(by, sizeof by, "fitted on %.32s%s", s->back_ce->gpu,
+                     strcmp(s->back_ce->gpu, s->g->same_chip_as) ? "" : " (same chip)");
+        else
+            snprintf(by, sizeof by, "transferred");
+        e = s->back_ce->cv.layer_med;
+        snprintf(one, sizeof one, "%.32s: %s, other ops %s, uncalibrated", s->g->name,
+                 !s->t ? "fitted on its tables" : s->n_fit ? "table + fitted on its tables" : "measured table", by);
+        b->uncalibrated = 1;
+    } else if (s->t && !s->n_fit) {
         snprintf(one, sizeof one, "%s: measured table", s->g->name);
     } else if (s->fit && s->sibling) {
         e = s->ce->cv.layer_med;
@@ -338,7 +400,7 @@ static void note_source(bctx *b, const src *s)
 static double op_us(const src *s, const bctx *b, int op, int tp, int bits, double tokens)
 {
     if (s->curve[op].n) return hs_curve_eval(&s->curve[op], tokens);
-    return hs_fit_op_us(s->fit, op, b->m, s->g, tp, bits, tokens);
+    return hs_fit_op_us(kind_fit(s, op), op, b->m, s->g, tp, bits, tokens);
 }
 
 /* Synthesises attention rows from the fitted model over a grid that covers

@@ -174,7 +174,7 @@ typedef struct hs_perf {
                                  transferred from a100-80g,a40, uncalibrated") */
     double expected_err;      /* %, cross-validated error per layer of the least
                                  trusted source; < 0: not measured (a table) */
-    int uncalibrated;         /* 1: some GPU type has no measurement of its own */
+    int uncalibrated;         /* 1: some GPU type runs ops not measured on it */
     /* Host cost of one iteration (the serving framework: schedule, prepare
      * inputs, sample, process outputs; perf/overhead.h), paid before the
      * first stage runs: step_overhead + step_seq * sequences + step_tok *
