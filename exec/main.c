@@ -82,7 +82,8 @@ static void replay_usage(FILE *fp)
             "Executes the iterations of one replica of a schedule written by\n"
             "`hetsim run --emit-schedule FILE` on this machine and writes the measured\n"
             "time of each: a comment line (device, backend, model, replica, layers_run,\n"
-            "scale, kv_blocks_capacity), the header it,measured_ns, one row per iteration.\n"
+            "scale, pad_tokens, kv_blocks_capacity), the header it,measured_ns, one row\n"
+            "per iteration.\n"
             "One TP rank's shapes are run (tp from the schedule): tensor-parallel\n"
             "collectives are not executed and not in measured_ns, nor is the scheduler's\n"
             "per-step overhead.  The KV cache is a real paged pool that grows and frees\n"
@@ -257,6 +258,11 @@ static int cmd_profile(int argc, char **argv)
     }
     if (!model) {
         hs_errf(&err, HS_EINVAL, "profile: --model is required (see hetsim-exec profile --help)");
+        return fail(&err);
+    }
+    if (o.n_tokens && !o.out) {
+        /* a few token counts must not replace the device's table */
+        hs_errf(&err, HS_EINVAL, "profile: --tokens needs --out DIR (the default is the device's table)");
         return fail(&err);
     }
     if (hs_model_find(&m, model, &err)) return fail(&err);

@@ -2,7 +2,7 @@
  * of a schedule exported by `hetsim run --emit-schedule` (format in
  * sim/serve/schedule.h) on a backend and writes the measured time of each:
  *
- *   # hetsim-exec replay: device=D, backend=B, model=M, replica=R, layers_run=K, scale=L/K, kv_blocks_capacity=N
+ *   # hetsim-exec replay: device=D, backend=B, model=M, replica=R, layers_run=K, scale=L/K, pad_tokens=P, kv_blocks_capacity=N
  *   it,measured_ns
  *   0,1234567
  *   ...

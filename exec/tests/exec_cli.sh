@@ -150,6 +150,7 @@ else
 fi
 expect_error "--tokens not increasing" "--tokens 8,7: must be increasing" profile --model tiny-test --tokens 8,7 --backend cpu
 expect_error "--tokens 0" "--tokens 0: expected integers" profile --model tiny-test --tokens 0 --backend cpu
+expect_error "--tokens without --out" "--tokens needs --out DIR" profile --model tiny-test --tokens 8,9 --backend cpu
 
 # (That a bigger op costs more in a stream is test_exec_kernels' check, on
 # sizes far apart; tiny-test's quick grid is too small for it under ASan.)

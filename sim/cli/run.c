@@ -578,8 +578,8 @@ static void show_progress(void *ctx, const hs_engine *e)
     fflush(stderr);
 }
 
-/* One warning per run naming every GPU type whose kernel times rest on no
- * measurement of its own (perf.calib segments marked "uncalibrated"). */
+/* One warning per run naming every GPU type some of whose kernel times were
+ * not measured on it (perf.calib segments marked "uncalibrated"). */
 static void warn_uncalibrated(const setup *s, FILE *fp)
 {
     char seen[1024] = "";

@@ -584,7 +584,9 @@ int hs_perf_compare(const char *dir, const hs_compare_opts *o, hs_compare *res, 
     pr[0] = (predictor){NULL, &dflt};
     if (o && o->fit_dirs && *o->fit_dirs) {
         /* Tables of the target's own GPU are left out: the column says how
-         * the model predicts a GPU it has never seen. */
+         * the model predicts a GPU it has never measured.  A GPU on its chip
+         * (same_chip_as) stays in: pass folders without it for a new chip,
+         * or with it alone for the same-chip rule (tools/bench-fidelity). */
         if ((rc = hs_fit_data_load(&d, o->fit_dirs, err))) goto out;
         if (!d.n) {
             rc = hs_errf(err, HS_ENOTFOUND, "--fit %s: no measured tables (<gpu>/<model>/meta.json)",
@@ -813,6 +815,11 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
             acc one;
             memset(&one, 0, sizeof one);
             if ((rc = fit_subset(f, &d, gpus[g], 0, -1, err))) break;
+            if (!f->n_inputs) {
+                /* every other table is on the held-out GPU's chip */
+                if (log) fprintf(log, "  transfer, %s held out: no table of another chip to fit on\n", gpus[g]);
+                continue;
+            }
             for (int i = 0; i < d.n && !rc; i++)
                 if (!strcmp(d.in[i].g->name, gpus[g]) &&
                     (accumulate(&p, d.tables[i], d.in[i].m, d.in[i].g, 1, &a) ||

@@ -436,8 +436,14 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
             snprintf(f->gpus[f->n_gpus++], sizeof f->gpus[0], "%s", in[i].g->name);
     }
     /* Memory-only kinds get the cross-GPU form when there is more than one
-     * chip to fit it on and every GPU gives its SM count and clock. */
-    sm_form = f->n_gpus >= 2;
+     * chip to fit it on (an H200 beside the H100 is the same chip) and every
+     * GPU gives its SM count and clock. */
+    sm_form = 0;
+    for (int i = 1; i < n && !sm_form; i++) {
+        const char *a = in[i].g->same_chip_as[0] ? in[i].g->same_chip_as : in[i].g->name;
+        const char *c = in[0].g->same_chip_as[0] ? in[0].g->same_chip_as : in[0].g->name;
+        sm_form = strcmp(a, c) != 0;
+    }
     for (int i = 0; i < n; i++) sm_form = sm_form && in[i].g->sm_rate > 0;
     for (int i = 0; i < n; i++) {
         size_t m = in[i].t->n_dense;

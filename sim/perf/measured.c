@@ -234,11 +234,13 @@ static unsigned stage_ops(const hs_model *m, int first, int last)
     return ops;
 }
 
-/* The fit that prices kind k on s: its own, or for a dense op it has no
- * rows of, the fallback (attention keeps its own fit or the roofline). */
+/* The fit that prices kind k on s: its own; the fallback for a dense op
+ * it has no rows of, or for any kind once its own is set aside (a partial
+ * entry with a table).  A complete entry keeps its attention (or none: the
+ * roofline). */
 static const hs_fit *kind_fit(const src *s, int k)
 {
-    if (k < HS_OP_COUNT && s->back && (!s->fit || s->fit->k[k].from < 0) && s->back->k[k].from >= 0)
+    if (s->back && (!s->fit || (k < HS_OP_COUNT && s->fit->k[k].from < 0)) && s->back->k[k].from >= 0)
         return s->back;
     return s->fit;
 }
@@ -354,8 +356,8 @@ static void note_source(bctx *b, const src *s)
     /* a fit on perf.fit_from (no calibration entry) may include this GPU */
     for (int i = 0; !s->ce && s->fit && i < s->fit->n_gpus; i++) own |= !strcmp(s->fit->gpus[i], s->g->name);
     if (s->n_back) {
-        /* some ops measured on this GPU (table or fit), the others borrowed:
-         * expect the borrowed entry's error */
+        /* a partial entry's table serves some ops, the others are borrowed
+         * (n_back > 0 only then): expect the borrowed entry's error */
         char by[64];
         if (s->back_ce->gpu[0])
             snprintf(by, sizeof by, "fitted on %.32s%s", s->back_ce->gpu,
@@ -363,8 +365,7 @@ static void note_source(bctx *b, const src *s)
         else
             snprintf(by, sizeof by, "transferred");
         e = s->back_ce->cv.layer_med;
-        snprintf(one, sizeof one, "%.32s: %s, other ops %s, uncalibrated", s->g->name,
-                 !s->t ? "fitted on its tables" : s->n_fit ? "table + fitted on its tables" : "measured table", by);
+        snprintf(one, sizeof one, "%.32s: measured table, other ops %s, uncalibrated", s->g->name, by);
         b->uncalibrated = 1;
     } else if (s->t && !s->n_fit) {
         snprintf(one, sizeof one, "%s: measured table", s->g->name);
@@ -421,7 +422,7 @@ static int fit_attn_coef(const src *s, const bctx *b, int kind, int tp, int max_
             int yi = (int)y;
             if (yi > lim_y) break;
             rows[n++] = (hs_attn_row){tp, xi, yi,
-                                      hs_fit_attn_us(s->fit, fk, b->m, s->g, tp, b->l->kv_bits, xi, yi), 0};
+                                      hs_fit_attn_us(kind_fit(s, fk), fk, b->m, s->g, tp, b->l->kv_bits, xi, yi), 0};
         }
         if (xi >= lim_x) break;
     }
@@ -437,7 +438,8 @@ static int attn_coef(const src *s, bctx *b, int kind, int tp, int max_tokens, in
         b->used_table = 1;
         return hs_ptable_attn_coef5(s->t, kind, tp, coef, NULL, err);
     }
-    if (s->fit && s->fit->k[fk].from >= 0) {
+    const hs_fit *f = kind_fit(s, fk);
+    if (f && f->k[fk].from >= 0) {
         b->used_fit = 1;
         return fit_attn_coef(s, b, kind, tp, max_tokens, max_seqs, coef, err);
     }
