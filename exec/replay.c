@@ -386,7 +386,15 @@ static int books_open(hs_exec_replay *r, int64_t capacity, hs_err *err)
     return hs_exec_kvpool_create(&r->kv, r->h.block_size, capacity, err);
 }
 
-static int pad_rows(const hs_exec_replay *r, int T);
+/* The rows a GEMM of a T-row step runs on: T, or T rounded up to a
+ * multiple of --pad-tokens.  The padding rows hold earlier values (finite:
+ * every GEMM input buffer is filled at open) and nothing reads their
+ * outputs. */
+static int pad_rows(const hs_exec_replay *r, int T)
+{
+    int p = r->o.pad_tokens;
+    return p > 1 ? (T + p - 1) / p * p : T;
+}
 
 static int plan_iter(hs_exec_replay *r, const hs_sched_iter *it, hs_err *err)
 {
@@ -648,16 +656,6 @@ static void attn_base(const hs_exec_replay *r, hs_exec_attn *a, int l, int n_seq
     a->q = r->d.qkv;
     a->q_stride = s->qkv_n;
     a->out = r->d.att;
-}
-
-/* The rows a GEMM of a T-row step runs on: T, or T rounded up to a
- * multiple of --pad-tokens.  The padding rows hold earlier values (finite:
- * every GEMM input buffer is filled at open) and nothing reads their
- * outputs. */
-static int pad_rows(const hs_exec_replay *r, int T)
-{
-    int p = r->o.pad_tokens;
-    return p > 1 ? (T + p - 1) / p * p : T;
 }
 
 /* Layer l on the rows of st (attention too when `attention`). */

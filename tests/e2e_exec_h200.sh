@@ -21,15 +21,19 @@ source "$(dirname "$0")/fixtures/lib.sh"
 
 meas=$FIX/h200-replay-llama-2-7b.csv
 tab=$HS_ROOT/profiles/exec/h200/llama-2-7b
-# the GPU as gpu-run simulates it: the datasheet with the executor's usable memory
-python3 - "$HS_ROOT/profiles/gpus/h200.json" "$tab/meta.json" >"$T/h200.json" <<'PY'
+# one_h200 TABLE CLUSTER: the cluster gpu-run simulates, one H200 from the
+# datasheet with the usable memory the executor reported for TABLE
+one_h200() {
+    python3 - "$HS_ROOT/profiles/gpus/h200.json" "$1/meta.json" >"$2.gpu.json" <<'PY'
 import json, sys
 g = json.load(open(sys.argv[1]))
 g["mem_gib"] = json.load(open(sys.argv[2]))["mem_usable_bytes"] / 2**30
 print(json.dumps(g))
 PY
-printf '{"name": "fid1", "description": "one h200", "nodes": [{"name": "n0", "gpu": "%s", "count": 1}]}\n' \
-    "$T/h200.json" >"$T/cluster.json"
+    printf '{"name": "fid1", "description": "one h200", "nodes": [{"name": "n0", "gpu": "%s", "count": 1}]}\n' \
+        "$2.gpu.json" >"$2"
+}
+one_h200 "$tab" "$T/cluster.json"
 hs_run 0 "simulate on the measured H200 table" run --model llama-2-7b --cluster "$T/cluster.json" --tp 1 \
     --set perf.model=table --set "perf.tables=$HS_ROOT/profiles/exec" --set perf.step_overhead_us=0 \
     --set perf.decode_grid=0 --set perf.prefill_grid=0 --set engine.gpu_mem_util=1 --requests 120 --rate 4 \
@@ -147,15 +151,7 @@ own() {   # rate, requests, fixture name
         --db "$T/own.db"
     r=$T/out
 }
-python3 - "$HS_ROOT/profiles/gpus/h200.json" "$HS_ROOT/profiles/exec/stream/h200/llama-2-7b/meta.json" \
-    >"$T/h200-stream.json" <<'PY'
-import json, sys
-g = json.load(open(sys.argv[1]))
-g["mem_gib"] = json.load(open(sys.argv[2]))["mem_usable_bytes"] / 2**30
-print(json.dumps(g))
-PY
-printf '{"name": "fid1", "description": "one h200", "nodes": [{"name": "n0", "gpu": "%s", "count": 1}]}\n' \
-    "$T/h200-stream.json" >"$T/cluster-stream.json"
+one_h200 "$HS_ROOT/profiles/exec/stream/h200/llama-2-7b" "$T/cluster-stream.json"
 ipct() { sed -n "s/.*absolute error per iteration: median \([0-9.]*\)%, p90 \([0-9.]*\)%, p99 \([0-9.]*\)%.*/\\$1/p" "$T/out"; }
 lt() { python3 -c "import sys; print(int(float(sys.argv[1] or 99) < float(sys.argv[2])))" "$1" "$2"; }
 

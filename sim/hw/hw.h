@@ -54,6 +54,12 @@ int hs_resolve(char *buf, size_t cap, const char *dir, const char *name,
 const char *hs_suggest_file(char *buf, size_t cap, const char *dir, const char *name);
 
 int hs_gpu_load(hs_gpu *g, const char *path, hs_err *err);
+/* The chip of g: the GPU its same_chip_as names, else its own name (an H200
+ * and an H100 share one). */
+static inline const char *hs_gpu_chip(const hs_gpu *g)
+{
+    return g->same_chip_as[0] ? g->same_chip_as : g->name;
+}
 /* Loads by name (or path), see hs_resolve. */
 int hs_gpu_find(hs_gpu *g, const char *name, hs_err *err);
 

@@ -663,12 +663,6 @@ out:
 
 /* ---- the shipped calibration (calib.h) -------------------------------------- */
 
-/* The chip of GPU type g: the GPU it names in same_chip_as, else itself. */
-static const char *chip_of(const hs_gpu *g)
-{
-    return g->same_chip_as[0] ? g->same_chip_as : g->name;
-}
-
 /* Fits on the inputs whose GPU is `gpu` (keep 1) or, with keep 0, is not on
  * its chip (a fold that leaves the H100 out leaves the H200 out too: the same
  * chip would be no transfer), and whose index is not `skip`;
@@ -682,9 +676,9 @@ static int fit_subset(hs_fit *f, const hs_fit_data *d, const char *gpu, int keep
     memset(f, 0, sizeof *f);
     if (!in) return hs_errf(err, HS_ENOMEM, "out of memory");
     for (int i = 0; gpu && i < d->n; i++)
-        if (!strcmp(d->in[i].g->name, gpu)) chip = chip_of(d->in[i].g);
+        if (!strcmp(d->in[i].g->name, gpu)) chip = hs_gpu_chip(d->in[i].g);
     for (int i = 0; i < d->n; i++) {
-        int use = !gpu || (keep ? !strcmp(d->in[i].g->name, gpu) : !!strcmp(chip_of(d->in[i].g), chip));
+        int use = !gpu || (keep ? !strcmp(d->in[i].g->name, gpu) : !!strcmp(hs_gpu_chip(d->in[i].g), chip));
         if (i != skip && use) in[n++] = d->in[i];
     }
     if (n) rc = hs_fit_run(f, in, n, err);

@@ -439,11 +439,7 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
      * chip to fit it on (an H200 beside the H100 is the same chip) and every
      * GPU gives its SM count and clock. */
     sm_form = 0;
-    for (int i = 1; i < n && !sm_form; i++) {
-        const char *a = in[i].g->same_chip_as[0] ? in[i].g->same_chip_as : in[i].g->name;
-        const char *c = in[0].g->same_chip_as[0] ? in[0].g->same_chip_as : in[0].g->name;
-        sm_form = strcmp(a, c) != 0;
-    }
+    for (int i = 1; i < n && !sm_form; i++) sm_form = strcmp(hs_gpu_chip(in[i].g), hs_gpu_chip(in[0].g)) != 0;
     for (int i = 0; i < n; i++) sm_form = sm_form && in[i].g->sm_rate > 0;
     for (int i = 0; i < n; i++) {
         size_t m = in[i].t->n_dense;

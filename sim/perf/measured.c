@@ -245,6 +245,17 @@ static const hs_fit *kind_fit(const src *s, int k)
     return s->fit;
 }
 
+/* Prices everything from the borrowed entry, said as that entry's source
+ * (the same chip's, or the transfer). */
+static void use_back(src *s)
+{
+    s->sibling = s->back_ce->gpu[0] != 0;
+    s->ce = s->back_ce;
+    s->fit = s->back;
+    s->back = NULL;
+    s->back_ce = NULL;
+}
+
 static void src_free(src *s)
 {
     for (int op = 0; op < HS_OP_COUNT; op++) hs_curve_free(&s->curve[op]);
@@ -288,15 +299,8 @@ static int src_init(src *s, bctx *b, const hs_gpu *g, const hs_stage_layout *st,
          * entry (leaving one model out: attn_out 32%, mlp_down 18%). */
         int partial = 0;
         for (int op = 0; op < HS_OP_COUNT; op++) partial |= (need & (1u << op)) && s->fit->k[op].from < 0;
-        if (partial && !s->t) {
-            s->sibling = s->back_ce->gpu[0] != 0;
-            s->ce = s->back_ce;
-            s->fit = s->back;
-            s->back = NULL;
-            s->back_ce = NULL;
-        } else if (partial) {
-            s->fit = NULL;   /* the table's ops, the rest from back (kind_fit) */
-        }
+        if (partial && !s->t) use_back(s);
+        else if (partial) s->fit = NULL;   /* the table's ops, the rest from back (kind_fit) */
     }
     if (b->mode == MODE_TABLE) {
         hs_ptable_need nd = {st->tp, st->bits, 0, 1, 1};
@@ -330,11 +334,7 @@ static int src_init(src *s, bctx *b, const hs_gpu *g, const hs_stage_layout *st,
     if (s->n_back && !s->n_table && !s->n_fit) {
         /* nothing measured here serves this stage (a TP degree the table
          * lacks): the borrowed entry's, said as such */
-        s->sibling = s->back_ce->gpu[0] != 0;
-        s->ce = s->back_ce;
-        s->fit = s->back;
-        s->back = NULL;
-        s->back_ce = NULL;
+        use_back(s);
         s->n_fit = s->n_back;
         s->n_back = 0;
     }
