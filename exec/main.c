@@ -52,6 +52,8 @@ static void profile_usage(FILE *fp)
             "  --quick            small grids and few repeats (seconds on the CPU with tiny-test)\n"
             "  --tokens N[,N...]  the dense ops' token counts, increasing (default: the backend's\n"
             "                     grid); e.g. 1000,1001,1008 to see what an unaligned count costs\n"
+            "  --chunks N[,N...]  prefill attention's chunk lengths, increasing (default: the\n"
+            "                     backend's grid); --tokens and --chunks need --out\n"
             "  --timing T         how each op is timed: alone (default), each run by itself;\n"
             "                     cold, queued behind a 256 MiB write; stream, what one more op\n"
             "                     costs in a stream of kernels, behind 128 MiB reads (exec/README.md)\n"
@@ -209,7 +211,7 @@ static int cmd_profile(int argc, char **argv)
     o.progress = 1;
     for (int i = 1; i < argc; i++) {
         static const char *const flags[] = {"--model", "--tp", "--bits", "--out", "--timing", "--kv-pool-gib",
-                                            "--tokens", NULL};
+                                            "--tokens", "--chunks", NULL};
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             profile_usage(stdout);
@@ -239,12 +241,13 @@ static int cmd_profile(int argc, char **argv)
             o.kv_pool_gib = g;
         } else if (!strcmp(a, "--tp")) {
             if (parse_list("--tp", v, o.tp, HS_EXEC_MAX_TPS, 1, 1024, &o.n_tp, &err)) return fail(&err);
-        } else if (!strcmp(a, "--tokens")) {
-            if (parse_list("--tokens", v, o.tokens, HS_EXEC_MAX_TOKENS, 1, 1 << 20, &o.n_tokens, &err))
-                return fail(&err);
-            for (int t = 1; t < o.n_tokens; t++)
-                if (o.tokens[t] <= o.tokens[t - 1]) {
-                    hs_errf(&err, HS_EINVAL, "--tokens %s: must be increasing", v);
+        } else if (!strcmp(a, "--tokens") || !strcmp(a, "--chunks")) {
+            int tok = !strcmp(a, "--tokens"), *l = tok ? o.tokens : o.chunks;
+            int *n = tok ? &o.n_tokens : &o.n_chunks;
+            if (parse_list(a, v, l, HS_EXEC_MAX_TOKENS, 1, 1 << 20, n, &err)) return fail(&err);
+            for (int t = 1; t < *n; t++)
+                if (l[t] <= l[t - 1]) {
+                    hs_errf(&err, HS_EINVAL, "%s %s: must be increasing", a, v);
                     return fail(&err);
                 }
         } else {
@@ -260,9 +263,10 @@ static int cmd_profile(int argc, char **argv)
         hs_errf(&err, HS_EINVAL, "profile: --model is required (see hetsim-exec profile --help)");
         return fail(&err);
     }
-    if (o.n_tokens && !o.out) {
+    if ((o.n_tokens || o.n_chunks) && !o.out) {
         /* a few token counts must not replace the device's table */
-        hs_errf(&err, HS_EINVAL, "profile: --tokens needs --out DIR (the default is the device's table)");
+        hs_errf(&err, HS_EINVAL, "profile: %s needs --out DIR (the default is the device's table)",
+                o.n_tokens ? "--tokens" : "--chunks");
         return fail(&err);
     }
     if (hs_model_find(&m, model, &err)) return fail(&err);

@@ -819,6 +819,7 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
 
     pick_grids(&g, strcmp(x->info.backend, "cpu") != 0, o->quick);
     if (o->n_tokens > 0) g.tok = (grid){o->tokens, o->n_tokens};
+    if (o->n_chunks > 0) g.chunk = (grid){o->chunks, o->n_chunks};
     /* On the CPU backend (tables for tests, not for any GPU) the fill is a
      * slow scalar loop: 8 MiB clears the per-core caches, not the LLC.  A
      * stream read of 128 MiB is 2.5 H100/H200 L2s, at half the jitter of

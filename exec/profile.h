@@ -19,7 +19,7 @@
 
 #define HS_EXEC_MAX_TPS 8
 
-#define HS_EXEC_MAX_TOKENS 64   /* --tokens values */
+#define HS_EXEC_MAX_TOKENS 64   /* --tokens and --chunks values */
 
 typedef struct hs_exec_profile_opts {
     int tp[HS_EXEC_MAX_TPS];   /* TP degrees to profile, in order */
@@ -30,6 +30,8 @@ typedef struct hs_exec_profile_opts {
     int quick;                 /* small grids and few repeats */
     int tokens[HS_EXEC_MAX_TOKENS];   /* the dense ops' token counts, increasing; */
     int n_tokens;                     /* 0: the backend's grid */
+    int chunks[HS_EXEC_MAX_TOKENS];   /* prefill attention's chunk lengths, increasing; */
+    int n_chunks;                     /* 0: the backend's grid */
     hs_exec_timing_mode timing;   /* how each op is timed (hs_exec_measure) */
     double kv_pool_gib;        /* attention rows: a KV pool (K and V) of at least this
                                   many GiB, blocks shuffled over all of it; 0: what

@@ -64,18 +64,20 @@ check_grep "KV blocks agree with the executor" "$r" 'KV blocks: memory model 161
 
 # The same iterations priced by the default: decode attention by the
 # kernel's waves (the tables' meta.json gives its split), fitted on the
-# grid.  Timed in a stream (the table re-measured in the third session,
-# within 3% of the second's per op) the table predicts every decode band
-# within 1.7% (batch 1 +0.41%, 16-31 +1.61%; the grid interpolated is -16.4%
-# at 16-31) and the median iteration within 0.86% (0.83% on the second
-# session's table); timed alone it carries each kernel's launch (+18%).
+# grid.  Timed in a stream the table predicts every decode band within 2%
+# and the median iteration within 1.3% (the grid interpolated is -16% at
+# 16-31); timed alone it carries each kernel's launch (+18%).  The shipped
+# stream table is the fourth session's, timed on another H200 board than
+# this run was replayed on (the lent machine differs from call to call):
+# batch 1 +1.6% and median 1.26% on it, +0.41% and 0.86% on the third
+# session's table, so the bounds allow the boards' spread.
 cp "$T/out" "$T/validate.txt"
 hs_run 0 "reprice on the stream-timed table" validate --schedule "$T/s.jsonl" --measured "$meas" \
     --reprice 1xh200 --set perf.model=table --set "perf.tables=$HS_ROOT/profiles/exec/stream" \
     --set perf.step_overhead_us=0
 check_grep "repriced by the measured table" "$T/out" '^repriced llama-2-7b, TP 1, 16-bit on 1xh200: latency model table; h200: measured table$'
 bmed() { sed -n "s/^  $1 .*% \+\([-+][0-9.]*\)%$/\1/p" "$T/out"; }
-check "stream: batch-1 steps within 1% ($(bmed 'decode, batch 1 '))" "$(within "$(bmed 'decode, batch 1 ')" 1)" = 1
+check "stream: batch-1 steps within 2% ($(bmed 'decode, batch 1 '))" "$(within "$(bmed 'decode, batch 1 ')" 2)" = 1
 check "stream: batch 2-3 within 1% ($(bmed 'decode, batch 2-3'))" "$(within "$(bmed 'decode, batch 2-3')" 1)" = 1
 check "stream: batch 8-15 within 2% ($(bmed 'decode, batch 8-15'))" "$(within "$(bmed 'decode, batch 8-15')" 2)" = 1
 check "stream: batch 16-31 within 3% ($(bmed 'decode, batch 16-31'))" "$(within "$(bmed 'decode, batch 16-31')" 3)" = 1
@@ -104,9 +106,9 @@ check_grep "one line naming the key" "$T/err" '^hetsim: validate: --set: unknown
 # on profiles/exec/stream/h200/llama-2-7b with the attention fits, 3,080
 # iterations, replayed; tests/fixtures/h200-replay-llama-2-7b-stream.*).
 # As simulated then: 9.20% median, decode 4-31 sequences 9-16% fast.
-# Repriced with today's default on the re-measured table: 0.61% median,
-# decode within 4.7% at every batch size, TPOT p99 -3.3% on the schedule's
-# batches.
+# Repriced with today's default on the fourth session's table (another
+# board): 1.05% median (0.61% on the third session's), decode within 4.3%
+# at every batch size, TPOT p99 -3.4% on the schedule's batches.
 smeas=$FIX/h200-replay-llama-2-7b-stream.csv
 gzip -dc "$FIX/h200-replay-llama-2-7b-stream.schedule.jsonl.gz" >"$T/ss.jsonl"
 check_eq "the stream run's schedule has its measured iterations" "$(grep -c '"type":"iter"' "$T/ss.jsonl")" \
@@ -116,21 +118,23 @@ hs_run 0 "reprice the stream-timed table's own run" validate --schedule "$T/ss.j
     --set perf.step_overhead_us=0
 r=$T/out
 ssmed=$(sed -n 's/.*absolute error per iteration: median \([0-9.]*\)%.*/\1/p' "$T/out")
-check "its own run: iteration median under 1% (${ssmed}%)" "$(python3 -c "import sys; print(int(float(sys.argv[1] or 99) < 1))" "$ssmed")" = 1
+check "its own run: iteration median under 1.5% (${ssmed}%)" "$(python3 -c "import sys; print(int(float(sys.argv[1] or 99) < 1.5))" "$ssmed")" = 1
 for band in 'decode, batch 1 ' 'decode, batch 2-3' 'decode, batch 4-7' 'decode, batch 8-15' 'decode, batch 16-31'; do
     check "its own run: ${band% } within 5% ($(bmed "$band"))" "$(within "$(bmed "$band")" 5)" = 1
 done
 check "its own run: TPOT p99 on the schedule's batches within 5% ($(pct TPOT 2)%)" "$(within "$(pct TPOT 2)" 5)" = 1
 
-# The third H200 session (2026-11-26, 23:38Z; the executor as now, cuBLAS's
-# 32 MiB workspace): Llama-2-7B profiled in a stream (the shipped
-# profiles/exec/stream/h200/llama-2-7b), each run simulated on that table
-# and replayed right after, once near saturation (100 requests at 4/s,
-# 2,100 iterations) and once at a rate the GPU drains between bursts (60 at
-# 1/s, 5,197 iterations; tests/fixtures/h200-replay-llama-2-7b-rate{4,1}.*).
-# Measured: 0.79% and 0.54% median, p99 15.2% and 3.75%; TPOT p99 -1.19% and
-# -0.92%; prefill -6.8% and -7.2% (the one band over 2.4%: see
-# profiles/README.md); TTFT p99 -74% and -15%, the timeline's drift.
+# The fourth H200 session (2026-11-27, 02:35Z; the executor as now: prefill
+# attention pads its keys to 8, cuBLAS's 32 MiB workspace): Llama-2-7B
+# profiled in a stream (the shipped profiles/exec/stream/h200/llama-2-7b),
+# each run simulated on that table and replayed right after on the same
+# board, once near saturation (100 requests at 4/s, 2,095 iterations) and
+# once at a rate the GPU drains between bursts (60 at 1/s, 5,172
+# iterations; tests/fixtures/h200-replay-llama-2-7b-rate{4,1}.*).
+# Measured: 1.40% and 0.50% median, p99 15.4% and 3.02%; TPOT p99 -0.20% and
+# -0.14%; prefill -3.3% and -3.4% (-7% in the third session, before the
+# padding: odd prompt lengths); TTFT p99 -67% at 4/s (the timeline's drift
+# near saturation) and -3.5% at 1/s.
 own() {   # rate, requests, fixture name
     local rate=$1 n=$2 f=$FIX/h200-replay-llama-2-7b-$3
     gzip -dc "$f.schedule.jsonl.gz" >"$T/own.jsonl"
@@ -160,7 +164,7 @@ check "rate 4: iteration median under 1.5% ($(ipct 1)%)" "$(lt "$(ipct 1)" 1.5)"
 for band in 'decode, batch 1 ' 'decode, batch 2-3' 'decode, batch 4-7' 'decode, batch 8-15' 'decode, batch 16-31'; do
     check "rate 4: ${band% } within 3% ($(bmed "$band"))" "$(within "$(bmed "$band")" 3)" = 1
 done
-check "rate 4: prefill within 8% ($(bmed 'prefill only'))" "$(within "$(bmed 'prefill only')" 8)" = 1
+check "rate 4: prefill within 5% ($(bmed 'prefill only'))" "$(within "$(bmed 'prefill only')" 5)" = 1
 check "rate 4: TPOT p50 within 4% ($(pct TPOT 1)%)" "$(within "$(pct TPOT 1)" 4)" = 1
 check "rate 4: TPOT p99 within 2% ($(pct TPOT 2)%)" "$(within "$(pct TPOT 2)" 2)" = 1
 check_grep "rate 4: KV blocks agree with the executor" "$r" 'KV blocks: memory model 16164, executor 16164 \(\+0\.00%\)'
@@ -175,7 +179,8 @@ check "rate 1: TPOT p50 within 2% ($(pct TPOT 1)%)" "$(within "$(pct TPOT 1)" 2)
 check "rate 1: TPOT p99 within 2% ($(pct TPOT 2)%)" "$(within "$(pct TPOT 2)" 2)" = 1
 check "rate 1: E2E p50 within 2% ($(pct E2E 1)%)" "$(within "$(pct E2E 1)" 2)" = 1
 check "rate 1: E2E p99 within 2% ($(pct E2E 2)%)" "$(within "$(pct E2E 2)" 2)" = 1
-check "rate 1: TTFT p99 within 20% ($(pct TTFT 2)%)" "$(within "$(pct TTFT 2)" 20)" = 1
+check "rate 1: prefill within 5% ($(bmed 'prefill only'))" "$(within "$(bmed 'prefill only')" 5)" = 1
+check "rate 1: TTFT p99 within 5% ($(pct TTFT 2)%)" "$(within "$(pct TTFT 2)" 5)" = 1
 
 # The GEMM rows the default model reads (profiles/h200/<model>) are exactly
 # the stream-timed tables' FP16 cuBLAS rows: tools/exec-gemm-table makes them.

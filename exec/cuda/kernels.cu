@@ -572,10 +572,23 @@ static int check_attn(const hs_exec_attn *a, hs_err *err)
  * GEMM), and O is scattered back to token-major rows.  Query blocks bound
  * the score scratch (PF_SCRATCH) and skip the keys a block cannot see.
  * FlashAttention fuses these steps and never writes S; at long chunks this
- * path moves about 12 bytes per score more than it would. */
+ * path moves about 12 bytes per score more than it would.
+ *
+ * The key count is rounded up to a multiple of 8 (PF_KEY_ALIGN) in both
+ * GEMMs and in the rows of S and P: with an odd count, P's rows (the inner
+ * dimension of O = P V) start off 16-byte boundaries and cuBLAS falls back
+ * to a slower kernel; an H200 ran odd-length prefills about 8% slower than
+ * the table (measured at multiples of 8) predicts, padding the GEMMs' token
+ * rows did not change that.  FlashAttention predicates its tiles and pays
+ * nothing of the kind, so the executor should not either.  The extra keys
+ * are zero rows of K and V (or real keys the block cannot see); the softmax
+ * gives them probability 0. */
 #define PF_SCRATCH ((size_t)512 << 20)   /* S (4 bytes) + P (2 bytes) per block */
 #define PF_QB_MAX 1024                   /* query rows per block */
 #define PF_ALIGN 256
+#ifndef PF_KEY_ALIGN
+#define PF_KEY_ALIGN 8                   /* keys rounded up to this (above); 1 to */
+#endif                                   /* time the unpadded path */
 
 /* dst[h][r] <- src[h][r], rows of `words` W-words, any strides (in words):
  * the token-major <-> head-major moves of Q and O. */
@@ -590,14 +603,20 @@ __global__ void k_move_rows(W *dst, const W *src, int heads, int rows, int words
     }
 }
 
-/* K and V of keys [0, n) of one sequence into [kv_heads][n][words]. */
+/* K and V of keys [0, n) of one sequence into [kv_heads][np][words], rows
+ * [n, np) zero (finite: P's zeros times them stay zero). */
 template <typename W>
 __global__ void k_gather_kv(W *kd, W *vd, const W *kc, const W *vc, const int32_t *bt, int n,
-                            int kv_heads, int words)
+                            int np, int kv_heads, int words)
 {
-    GRID_STRIDE(i, (size_t)kv_heads * n * words)
+    GRID_STRIDE(i, (size_t)kv_heads * np * words)
     {
-        size_t w = i % words, p = (i / words) % n, j = i / ((size_t)words * n);
+        size_t w = i % words, p = (i / words) % np, j = i / ((size_t)words * np);
+        if (p >= (size_t)n) {
+            kd[i] = W{};
+            vd[i] = W{};
+            continue;
+        }
         size_t o = (((size_t)bt[p / HS_EXEC_KV_BLOCK] * kv_heads + j) * HS_EXEC_KV_BLOCK +
                     p % HS_EXEC_KV_BLOCK) * words + w;
         kd[i] = kc[o];
@@ -664,19 +683,19 @@ static int move_rows(hs_exec *x, void *dst, const void *src, int heads, int rows
 }
 
 static int gather_kv(hs_exec *x, void *kd, void *vd, const hs_exec_attn *a, const int32_t *bt,
-                     int n, hs_err *err)
+                     int n, int np, hs_err *err)
 {
     const size_t es = 2, row = (size_t)a->head_dim * es;
     const int wb = move_word(row | (uintptr_t)kd | (uintptr_t)vd | (uintptr_t)a->k_cache |
                              (uintptr_t)a->v_cache);
     const int words = (int)(row / wb);
-    const size_t total = (size_t)a->kv_heads * n * words;
+    const size_t total = (size_t)a->kv_heads * np * words;
     cudaStream_t st = hs__cu(x)->stream;
     by_word(wb, [&](auto w) {
         using W = decltype(w);
         k_gather_kv<W><<<grid_for(total, 256), 256, 0, st>>>((W *)kd, (W *)vd, (const W *)a->k_cache,
-                                                              (const W *)a->v_cache, bt, n, a->kv_heads,
-                                                              words);
+                                                              (const W *)a->v_cache, bt, n, np,
+                                                              a->kv_heads, words);
     });
     HS_CK_LAUNCH("attention_prefill (gather K/V)");
     return 0;
@@ -685,6 +704,11 @@ static int gather_kv(hs_exec *x, void *kd, void *vd, const hs_exec_attn *a, cons
 static size_t pf_up(size_t b)
 {
     return (b + PF_ALIGN - 1) / PF_ALIGN * PF_ALIGN;
+}
+
+static int pf_keys(int n)
+{
+    return (n + PF_KEY_ALIGN - 1) / PF_KEY_ALIGN * PF_KEY_ALIGN;
 }
 
 /* Query rows per block for a sequence with `keys` keys and `qlen` queries. */
@@ -730,10 +754,10 @@ int hs__cuda_attention_prefill(hs_exec *x, const hs_exec_attn *a, hs_err *err)
         if (info[3 * s + 2] < 0 || keys > a->max_blocks * HS_EXEC_KV_BLOCK)
             return hs_errf(err, HS_EINVAL, "attention_prefill: sequence %d: %d keys, %d blocks", s,
                            keys, a->max_blocks);
-        const int qb = pf_block(a, qlen, keys);
-        const size_t kvs = pf_up((size_t)a->kv_heads * keys * hd * es);
+        const int kp = pf_keys(keys), qb = pf_block(a, qlen, kp);
+        const size_t kvs = pf_up((size_t)a->kv_heads * kp * hd * es);
         const size_t qs = pf_up((size_t)a->heads * qb * hd * es);
-        const size_t ss = pf_up((size_t)a->heads * qb * keys * 4);
+        const size_t ss = pf_up((size_t)a->heads * qb * kp * 4);
         kv_b = kvs > kv_b ? kvs : kv_b;
         q_b = qs > q_b ? qs : q_b;
         s_b = ss > s_b ? ss : s_b;
@@ -746,13 +770,14 @@ int hs__cuda_attention_prefill(hs_exec *x, const hs_exec_attn *a, hs_err *err)
     const float one = 1.0f, zero = 0.0f;
     for (int s = 0; s < a->n_seqs; s++) {
         const int q0 = info[3 * s], qlen = info[3 * s + 1], prefix = info[3 * s + 2];
-        const int keys = prefix + qlen;
+        const int keys = prefix + qlen, kp = pf_keys(keys);
         if (qlen < 1) continue;
-        const int qb = pf_block(a, qlen, keys);
-        if ((rc = gather_kv(x, kd, vd, a, a->block_tables + (size_t)s * a->max_blocks, keys, err)))
+        const int qb = pf_block(a, qlen, kp);
+        if ((rc = gather_kv(x, kd, vd, a, a->block_tables + (size_t)s * a->max_blocks, keys, kp, err)))
             return rc;
         for (int i0 = 0; i0 < qlen; i0 += qb) {
-            const int nq = qlen - i0 < qb ? qlen - i0 : qb, kb = prefix + i0 + nq;
+            /* kb: the keys this block sees, rounded up (at most kp) */
+            const int nq = qlen - i0 < qb ? qlen - i0 : qb, kb = pf_keys(prefix + i0 + nq);
             const char *qsrc = (const char *)a->q + ((size_t)q0 + i0) * a->q_stride * es;
             char *osrc = (char *)a->out + ((size_t)q0 + i0) * a->heads * hd * es;
             /* Q rows -> [heads][nq][hd] */
@@ -762,7 +787,7 @@ int hs__cuda_attention_prefill(hs_exec *x, const hs_exec_attn *a, hs_err *err)
             /* S[j] (g nq x kb, ld kb) = scale Q[j] K[j]^T, batched over KV heads */
             HS_CKB(cublasGemmStridedBatchedEx(
                 c->blas, CUBLAS_OP_T, CUBLAS_OP_N, kb, g * nq, hd, &a->scale, kd, t, hd,
-                (long long)keys * hd, qd, t, hd, (long long)g * nq * hd, &zero, sd, CUDA_R_32F, kb,
+                (long long)kp * hd, qd, t, hd, (long long)g * nq * hd, &zero, sd, CUDA_R_32F, kb,
                 (long long)g * nq * kb, a->kv_heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
             if (x->info.dtype == HS_EXEC_BF16)
                 k_softmax_causal<__nv_bfloat16><<<(unsigned)(a->heads * nq), 128, 0, c->stream>>>(
@@ -774,7 +799,7 @@ int hs__cuda_attention_prefill(hs_exec *x, const hs_exec_attn *a, hs_err *err)
             /* O[j] (g nq x hd) = P[j] V[j], into the Q buffer */
             HS_CKB(cublasGemmStridedBatchedEx(
                 c->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, g * nq, kb, &one, vd, t, hd,
-                (long long)keys * hd, pd, t, kb, (long long)g * nq * kb, &zero, qd, t, hd,
+                (long long)kp * hd, pd, t, kb, (long long)g * nq * kb, &zero, qd, t, hd,
                 (long long)g * nq * hd, a->kv_heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
             /* [heads][nq][hd] -> output rows */
             if ((rc = move_rows(x, osrc, qd, a->heads, nq, hd, hd, (size_t)a->heads * hd,

@@ -151,6 +151,17 @@ fi
 expect_error "--tokens not increasing" "--tokens 8,7: must be increasing" profile --model tiny-test --tokens 8,7 --backend cpu
 expect_error "--tokens 0" "--tokens 0: expected integers" profile --model tiny-test --tokens 0 --backend cpu
 expect_error "--tokens without --out" "--tokens needs --out DIR" profile --model tiny-test --tokens 8,9 --backend cpu
+# --chunks: the prefill attention rows at exactly those chunk lengths
+if "$bin" profile --model tiny-test --bits 16 --backend cpu --quick --chunks 9,16,17 --quiet --out "$tmp/chk" \
+        >"$tmp/out" 2>"$tmp/err"; then
+    got=$(awk -F, 'NR > 1 && $3 == 0 { printf "%s ", $2 }' "$tmp/chk/attn_prefill.csv")
+    [ "$got" = "9 16 17 " ] || fail "--chunks 9,16,17: prefix-0 rows at chunks $got"
+    echo "ok: --chunks"
+else
+    fail "profile --chunks: $(cat "$tmp/err")"
+fi
+expect_error "--chunks not increasing" "--chunks 16,9: must be increasing" profile --model tiny-test --chunks 16,9 --backend cpu
+expect_error "--chunks without --out" "--chunks needs --out DIR" profile --model tiny-test --chunks 9 --backend cpu
 
 # (That a bigger op costs more in a stream is test_exec_kernels' check, on
 # sizes far apart; tiny-test's quick grid is too small for it under ASan.)
