@@ -265,8 +265,9 @@ static int cmd_profile(int argc, char **argv)
     }
     if ((o.n_tokens || o.n_chunks) && !o.out) {
         /* a few token counts must not replace the device's table */
-        hs_errf(&err, HS_EINVAL, "profile: %s needs --out DIR (the default is the device's table)",
-                o.n_tokens ? "--tokens" : "--chunks");
+        hs_errf(&err, HS_EINVAL, "profile: %s need%s --out DIR (the default is the device's table)",
+                o.n_tokens && o.n_chunks ? "--tokens and --chunks" : o.n_tokens ? "--tokens" : "--chunks",
+                o.n_tokens && o.n_chunks ? "" : "s");
         return fail(&err);
     }
     if (hs_model_find(&m, model, &err)) return fail(&err);

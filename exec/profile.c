@@ -814,6 +814,12 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
     if (o->out) snprintf(dir, sizeof dir, "%s", o->out);
     else if ((size_t)snprintf(dir, sizeof dir, "%s/profiles/%s/%s", hs_data_root(), dev, m->name) >= sizeof dir)
         return hs_errf(err, HS_ERANGE, "output path too long");
+    /* a chunk past the context has no row to time (sweep_prefill skips
+     * it) yet would size the workspace */
+    for (int i = 0; i < o->n_chunks; i++)
+        if (o->chunks[i] > max_ctx)
+            return hs_errf(err, HS_EINVAL, "--chunks %d: over %s's context of %d tokens", o->chunks[i],
+                           m->name, max_ctx);
     if ((rc = check_dir(dir, err))) return rc;
     snprintf(dir_out, cap, "%s", dir);
 

@@ -64,8 +64,8 @@ check_grep "KV blocks agree with the executor" "$r" 'KV blocks: memory model 161
 
 # The same iterations priced by the default: decode attention by the
 # kernel's waves (the tables' meta.json gives its split), fitted on the
-# grid.  Timed in a stream the table predicts every decode band within 2%
-# and the median iteration within 1.3% (the grid interpolated is -16% at
+# grid.  Timed in a stream the table predicts every decode band within
+# 2.0% and the median iteration within 1.3% (the grid interpolated is -16% at
 # 16-31); timed alone it carries each kernel's launch (+18%).  The shipped
 # stream table is the fourth session's, timed on another H200 board than
 # this run was replayed on (the lent machine differs from call to call):

@@ -98,6 +98,7 @@ HETSIM_ROOT=$R HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --quick --m
     >"$T/out" 2>&1
 check_eq "align step exits 0" "$?" "0"
 check_grep "the ops at 9, 12 and 25 tokens against their neighbours" "$s" '^      mlp_up +9 [-+][0-9.]+%, 12 [-+][0-9.]+%, 25 [-+][0-9.]+%$'
+check_grep "prefill attention at 9, 12 and 25 tokens, no prefix" "$s" '^      attn_prefill, prefix 0 +9 [-+][0-9.]+%, 12 [-+][0-9.]+%, 25 [-+][0-9.]+%$'
 check "its profile has exactly the counts asked for" \
     "$(awk -F, 'NR > 1 && $1 == "qkv" { printf "%s ", $4 }' "$T/g/align/ops/dense.csv")" = "8 9 12 16 24 25 32 "
 check_grep "torch skipped on the CPU" "$s" 'PyTorch F.linear: skipped'

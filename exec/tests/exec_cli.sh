@@ -162,6 +162,9 @@ else
 fi
 expect_error "--chunks not increasing" "--chunks 16,9: must be increasing" profile --model tiny-test --chunks 16,9 --backend cpu
 expect_error "--chunks without --out" "--chunks needs --out DIR" profile --model tiny-test --chunks 9 --backend cpu
+expect_error "--chunks past the context" "--chunks 4096: over tiny-test's context of 2048 tokens" \
+    profile --model tiny-test --chunks 16,4096 --backend cpu --out "$tmp/chk-big"
+[ -e "$tmp/chk-big" ] && fail "--chunks past the context: left $tmp/chk-big behind"
 
 # (That a bigger op costs more in a stream is test_exec_kernels' check, on
 # sizes far apart; tiny-test's quick grid is too small for it under ASan.)
