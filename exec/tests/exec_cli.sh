@@ -139,27 +139,27 @@ else
     fail "profile --kv-pool-gib: $(cat "$tmp/err")"
 fi
 expect_error "bad --kv-pool-gib" "--kv-pool-gib 0: must be a number of GiB in" profile --model tiny-test --kv-pool-gib 0 --backend cpu
+# grid_option OPT LIST FILE AWK-PROGRAM WANT: a profile with OPT LIST has
+# its rows (as AWK-PROGRAM prints them from FILE) at exactly WANT
+grid_option() {
+    local opt=$1 list=$2 file=$3 prog=$4 want=$5 got
+    if "$bin" profile --model tiny-test --bits 16 --backend cpu --quick "$opt" "$list" --quiet --out "$tmp/grid" \
+            >"$tmp/out" 2>"$tmp/err"; then
+        got=$(awk -F, "$prog" "$tmp/grid/$file")
+        [ "$got" = "$want" ] || fail "$opt $list: rows at $got, want $want"
+        echo "ok: $opt"
+    else
+        fail "profile $opt: $(cat "$tmp/err")"
+    fi
+    rm -rf "$tmp/grid"
+}
 # --tokens: the dense rows at exactly those token counts, unaligned ones too
-if "$bin" profile --model tiny-test --bits 16 --backend cpu --quick --tokens 7,8,9,33 --quiet --out "$tmp/tok" \
-        >"$tmp/out" 2>"$tmp/err"; then
-    got=$(awk -F, 'NR > 1 && $1 == "mlp_up" { printf "%s ", $4 }' "$tmp/tok/dense.csv")
-    [ "$got" = "7 8 9 33 " ] || fail "--tokens 7,8,9,33: mlp_up rows at $got"
-    echo "ok: --tokens"
-else
-    fail "profile --tokens: $(cat "$tmp/err")"
-fi
+grid_option --tokens 7,8,9,33 dense.csv 'NR > 1 && $1 == "mlp_up" { printf "%s ", $4 }' "7 8 9 33 "
 expect_error "--tokens not increasing" "--tokens 8,7: must be increasing" profile --model tiny-test --tokens 8,7 --backend cpu
 expect_error "--tokens 0" "--tokens 0: expected integers" profile --model tiny-test --tokens 0 --backend cpu
 expect_error "--tokens without --out" "--tokens needs --out DIR" profile --model tiny-test --tokens 8,9 --backend cpu
-# --chunks: the prefill attention rows at exactly those chunk lengths
-if "$bin" profile --model tiny-test --bits 16 --backend cpu --quick --chunks 9,16,17 --quiet --out "$tmp/chk" \
-        >"$tmp/out" 2>"$tmp/err"; then
-    got=$(awk -F, 'NR > 1 && $3 == 0 { printf "%s ", $2 }' "$tmp/chk/attn_prefill.csv")
-    [ "$got" = "9 16 17 " ] || fail "--chunks 9,16,17: prefix-0 rows at chunks $got"
-    echo "ok: --chunks"
-else
-    fail "profile --chunks: $(cat "$tmp/err")"
-fi
+# --chunks: the prefill attention rows (no prefix) at exactly those chunk lengths
+grid_option --chunks 9,16,17 attn_prefill.csv 'NR > 1 && $3 == 0 { printf "%s ", $2 }' "9 16 17 "
 expect_error "--chunks not increasing" "--chunks 16,9: must be increasing" profile --model tiny-test --chunks 16,9 --backend cpu
 expect_error "--chunks without --out" "--chunks needs --out DIR" profile --model tiny-test --chunks 9 --backend cpu
 expect_error "--chunks past the context" "--chunks 4096: over tiny-test's context of 2048 tokens" \
