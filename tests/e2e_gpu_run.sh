@@ -105,6 +105,21 @@ check_grep "torch skipped on the CPU" "$s" 'PyTorch F.linear: skipped'
 check_grep "replayed unpadded" "$s" '^   --pad-tokens 1: prefill error \(predicted - measured\) by prompt length: '
 check_grep "and padded to 8" "$s" '^   --pad-tokens 8: prefill error'
 check_grep "the padded replay says so in its CSV" "$T/g/measured-align-pad8.csv" 'pad_tokens=8,'
+# The colocate step (named only): a batch-1 decode schedule replayed by 1
+# and 2 processes at once, alpha from the step times; a bad --colocate is
+# refused before anything runs.
+HETSIM_ROOT=$R HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --quick --models tiny4 --out "$T/g" \
+    --colocate 2 colocate >"$T/out" 2>&1
+check_eq "colocate step exits 0" "$?" "0"
+check_grep "one alone" "$s" '^   1 alone: batch-1 decode step [0-9.]+ ms \(median of [0-9]+\)$'
+check_grep "two at once, and the alpha they imply" "$s" '^   2 at once: [0-9.]+ ms, [0-9.]+x alone: alpha = -?[0-9.]+$'
+check "its schedule: one request at a time, batch-1 decode steps only" \
+    "$(grep '"type":"iter"' "$T/g/colocate.jsonl" | grep -c '"decode":\[\[[0-9]*,[0-9]*\],')" = 0
+check "both co-located replays wrote their times" -s "$T/g/colocate-2-2.csv"
+HETSIM_ROOT=$R HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --models tiny4 --out "$T/g" --colocate 9 colocate \
+    >"$T/out" 2>&1
+check_eq "--colocate 9: exit 2" "$?" "2"
+check_grep "--colocate 9: one line" "$T/out" '^tools/gpu-run: --colocate must be 2 to 8$'
 # an info.txt of another machine is not trusted for the device's name
 mkdir -p "$T/h"
 printf 'profile name: h100-sxm-80g\ngemm: 700.0 TFLOP/s\n' >"$T/h/info.txt"
