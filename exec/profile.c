@@ -42,12 +42,14 @@ typedef struct grid {
 
 /* The dense ops' token counts on a GPU (165): 1, 2, 4, 8, then every 8
  * tokens to 32, every 16 to 1,024, every 32 to 2,048, every 64 to 4,096
- * and every 128 to 8,192 (Vidur's tables step by 8-32).  A GEMM's time is
- * a staircase in the token count (the wave of tiles that starts at 513,
- * 1,025 or 2,049 tokens costs 9-20% on an H200), and a grid of powers of
- * two sits on the cheap side of each step: interpolated from the old 25
- * counts, Vidur's A100 GEMMs (eight models) come out up to 5% fast between
- * 65 and 4,096 tokens, from these within 0.9% (tools/bench-fidelity). */
+ * and every 128 to 8,192 (Vidur's tables step by 8 to 64).  A GEMM's time
+ * is a staircase in the token count (the wave of tiles that starts at 257,
+ * 513, 1,025 or 2,049 tokens costs 9-20% on an H200), and a grid of powers
+ * of two sits on the cheap side of each step: interpolated from the old 25
+ * counts, Vidur's A100 GEMMs (eight models, 65-4,096 tokens) come out
+ * 0.2-5.1% fast at the median, p90 9.5-33%; from these 165, within 0.9% at
+ * the median, p90 3-8% (the first tokens of a wave; tools/bench-fidelity
+ * section 7). */
 static const int gpu_tok_steps[][2] = {{8, 32}, {16, 1024}, {32, 2048}, {64, 4096}, {128, 8192}};
 static int gpu_tok[200];
 static const int gpu_tok_q[] = {1, 8, 32, 128, 512, 2048, 4096};
@@ -78,17 +80,18 @@ typedef struct grids {
     hs_exec_timing t;
 } grids;
 
-/* Fills gpu_tok (once) from gpu_tok_steps; returns its length. */
+/* Fills gpu_tok from gpu_tok_steps; returns its length (the same every
+ * call: the fill is deterministic). */
 static int gpu_tok_grid(void)
 {
-    static int n;
-    if (n) return n;
+    const int cap = (int)(sizeof gpu_tok / sizeof gpu_tok[0]);
+    int n = 0;
     for (int t = 1; t <= 8; t *= 2) gpu_tok[n++] = t;
     for (size_t k = 0; k < sizeof gpu_tok_steps / sizeof gpu_tok_steps[0]; k++)
-        for (int st = gpu_tok_steps[k][0], t = (gpu_tok[n - 1] / st + 1) * st; t <= gpu_tok_steps[k][1]; t += st) {
-            assert(n < (int)(sizeof gpu_tok / sizeof gpu_tok[0]));
+        for (int st = gpu_tok_steps[k][0], t = (gpu_tok[n - 1] / st + 1) * st; t <= gpu_tok_steps[k][1] && n < cap;
+             t += st)
             gpu_tok[n++] = t;
-        }
+    assert(gpu_tok[n - 1] == gpu_tok_steps[sizeof gpu_tok_steps / sizeof gpu_tok_steps[0] - 1][1]);
     return n;
 }
 
