@@ -194,6 +194,14 @@ check "only the five GEMMs at 16 bits" "$(awk -F, 'NR > 1 { print $1 "/" $3 }' "
 "$HS_ROOT/tools/exec-gemm-table" "$T/no-such" "$T/x" >"$T/out" 2>&1
 check_eq "a missing table: exit 1" "$?" 1
 check_grep "naming the file" "$T/out" 'no-such/dense.csv: not found'
+# a CPU table times no GPU: refused before anything is written
+mkdir -p "$T/cputab"
+cp "$HS_ROOT/profiles/exec/stream/h200/llama-2-7b/dense.csv" "$T/cputab/"
+sed 's/"backend": "cuda"/"backend": "cpu"/' "$HS_ROOT/profiles/exec/stream/h200/llama-2-7b/meta.json" >"$T/cputab/meta.json"
+"$HS_ROOT/tools/exec-gemm-table" "$T/cputab" "$T/y" >"$T/out" 2>&1
+check_eq "a CPU table: exit 1" "$?" 1
+check_grep "saying why" "$T/out" 'cputab: a CPU table times no GPU'
+check "and writing nothing" ! -e "$T/y"
 
 # The wave model against the stream-timed table's own rows (2.89% median,
 # the linear fit 8.50%): `perf compare` prints both.

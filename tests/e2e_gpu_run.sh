@@ -4,7 +4,7 @@
 # CPU in a data root of the test's own): every step completes and reports
 # (kernel check, info, profile, compare on the datasheet and on the measured
 # ceilings, the fidelity loop, fingerprints with the extrapolation checked
-# against the CSV), the burst and align steps; $OUT receives the summary and a tarball; a stale
+# against the CSV), the burst, align and colocate steps; $OUT receives the summary and a tarball; a stale
 # info.txt does not name the device; `hetsim perf compare` on the unit-test
 # table; and the arguments both refuse.
 set -u
