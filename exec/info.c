@@ -35,8 +35,8 @@ int hs_exec_ceilings_measure(hs_exec *x, hs_exec_ceilings *c, hs_err *err)
     const hs_exec_ops *o = x->ops;
     int cpu = !strcmp(x->info.backend, "cpu"), n = cpu ? 1024 : 8192, rc;
     size_t es = (size_t)x->info.elem_bytes, nn = (size_t)n * n;
-    hs_exec_timing t = cpu ? (hs_exec_timing){1, 5, 20, 500000, 0, HS_EXEC_TIME_ALONE}
-                           : (hs_exec_timing){3, 10, 50, 300000, 0, HS_EXEC_TIME_ALONE};
+    hs_exec_timing t = cpu ? (hs_exec_timing){1, 5, 20, 500000, 0, HS_EXEC_TIME_ALONE, 0}
+                           : (hs_exec_timing){3, 10, 50, 300000, 0, HS_EXEC_TIME_ALONE, 0};
     hs_exec_weight w;
     gemm_job g = {NULL, NULL, &w, n};
     copy_job cp = {NULL, NULL, cpu ? (size_t)128 << 20 : (size_t)1 << 30};

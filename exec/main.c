@@ -57,6 +57,9 @@ static void profile_usage(FILE *fp)
             "  --timing T         how each op is timed: alone (default), each run by itself;\n"
             "                     cold, queued behind a 256 MiB write; stream, what one more op\n"
             "                     costs in a stream of kernels, behind 128 MiB reads (exec/README.md)\n"
+            "  --rest R           after each row, idle R times as long as it ran, so that a sweep\n"
+            "                     does not hold the GPU at its power cap (default 1 on a GPU, 0 on\n"
+            "                     the CPU; 0 to time back to back)\n"
             "  --kv-pool-gib G    attention rows over a KV pool (K and V) of at least G GiB, as a\n"
             "                     serving step's cache spans (default: what the grid needs)\n"
             "  --clocks           also write clocks.csv: the GPU's SM clock, power and clock-event\n"
@@ -101,6 +104,9 @@ static void replay_usage(FILE *fp)
             "  --clocks FILE      also write the GPU's SM clock, power and clock-event reasons over\n"
             "                     each iteration's timed runs to FILE (it,samples,sm_mhz_mean,...;\n"
             "                     NVML, from the driver; without it a warning and no FILE)\n"
+            "  --stamps FILE      also write each iteration's host start and end (it,start_ns,\n"
+            "                     end_ns; CLOCK_MONOTONIC, one clock for every process on the host:\n"
+            "                     replays run side by side can be lined up) to FILE\n"
             "  --pad-tokens P     run the GEMMs on the step's tokens rounded up to a multiple of P\n"
             "                     (vLLM v0.1 padded to 8 for the tensor cores); default: unpadded\n"
             "  --check            print the KV pool's books after each iteration on stderr\n"
@@ -209,9 +215,10 @@ static int cmd_profile(int argc, char **argv)
     o.bits[0] = 16;
     o.n_bits = 1;
     o.progress = 1;
+    o.rest = -1;
     for (int i = 1; i < argc; i++) {
         static const char *const flags[] = {"--model", "--tp", "--bits", "--out", "--timing", "--kv-pool-gib",
-                                            "--tokens", "--chunks", NULL};
+                                            "--tokens", "--chunks", "--rest", NULL};
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             profile_usage(stdout);
@@ -239,6 +246,14 @@ static int cmd_profile(int argc, char **argv)
                 return fail(&err);
             }
             o.kv_pool_gib = g;
+        } else if (!strcmp(a, "--rest")) {
+            char *end;
+            double r = strtod(v, &end);
+            if (end == v || *end || !(r >= 0 && r <= 10)) {
+                hs_errf(&err, HS_EINVAL, "--rest %s: must be a number in [0, 10]", v);
+                return fail(&err);
+            }
+            o.rest = r;
         } else if (!strcmp(a, "--tp")) {
             if (parse_list("--tp", v, o.tp, HS_EXEC_MAX_TPS, 1, 1024, &o.n_tp, &err)) return fail(&err);
         } else if (!strcmp(a, "--tokens") || !strcmp(a, "--chunks")) {
@@ -336,7 +351,7 @@ static int cmd_replay(int argc, char **argv)
     o.repeats = 1;
     for (int i = 1; i < argc; i++) {
         static const char *const flags[] = {"--replica", "--layers", "--repeats", "--out", "--clocks",
-                                            "--pad-tokens", NULL};
+                                            "--stamps", "--pad-tokens", NULL};
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             replay_usage(stdout);
@@ -357,6 +372,7 @@ static int cmd_replay(int argc, char **argv)
         if (rc == 0) continue;
         if (!strcmp(a, "--out")) o.out = v;
         else if (!strcmp(a, "--clocks")) o.clocks = v;
+        else if (!strcmp(a, "--stamps")) o.stamps = v;
         else if (!strcmp(a, "--replica")) {
             if (parse_int(a, v, 0, 1000000000, &o.replica, &err)) return fail(&err);
         } else if (!strcmp(a, "--layers")) {

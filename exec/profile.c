@@ -111,14 +111,14 @@ static void pick_grids(grids *g, int gpu, int quick)
         g->ctx = quick ? gcq : gc;
         g->chunk = quick ? gkq : gk;
         g->prefix = quick ? gpq : gp;
-        g->t = quick ? (hs_exec_timing){2, 5, 50, 5000, 0, HS_EXEC_TIME_ALONE} : (hs_exec_timing){3, 10, 200, 20000, 0, HS_EXEC_TIME_ALONE};
+        g->t = quick ? (hs_exec_timing){2, 5, 50, 5000, 0, HS_EXEC_TIME_ALONE, 0} : (hs_exec_timing){3, 10, 200, 20000, 0, HS_EXEC_TIME_ALONE, 0};
     } else {
         g->tok = quick ? ctq : ct;
         g->batch = quick ? cbq : cb;
         g->ctx = quick ? ccq : cc;
         g->chunk = quick ? ckq : ck;
         g->prefix = quick ? cpq : cp;
-        g->t = quick ? (hs_exec_timing){1, 3, 10, 2000, 0, HS_EXEC_TIME_ALONE} : (hs_exec_timing){1, 5, 50, 20000, 0, HS_EXEC_TIME_ALONE};
+        g->t = quick ? (hs_exec_timing){1, 3, 10, 2000, 0, HS_EXEC_TIME_ALONE, 0} : (hs_exec_timing){1, 5, 50, 20000, 0, HS_EXEC_TIME_ALONE, 0};
     }
 }
 
@@ -684,6 +684,7 @@ typedef struct meta {
     double mem_total, mem_usable;
     long long kv_blocks;
     const char *timing;
+    double rest;               /* hs_exec_timing.rest of every row */
     double kv_pool_bytes;      /* the largest pool the attention rows ran over */
     hs_exec_decode_split split; /* sms 0: the backend does not say */
     const char *clock_monitor; /* what clocks.csv was read with; NULL: no clocks.csv */
@@ -796,7 +797,8 @@ static int write_file(const char *dir, int which, const table *tab, const meta *
             json_str(fp, m->clock_monitor);
             fprintf(fp, ",\n");
         }
-        fprintf(fp, "  \"kv_pool_bytes\": %.0f,\n  \"timing\": \"%s\"\n}\n", m->kv_pool_bytes, m->timing);
+        fprintf(fp, "  \"kv_pool_bytes\": %.0f,\n  \"timing\": \"%s\",\n  \"rest\": %g\n}\n",
+                m->kv_pool_bytes, m->timing, m->rest);
     }
     bad = ferror(fp);
     if (fclose(fp) || bad) {
@@ -857,6 +859,9 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
      * stream read of 128 MiB is 2.5 H100/H200 L2s, at half the jitter of
      * 256 MiB in the difference it is taken from. */
     g.t.mode = o->timing;
+    /* A GPU rests as long as each row ran: 50% busy keeps an H200 under
+     * its power cap.  The CPU backend's tables are for tests. */
+    g.t.rest = o->rest >= 0 ? o->rest : strcmp(x->info.backend, "cpu") ? 1.0 : 0.0;
     if (o->timing == HS_EXEC_TIME_COLD)
         g.t.flush_bytes = strcmp(x->info.backend, "cpu") ? HS_EXEC_FLUSH_BYTES : HS_EXEC_FLUSH_BYTES / 32;
     else if (o->timing == HS_EXEC_TIME_STREAM)
@@ -889,7 +894,7 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
 
     mt = (meta){dev, m->name, x->info.backend, hs_exec_dtype_name(x->info.dtype),
                 x->info.mem_total, x->info.mem_usable,
-                kv_blocks(m, o->tp[0], x->info.mem_usable), hs_exec_timing_name(o->timing), pool_bytes,
+                kv_blocks(m, o->tp[0], x->info.mem_usable), hs_exec_timing_name(o->timing), g.t.rest, pool_bytes,
                 {0}, x->mon ? hs_gpumon_describe(x->mon) : NULL};
     if (!rc && x->ops->decode_split) {
         /* optional: without it the simulator interpolates the decode grid */

@@ -33,6 +33,9 @@ typedef struct hs_exec_profile_opts {
     int chunks[HS_EXEC_MAX_TOKENS];   /* prefill attention's chunk lengths, increasing; */
     int n_chunks;                     /* 0: the backend's grid */
     hs_exec_timing_mode timing;   /* how each op is timed (hs_exec_measure) */
+    double rest;               /* idle this many times each row's time after it
+                                  (hs_exec_timing.rest); < 0: the backend's
+                                  default, 1 on a GPU and 0 on the CPU */
     double kv_pool_gib;        /* attention rows: a KV pool (K and V) of at least this
                                   many GiB, blocks shuffled over all of it; 0: what
                                   the grid needs */

@@ -102,6 +102,7 @@ struct hs_exec_replay {
     int64_t n_done;
     double *samples;           /* [repeats] */
     hs_gpumon_stats *clk;      /* [n_iters] over each iteration's timed runs; NULL: no --clocks */
+    int64_t *stamp;            /* [2 n_iters] host start, end (ns); NULL: no --stamps */
     int warmed;
     hs_progress pg;            /* the progress line (core/progress.h) */
 };
@@ -118,6 +119,14 @@ static uint64_t mix64(uint64_t z)
 static int32_t token_id(int64_t id, int64_t p, int vocab)
 {
     return (int32_t)(mix64((uint64_t)id * 1000003u + (uint64_t)p) % (uint64_t)vocab);
+}
+
+/* CLOCK_MONOTONIC in ns: one clock for every process on the host */
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static double now_s(void)
@@ -832,9 +841,11 @@ static int run_iter(hs_exec_replay *r, const hs_sched_iter *it, hs_err *err)
         if ((rc = run_once(r, st, &med, err))) goto fail;
         r->warmed = 1;
     }
+    if (r->stamp) r->stamp[2 * r->n_done] = mono_ns();
     if (r->clk) hs_gpumon_begin(x->mon);
     for (int i = 0; i < n && !rc; i++) rc = run_once(r, st, &r->samples[i], err);
     if (r->clk) hs_gpumon_end(x->mon, &r->clk[r->n_done]);
+    if (r->stamp) r->stamp[2 * r->n_done + 1] = mono_ns();
     if (rc) goto fail;
     qsort(r->samples, (size_t)n, sizeof *r->samples, cmp_double);
     med = n % 2 ? r->samples[n / 2] : 0.5 * (r->samples[n / 2 - 1] + r->samples[n / 2]);
@@ -887,30 +898,52 @@ static void notes(const hs_exec_replay *r, const hs_exec *x, const memplan *mp)
                 h->kv_bits, hs_exec_dtype_name(x->info.dtype));
 }
 
-/* --clocks FILE: one row per iteration, as the measured CSV (a temporary
- * renamed at the end). */
-static int write_clocks(const hs_exec_replay *r, hs_err *err)
+/* --clocks FILE and --stamps FILE: one row per iteration, as the measured
+ * CSV, each written to a temporary renamed at the end.  side_probe finds a
+ * path that cannot be written before the replay, not after an hour of it. */
+static int side_probe(const hs_exec_replay *r, const char *flag, const char *path, hs_err *err)
+{
+    char probe[1100];
+    FILE *pf;
+    if (r->o.out && !strcmp(r->o.out, path))
+        return hs_errf(err, HS_EINVAL, "%s %s: the same file as --out", flag, path);
+    if ((size_t)snprintf(probe, sizeof probe, "%s.tmp", path) >= sizeof probe)
+        return hs_errf(err, HS_EINVAL, "%s %s: path too long", flag, path);
+    if (!(pf = fopen(probe, "w")))
+        return hs_errf(err, HS_EIO, "%s %s: cannot write %s: %s", flag, path, probe, strerror(errno));
+    fclose(pf);
+    remove(probe);
+    return 0;
+}
+
+static int write_side(const hs_exec_replay *r, const char *flag, const char *path, hs_err *err)
 {
     char tmp[1100];
     FILE *fp;
-    int bad;
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", r->o.clocks) >= sizeof tmp)
-        return hs_errf(err, HS_EINVAL, "--clocks %s: path too long", r->o.clocks);
+    int bad, clocks = !strcmp(flag, "--clocks");
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
+        return hs_errf(err, HS_EINVAL, "%s %s: path too long", flag, path);
     if (!(fp = fopen(tmp, "w")))
-        return hs_errf(err, HS_EIO, "--clocks %s: cannot write %s: %s", r->o.clocks, tmp, strerror(errno));
-    fprintf(fp, "it,samples,sm_mhz_mean,sm_mhz_min,sm_mhz_max,power_w_mean,power_w_max,reasons\n");
+        return hs_errf(err, HS_EIO, "%s %s: cannot write %s: %s", flag, path, tmp, strerror(errno));
+    fprintf(fp, clocks ? "it,samples,sm_mhz_mean,sm_mhz_min,sm_mhz_max,power_w_mean,power_w_max,reasons\n"
+                       : "it,start_ns,end_ns\n");
     for (int64_t i = 0; i < r->n_done; i++) {
-        const hs_gpumon_stats *c = &r->clk[i];
-        char why[160];
-        hs_gpumon_stats_reasons(c, why, sizeof why);
-        fprintf(fp, "%lld,%d,%.1f,%.0f,%.0f,%.1f,%.1f,%s\n", (long long)r->it_no[i], c->n, c->sm_mhz_mean,
-                c->sm_mhz_min, c->sm_mhz_max, c->power_w_mean, c->power_w_max, why);
+        if (clocks) {
+            const hs_gpumon_stats *c = &r->clk[i];
+            char why[160];
+            hs_gpumon_stats_reasons(c, why, sizeof why);
+            fprintf(fp, "%lld,%d,%.1f,%.0f,%.0f,%.1f,%.1f,%s\n", (long long)r->it_no[i], c->n,
+                    c->sm_mhz_mean, c->sm_mhz_min, c->sm_mhz_max, c->power_w_mean, c->power_w_max, why);
+        } else {
+            fprintf(fp, "%lld,%lld,%lld\n", (long long)r->it_no[i], (long long)r->stamp[2 * i],
+                    (long long)r->stamp[2 * i + 1]);
+        }
     }
     bad = ferror(fp);
     bad |= fclose(fp) != 0;
-    if (bad || rename(tmp, r->o.clocks)) {
+    if (bad || rename(tmp, path)) {
         remove(tmp);
-        return hs_errf(err, HS_EIO, "--clocks %s: write failed", r->o.clocks);
+        return hs_errf(err, HS_EIO, "%s %s: write failed", flag, path);
     }
     return 0;
 }
@@ -944,20 +977,10 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
                        r->o.path, r->h.replica, (long long)r->pool, r->h.block_size, mp.kv_layer / gib,
                        (mp.weights + mp.buffers) / gib, budget / gib, x->info.device);
     }
-    if (r->o.clocks && x->mon) {
-        /* found out now, not after an hour of replay: a --clocks that
-         * cannot be written, or one that would overwrite --out */
-        char probe[1100];
-        FILE *pf;
-        if (r->o.out && !strcmp(r->o.out, r->o.clocks))
-            return hs_errf(err, HS_EINVAL, "--clocks %s: the same file as --out", r->o.clocks);
-        if ((size_t)snprintf(probe, sizeof probe, "%s.tmp", r->o.clocks) >= sizeof probe)
-            return hs_errf(err, HS_EINVAL, "--clocks %s: path too long", r->o.clocks);
-        if (!(pf = fopen(probe, "w")))
-            return hs_errf(err, HS_EIO, "--clocks %s: cannot write %s: %s", r->o.clocks, probe, strerror(errno));
-        fclose(pf);
-        remove(probe);
-    }
+    if (r->o.clocks && x->mon && (rc = side_probe(r, "--clocks", r->o.clocks, err))) return rc;
+    if (r->o.stamps && (rc = side_probe(r, "--stamps", r->o.stamps, err))) return rc;
+    if (r->o.clocks && r->o.stamps && !strcmp(r->o.clocks, r->o.stamps))
+        return hs_errf(err, HS_EINVAL, "--stamps %s: the same file as --clocks", r->o.stamps);
     if (r->o.out) {
         if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", r->o.out) >= sizeof tmp)
             return hs_errf(err, HS_EINVAL, "--out %s: path too long", r->o.out);
@@ -967,7 +990,8 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
     if (!(r->it_no = malloc(((size_t)r->n_iters + 1) * sizeof *r->it_no)) ||
         !(r->meas = malloc(((size_t)r->n_iters + 1) * sizeof *r->meas)) ||
         !(r->samples = malloc((size_t)r->o.repeats * sizeof *r->samples)) ||
-        (r->o.clocks && x->mon && !(r->clk = calloc((size_t)r->n_iters + 1, sizeof *r->clk)))) {
+        (r->o.clocks && x->mon && !(r->clk = calloc((size_t)r->n_iters + 1, sizeof *r->clk))) ||
+        (r->o.stamps && !(r->stamp = calloc(2 * ((size_t)r->n_iters + 1), sizeof *r->stamp)))) {
         rc = hs_errf(err, HS_ENOMEM, "out of memory");
         goto fail;
     }
@@ -1018,7 +1042,8 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
         rc = hs_errf(err, HS_EIO, "stdout: write failed");
         goto fail;
     }
-    if (r->clk && (rc = write_clocks(r, err))) goto fail;
+    if (r->clk && (rc = write_side(r, "--clocks", r->o.clocks, err))) goto fail;
+    if (r->stamp && (rc = write_side(r, "--stamps", r->o.stamps, err))) goto fail;
     if (!r->o.quiet)
         fprintf(stderr, "hetsim-exec: replay: %lld iterations in %.2f s\n", (long long)r->n_done,
                 now_s() - t0);
@@ -1047,5 +1072,6 @@ void hs_exec_replay_free(hs_exec_replay *r)
     free(r->meas);
     free(r->samples);
     free(r->clk);
+    free(r->stamp);
     free(r);
 }

@@ -38,6 +38,11 @@ typedef struct hs_exec_replay_opts {
     const char *clocks;        /* per-iteration clocks CSV (it,samples,sm_mhz_mean,
                                   sm_mhz_min,sm_mhz_max,power_w_mean,power_w_max,reasons),
                                   written when the hs_exec has a monitor; NULL: none */
+    const char *stamps;        /* per-iteration host times CSV (it,start_ns,end_ns:
+                                  CLOCK_MONOTONIC before the first timed run and
+                                  after the last, shared by every process on the
+                                  host, so that replays run side by side can be
+                                  lined up); NULL: none */
     int pad_tokens;            /* the GEMMs run on the step's rows rounded up to a
                                   multiple of this, as vLLM v0.1 padded its input to
                                   8 tokens for the tensor cores; 0 or 1: unpadded */

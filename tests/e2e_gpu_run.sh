@@ -106,13 +106,15 @@ check_grep "replayed unpadded" "$s" '^   --pad-tokens 1: prefill error \(predict
 check_grep "and padded to 8" "$s" '^   --pad-tokens 8: prefill error'
 check_grep "the padded replay says so in its CSV" "$T/g/measured-align-pad8.csv" 'pad_tokens=8,'
 # The colocate step (named only): a batch-1 decode schedule replayed by 1
-# and 2 processes at once, alpha from the step times; a bad --colocate is
-# refused before anything runs.
+# and 2 processes at once, alpha from the step times and from each one's
+# progress over wall time (host stamps); a bad --colocate is refused before
+# anything runs.
 HETSIM_ROOT=$R HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --quick --models tiny4 --out "$T/g" \
     --colocate 2 colocate >"$T/out" 2>&1
 check_eq "colocate step exits 0" "$?" "0"
-check_grep "one alone" "$s" '^   1 alone: batch-1 decode step [0-9.]+ ms \(median of the middle [0-9]+ steps\)$'
-check_grep "two at once, and the alpha they imply" "$s" '^   2 at once: [0-9.]+ ms, [0-9.]+x alone: alpha = -?[0-9.]+$'
+check_grep "one alone" "$s" '^   1 alone: batch-1 decode step [0-9.]+ ms \(median of the middle [0-9]+ steps\), [0-9.]+ decode steps/s of wall time \([1-9][0-9]* steps\)$'
+check_grep "two at once, and the alphas they imply" "$s" '^   2 at once: step [0-9.]+ ms, [0-9.]+x alone \(alpha -?[0-9.]+\); [0-9.]+ steps/s each over [0-9.]+ s together \([0-9]+-[0-9]+ steps\), [0-9.]+x slower than alone \(alpha -?[0-9.]+\)$'
+check "each replay stamped its steps" "$(head -1 "$T/g/colocate-2-1.stamps.csv")" = "it,start_ns,end_ns"
 check "its schedule: one request at a time, batch-1 decode steps only" \
     "$(grep '"type":"iter"' "$T/g/colocate.jsonl" | grep -c '"decode":\[\[[0-9]*,[0-9]*\],')" = 0
 check "both co-located replays wrote their times" -s "$T/g/colocate-2-2.csv"

@@ -192,6 +192,8 @@ static void test_malformed(void)
         CHECK(strstr(err.msg, "dense.csv: cannot open") != NULL);
         rm_rf(dir);
     }
+    bad_case("meta.json", "{\"gpu\": \"a\", \"model\": \"b\", \"backend\": \"cuda\", \"rest\": -1}",
+             HS_ERANGE, "meta.json: rest: -1 is outside [0, 10]");
     bad_case("meta.json", "{\"gpu\": \"a\", \"model\": \"b\", \"backend\": \"cuda\", \"timing\": \"warm\"}",
              HS_EPARSE, "meta.json: timing: \"warm\" is not alone, cold or stream");
     {   /* hetsim-exec's timing method and clock monitor are read and written back */
@@ -199,18 +201,20 @@ static void test_malformed(void)
         hs_ptable *t = NULL, *u = NULL;
         hs_err err = {0};
         make_tmpdir(dir, sizeof dir);
-        write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\", \"timing\": \"stream\", \"kv_pool_bytes\": 139586437120, "
+        write_text(dir, "meta.json", "{\"gpu\": \"a100-80g\", \"model\": \"tiny-test\", \"backend\": \"cuda\", \"timing\": \"stream\", \"rest\": 1, \"kv_pool_bytes\": 139586437120, "
                    "\"clock_monitor\": \"NVML (driver 575.57), NVIDIA H200 at 00000000:17:00.0\"}\n");
         write_text(dir, "dense.csv", "op,tp,bits,tokens,time_us\nqkv,1,16,1,3\n");
         CHECK_OK(hs_ptable_read(&t, dir, &err), &err);
         if (t) {
             CHECK_STR(t->meta.timing, "stream");
             CHECK(t->meta.kv_pool_bytes == 139586437120LL);
+            CHECK(t->meta.rest == 1);
             snprintf(again, sizeof again, "%s/again", dir);
             CHECK_OK(hs_ptable_write(t, again, &err), &err);
             CHECK_OK(hs_ptable_read(&u, again, &err), &err);
             if (u) CHECK_STR(u->meta.timing, "stream");
             if (u) CHECK(u->meta.kv_pool_bytes == 139586437120LL);
+            if (u) CHECK(u->meta.rest == 1);
             CHECK_STR(t->meta.clock_monitor, "NVML (driver 575.57), NVIDIA H200 at 00000000:17:00.0");
             if (u) CHECK_STR(u->meta.clock_monitor, t->meta.clock_monitor);
         }

@@ -138,6 +138,16 @@ if "$bin" profile --model tiny-test --bits 16 --backend cpu --quick --kv-pool-gi
 else
     fail "profile --kv-pool-gib: $(cat "$tmp/err")"
 fi
+# --rest: meta.json says how long each row rested (0 by default on the CPU)
+grep -qF '"rest": 0' "$tmp/pool/meta.json" || fail "meta.json: no \"rest\": 0 on the CPU by default"
+if "$bin" profile --model tiny-test --bits 16 --backend cpu --quick --rest 0.5 --quiet --out "$tmp/rest" \
+        >"$tmp/out" 2>"$tmp/err"; then
+    grep -qF '"rest": 0.5' "$tmp/rest/meta.json" || fail "meta.json: no \"rest\": 0.5"
+    echo "ok: --rest"
+else
+    fail "profile --rest: $(cat "$tmp/err")"
+fi
+expect_error "bad --rest" "--rest -1: must be a number in \[0, 10\]" profile --model tiny-test --rest -1 --backend cpu
 expect_error "bad --kv-pool-gib" "--kv-pool-gib 0: must be a number of GiB in" profile --model tiny-test --kv-pool-gib 0 --backend cpu
 # grid_option OPT LIST FILE AWK-PROGRAM WANT: a profile with OPT LIST has
 # its rows (as AWK-PROGRAM prints them from FILE) at exactly WANT

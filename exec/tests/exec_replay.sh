@@ -176,6 +176,26 @@ if [ -n "$fake_nvml" ]; then
     unset HS_NVML_LIB
 fi
 
+# --stamps FILE (no monitor needed): a row per iteration, the measured CSV's
+# iteration numbers, host start before end, each iteration after the last.
+if "$bin" replay "$tmp/s16.jsonl" --backend cpu --repeats 2 --quiet --stamps "$tmp/st.csv" \
+        --out "$tmp/ms.csv" 2>"$tmp/err"; then
+    [ "$(head -1 "$tmp/st.csv")" = "it,start_ns,end_ns" ] || fail "--stamps: header: $(head -1 "$tmp/st.csv")"
+    diff <(tail -n +3 "$tmp/ms.csv" | cut -d, -f1) <(tail -n +2 "$tmp/st.csv" | cut -d, -f1) >/dev/null ||
+        fail "--stamps: iterations differ from the measured CSV's"
+    awk -F, 'NR > 1 && !($2 > 0 && $3 > $2 && $2 >= last) { bad++ } NR > 1 { last = $3 } END { exit bad > 0 }' \
+        "$tmp/st.csv" || fail "--stamps: a row out of order: $(head -5 "$tmp/st.csv")"
+    [ -e "$tmp/st.csv.tmp" ] && fail "--stamps: temporary left behind"
+    echo "ok: replay --stamps, $(($(wc -l <"$tmp/st.csv") - 1)) iterations"
+else
+    fail "replay --stamps: $(cat "$tmp/err")"
+fi
+expect_error "--stamps not writable" "--stamps /nonexistent/s\.csv: cannot write" \
+    replay "$tmp/s16.jsonl" --backend cpu --quiet --stamps /nonexistent/s.csv --out "$tmp/m8.csv"
+[ -e "$tmp/m8.csv" ] && fail "--stamps not writable: --out written anyway"
+expect_error "--stamps = --out" "--stamps .*: the same file as --out" \
+    replay "$tmp/s16.jsonl" --backend cpu --quiet --stamps "$tmp/same.csv" --out "$tmp/same.csv"
+
 # A generated schedule: 300 iterations, 8 requests at a time, whole-prompt
 # prefills of 48 tokens joining a decode batch, outputs of 20..59 tokens.
 awk -v N=300 -v P=48 '

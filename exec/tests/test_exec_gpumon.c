@@ -162,7 +162,7 @@ static void test_measure(void)
     script sc = {0};
     hs_exec x;
     hs_err err = {0};
-    hs_exec_timing t = {1, 3, 5, 100, 0, HS_EXEC_TIME_ALONE};
+    hs_exec_timing t = {1, 3, 5, 100, 0, HS_EXEC_TIME_ALONE, 0};
     volatile int runs = 0;
     double us = -1;
     CHECK_OK(hs_exec_open(&x, "cpu", -1, &err), &err);

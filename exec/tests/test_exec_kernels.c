@@ -621,7 +621,7 @@ static void test_timing(void)
      * below 2^16 there; 2^24 moves 96 MiB (~20 us). */
     size_t big = (size_t)1 << (strcmp(X.info.backend, "cpu") ? 24 : 20), small = (size_t)1 << 16;
     void *b[4] = {dev(big), dev(big), dev(big), NULL};
-    hs_exec_timing t = {1, 3, 5, 100, 0, HS_EXEC_TIME_ALONE};
+    hs_exec_timing t = {1, 3, 5, 100, 0, HS_EXEC_TIME_ALONE, 0};
     double us = -1, lo = -1, hi = -1;
     CHECK_OK(X.ops->fill_random(&X, b[1], big, 1, 1.0f, &E), &E);
     CHECK_OK(X.ops->fill_random(&X, b[2], big, 2, 1.0f, &E), &E);

@@ -50,6 +50,7 @@ static const hs_field meta_fields[] = {
     HS_FIELD_NUM(hs_ptable_meta, kv_block_size, HS_F_INT, 0, 16, 1, 65536, "tokens per KV block"),
     HS_FIELD_NUM(hs_ptable_meta, kv_blocks, HS_F_I64, 0, 0, 0, 1e12, "KV blocks that fit"),
     HS_FIELD_STR(hs_ptable_meta, timing, 0, "", "how hetsim-exec timed each op: alone, cold or stream"),
+    HS_FIELD_NUM(hs_ptable_meta, rest, HS_F_DOUBLE, 0, 0, 0, 10, "idle time after each row, times the row's own, so that a sweep stays under the power cap (0: none or not said)"),
     HS_FIELD_NUM(hs_ptable_meta, kv_pool_bytes, HS_F_I64, 0, 0, 0, 1e15, "K and V pool the attention rows ran over, bytes (0: not said)"),
     HS_FIELD_NUM(hs_ptable_meta, decode_sms, HS_F_INT, 0, 0, 0, 100000, "multiprocessors the decode-attention kernel ran on (0: its split not said)"),
     HS_FIELD_NUM(hs_ptable_meta, decode_resident, HS_F_INT, 0, 0, 0, 1024, "decode-attention blocks resident per multiprocessor"),
@@ -458,6 +459,7 @@ static int write_meta(const hs_ptable *t, const char *dir, hs_err *err)
           !cJSON_AddNumberToObject(j, "kv_block_size", m->kv_block_size) ||
           !cJSON_AddNumberToObject(j, "kv_blocks", (double)m->kv_blocks) ||
           (m->timing[0] && !cJSON_AddStringToObject(j, "timing", m->timing)) ||
+          (m->rest > 0 && !cJSON_AddNumberToObject(j, "rest", m->rest)) ||
           (m->kv_pool_bytes > 0 && !cJSON_AddNumberToObject(j, "kv_pool_bytes", (double)m->kv_pool_bytes)) ||
           (m->clock_monitor[0] && !cJSON_AddStringToObject(j, "clock_monitor", m->clock_monitor)) ||
           (m->decode_sms > 0 && (!cJSON_AddNumberToObject(j, "decode_sms", m->decode_sms) ||

@@ -79,6 +79,8 @@ typedef struct hs_ptable_meta {
     int64_t kv_blocks;        /* blocks, 0: unknown */
     char timing[8];           /* hetsim-exec's method: "alone", "cold", "stream"; "": not said */
     int64_t kv_pool_bytes;    /* K and V pool the attention rows ran over, bytes; 0: not said */
+    double rest;              /* idle time after each row, times the row's own
+                                 (hetsim-exec profile --rest); 0: none or not said */
     /* How the decode-attention kernel splits a batch (hs_dec_wave, perf.h);
      * decode_sms 0: not said (a Vidur table, the CPU backend) */
     int decode_sms, decode_resident;
