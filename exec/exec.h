@@ -257,7 +257,7 @@ typedef struct hs_exec_timing {
     hs_exec_timing_mode mode;
     /* After the measurement, the host idles `rest` times its wall time.  A
      * sweep of large GEMMs back to back holds a GPU at its power cap (an
-     * H200's 700 W: 1,425-1,575 MHz of 1,980), where a serving step that
+     * H200's 700 W: a median 1,575 MHz of 1,980), where a serving step that
      * follows idle time runs at full clock; resting lets each row start
      * from the same budget.  0: no rest. */
     double rest;

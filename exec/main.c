@@ -57,9 +57,9 @@ static void profile_usage(FILE *fp)
             "  --timing T         how each op is timed: alone (default), each run by itself;\n"
             "                     cold, queued behind a 256 MiB write; stream, what one more op\n"
             "                     costs in a stream of kernels, behind 128 MiB reads (exec/README.md)\n"
-            "  --rest R           after each row, idle R times as long as it ran, so that a sweep\n"
-            "                     does not hold the GPU at its power cap (default 1 on a GPU, 0 on\n"
-            "                     the CPU; 0 to time back to back)\n"
+            "  --rest R           after each row, idle R times as long as it ran (R in [0, 10],\n"
+            "                     at most 60 s a row), so that a sweep does not hold the GPU at its\n"
+            "                     power cap (default 1 on a GPU, 0 on the CPU; 0: back to back)\n"
             "  --kv-pool-gib G    attention rows over a KV pool (K and V) of at least G GiB, as a\n"
             "                     serving step's cache spans (default: what the grid needs)\n"
             "  --clocks           also write clocks.csv: the GPU's SM clock, power and clock-event\n"
@@ -253,7 +253,7 @@ static int cmd_profile(int argc, char **argv)
                 hs_errf(&err, HS_EINVAL, "--rest %s: must be a number in [0, 10]", v);
                 return fail(&err);
             }
-            o.rest = r;
+            o.rest = r == 0 ? 0 : r;   /* -0 too */
         } else if (!strcmp(a, "--tp")) {
             if (parse_list("--tp", v, o.tp, HS_EXEC_MAX_TPS, 1, 1024, &o.n_tp, &err)) return fail(&err);
         } else if (!strcmp(a, "--tokens") || !strcmp(a, "--chunks")) {

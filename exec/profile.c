@@ -797,7 +797,7 @@ static int write_file(const char *dir, int which, const table *tab, const meta *
             json_str(fp, m->clock_monitor);
             fprintf(fp, ",\n");
         }
-        fprintf(fp, "  \"kv_pool_bytes\": %.0f,\n  \"timing\": \"%s\",\n  \"rest\": %g\n}\n",
+        fprintf(fp, "  \"kv_pool_bytes\": %.0f,\n  \"timing\": \"%s\",\n  \"rest\": %.15g\n}\n",
                 m->kv_pool_bytes, m->timing, m->rest);
     }
     bad = ferror(fp);

@@ -899,8 +899,10 @@ static void notes(const hs_exec_replay *r, const hs_exec *x, const memplan *mp)
 }
 
 /* --clocks FILE and --stamps FILE: one row per iteration, as the measured
- * CSV, each written to a temporary renamed at the end.  side_probe finds a
- * path that cannot be written before the replay, not after an hour of it. */
+ * CSV, each written to PATH.tmp, renamed only once every output is
+ * written (side_commit), so a failed run leaves none of them.  side_probe
+ * finds a path that cannot be written before the replay, not after an
+ * hour of it. */
 static int side_probe(const hs_exec_replay *r, const char *flag, const char *path, hs_err *err)
 {
     char probe[1100];
@@ -941,11 +943,27 @@ static int write_side(const hs_exec_replay *r, const char *flag, const char *pat
     }
     bad = ferror(fp);
     bad |= fclose(fp) != 0;
-    if (bad || rename(tmp, path)) {
+    if (bad) {
+        int e = errno;
         remove(tmp);
-        return hs_errf(err, HS_EIO, "%s %s: write failed", flag, path);
+        return hs_errf(err, HS_EIO, "%s %s: cannot write %s: %s", flag, path, tmp, strerror(e));
     }
     return 0;
+}
+
+static int side_commit(const char *flag, const char *path, hs_err *err)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);   /* fitted in write_side */
+    if (rename(tmp, path))
+        return hs_errf(err, HS_EIO, "%s %s: cannot rename %s: %s", flag, path, tmp, strerror(errno));
+    return 0;
+}
+
+static void side_drop(const char *path)
+{
+    char tmp[1100];
+    if (path && (size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) < sizeof tmp) remove(tmp);
 }
 
 int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
@@ -1017,6 +1035,9 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
                 (long long)hs_exec_kvpool_used(r->kv), (long long)hs_exec_kvpool_peak(r->kv),
                 (long long)r->pool);
 
+    if ((r->clk && (rc = write_side(r, "--clocks", r->o.clocks, err))) ||
+        (r->stamp && (rc = write_side(r, "--stamps", r->o.stamps, err))))
+        goto fail;
     hs_exec_device_dirname(&x->info, devname, sizeof devname);
     fprintf(fp,
             "# hetsim-exec replay: device=%s, backend=%s, model=%s, replica=%d, layers_run=%d, "
@@ -1034,16 +1055,23 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
             rc = hs_errf(err, HS_EIO, "--out %s: write failed", r->o.out);
             goto fail;
         }
-        if (rename(tmp, r->o.out)) {
-            rc = hs_errf(err, HS_EIO, "--out %s: cannot rename %s: %s", r->o.out, tmp, strerror(errno));
-            goto fail;
-        }
     } else if (fflush(fp) || bad) {
         rc = hs_errf(err, HS_EIO, "stdout: write failed");
         goto fail;
     }
-    if (r->clk && (rc = write_side(r, "--clocks", r->o.clocks, err))) goto fail;
-    if (r->stamp && (rc = write_side(r, "--stamps", r->o.stamps, err))) goto fail;
+    /* every file written: the side files first, the measured CSV last,
+     * taking back the side files if it cannot be put in place */
+    if (r->clk && (rc = side_commit("--clocks", r->o.clocks, err))) goto fail;
+    if (r->stamp && (rc = side_commit("--stamps", r->o.stamps, err))) {
+        if (r->clk) remove(r->o.clocks);
+        goto fail;
+    }
+    if (r->o.out && rename(tmp, r->o.out)) {
+        rc = hs_errf(err, HS_EIO, "--out %s: cannot rename %s: %s", r->o.out, tmp, strerror(errno));
+        if (r->clk) remove(r->o.clocks);
+        if (r->stamp) remove(r->o.stamps);
+        goto fail;
+    }
     if (!r->o.quiet)
         fprintf(stderr, "hetsim-exec: replay: %lld iterations in %.2f s\n", (long long)r->n_done,
                 now_s() - t0);
@@ -1055,6 +1083,8 @@ fail:
         if (fp) fclose(fp);
         remove(tmp);
     }
+    if (r->clk) side_drop(r->o.clocks);
+    if (r->stamp) side_drop(r->o.stamps);
     dev_close(r);
     return rc;
 }

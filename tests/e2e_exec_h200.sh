@@ -192,6 +192,7 @@ for m in llama-2-7b llama-2-70b; do
     check_eq "exec-gemm-table $m exits 0" "$?" 0
     check "profiles/h200/$m/dense.csv is its output" -z "$(diff "$T/gemm/$m/dense.csv" "$HS_ROOT/profiles/h200/$m/dense.csv")"
 done
+check_grep "the GEMM table keeps the profile's rest" "$T/gemm/llama-2-7b/meta.json" '"rest": 1$'
 check "only the five GEMMs at 16 bits" "$(awk -F, 'NR > 1 { print $1 "/" $3 }' "$HS_ROOT/profiles/h200/llama-2-7b/dense.csv" | sort -u | tr '\n' ' ')" \
     = "attn_out/16 lm_head/16 mlp_down/16 mlp_up/16 qkv/16 "
 "$HS_ROOT/tools/exec-gemm-table" "$T/no-such" "$T/x" >"$T/out" 2>&1

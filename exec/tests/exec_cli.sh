@@ -139,10 +139,10 @@ else
     fail "profile --kv-pool-gib: $(cat "$tmp/err")"
 fi
 # --rest: meta.json says how long each row rested (0 by default on the CPU)
-grep -qF '"rest": 0' "$tmp/pool/meta.json" || fail "meta.json: no \"rest\": 0 on the CPU by default"
+grep -qE '"rest": 0$' "$tmp/pool/meta.json" || fail "meta.json: no \"rest\": 0 on the CPU by default"
 if "$bin" profile --model tiny-test --bits 16 --backend cpu --quick --rest 0.5 --quiet --out "$tmp/rest" \
         >"$tmp/out" 2>"$tmp/err"; then
-    grep -qF '"rest": 0.5' "$tmp/rest/meta.json" || fail "meta.json: no \"rest\": 0.5"
+    grep -qE '"rest": 0\.5$' "$tmp/rest/meta.json" || fail "meta.json: no \"rest\": 0.5"
     echo "ok: --rest"
 else
     fail "profile --rest: $(cat "$tmp/err")"

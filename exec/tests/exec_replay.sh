@@ -195,6 +195,13 @@ expect_error "--stamps not writable" "--stamps /nonexistent/s\.csv: cannot write
 [ -e "$tmp/m8.csv" ] && fail "--stamps not writable: --out written anyway"
 expect_error "--stamps = --out" "--stamps .*: the same file as --out" \
     replay "$tmp/s16.jsonl" --backend cpu --quiet --stamps "$tmp/same.csv" --out "$tmp/same.csv"
+if [ -n "$fake_nvml" ]; then   # without a monitor --clocks warns first
+    export HS_NVML_LIB=$fake_nvml
+    expect_error "--stamps = --clocks" "--stamps .*: the same file as --clocks" \
+        replay "$tmp/s16.jsonl" --backend cpu --quiet --stamps "$tmp/sc.csv" --clocks "$tmp/sc.csv" --out "$tmp/m7.csv"
+    [ -e "$tmp/m7.csv" ] && fail "--stamps = --clocks: --out written anyway"
+    unset HS_NVML_LIB
+fi
 
 # A generated schedule: 300 iterations, 8 requests at a time, whole-prompt
 # prefills of 48 tokens joining a decode batch, outputs of 20..59 tokens.

@@ -179,6 +179,44 @@ static void test_measure(void)
     hs_exec_close(&x);
 }
 
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* An op of 2 ms of host time, summing what it took into *ctx. */
+static int sleepy_op(hs_exec *x, void *ctx, hs_err *err)
+{
+    struct timespec ts = {0, 2000000};
+    double t0 = mono_s();
+    (void)x;
+    (void)err;
+    while (nanosleep(&ts, &ts) == -1) {}
+    *(double *)ctx += mono_s() - t0;
+    return 0;
+}
+
+/* rest: after the measurement the host idles rest times as long as it
+ * took, which is at least the op's own time over its runs: with rest 1
+ * the call takes at least twice that. */
+static void test_rest(void)
+{
+    hs_exec x;
+    hs_err err = {0};
+    hs_exec_timing t = {1, 3, 3, 100, 0, HS_EXEC_TIME_ALONE, 1.0};
+    double busy = 0, us = -1, t0, wall;
+    CHECK_OK(hs_exec_open(&x, "cpu", -1, &err), &err);
+    t0 = mono_s();
+    CHECK_OK(hs_exec_measure(&x, &t, sleepy_op, &busy, &us, &err), &err);
+    wall = mono_s() - t0;
+    CHECK(busy >= 4 * 0.002);             /* one warm-up, three timed runs */
+    CHECK(wall >= 2 * busy);
+    CHECK(us >= 2000);
+    hs_exec_close(&x);
+}
+
 static void test_nvml(const char *lib)
 {
     hs_gpumon *m = NULL;
@@ -281,6 +319,7 @@ int main(int argc, char **argv)
     test_window();
     test_many_windows();
     test_measure();
+    test_rest();
     if (argc > 1) test_nvml(argv[1]);
     else printf("no stand-in NVML library given: the NVML path is not tested\n");
     return hs_check_result();
