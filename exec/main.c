@@ -107,6 +107,9 @@ static void replay_usage(FILE *fp)
             "  --stamps FILE      also write each iteration's host start and end (it,start_ns,\n"
             "                     end_ns; CLOCK_MONOTONIC, one clock for every process on the host:\n"
             "                     replays run side by side can be lined up) to FILE\n"
+            "  --op-times FILE    also run each iteration once more with every op timed by itself\n"
+            "                     (the host waits after each) and write it,op,time_ns to FILE: what\n"
+            "                     a step pays op by op, to set beside the table's rows\n"
             "  --pad-tokens P     run the GEMMs on the step's tokens rounded up to a multiple of P\n"
             "                     (vLLM v0.1 padded to 8 for the tensor cores); default: unpadded\n"
             "  --check            print the KV pool's books after each iteration on stderr\n"
@@ -351,7 +354,7 @@ static int cmd_replay(int argc, char **argv)
     o.repeats = 1;
     for (int i = 1; i < argc; i++) {
         static const char *const flags[] = {"--replica", "--layers", "--repeats", "--out", "--clocks",
-                                            "--stamps", "--pad-tokens", NULL};
+                                            "--stamps", "--op-times", "--pad-tokens", NULL};
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             replay_usage(stdout);
@@ -373,6 +376,7 @@ static int cmd_replay(int argc, char **argv)
         if (!strcmp(a, "--out")) o.out = v;
         else if (!strcmp(a, "--clocks")) o.clocks = v;
         else if (!strcmp(a, "--stamps")) o.stamps = v;
+        else if (!strcmp(a, "--op-times")) o.op_times = v;
         else if (!strcmp(a, "--replica")) {
             if (parse_int(a, v, 0, 1000000000, &o.replica, &err)) return fail(&err);
         } else if (!strcmp(a, "--layers")) {

@@ -103,6 +103,9 @@ struct hs_exec_replay {
     double *samples;           /* [repeats] */
     hs_gpumon_stats *clk;      /* [n_iters] over each iteration's timed runs; NULL: no --clocks */
     int64_t *stamp;            /* [2 n_iters] host start, end (ns); NULL: no --stamps */
+    double *opt;               /* [n_iters][RP_OPS] op times (us); NULL: no --op-times */
+    double *opt_cur;           /* the iteration being split: a row of opt; NULL: not splitting */
+    double opt_scale;          /* what the op being timed counts for (layers / layers run) */
     int warmed;
     hs_progress pg;            /* the progress line (core/progress.h) */
 };
@@ -667,6 +670,37 @@ static void attn_base(const hs_exec_replay *r, hs_exec_attn *a, int l, int n_seq
     a->out = r->d.att;
 }
 
+/* --op-times: the ops a step runs, as the table names them but for the
+ * K/V write (inside the table's attention rows) and the head (final norm
+ * and LM head on the sampled rows). */
+enum {
+    RP_EMB, RP_NORM, RP_QKV, RP_ROPE, RP_KV_WRITE, RP_ATTN_DECODE, RP_ATTN_PREFILL, RP_ATTN_OUT,
+    RP_ADD, RP_MLP_UP, RP_ACT, RP_MLP_DOWN, RP_HEAD, RP_OPS
+};
+static const char *const rp_op_names[RP_OPS] = {
+    "emb", "norm", "qkv", "rope", "kv_write", "attn_decode", "attn_prefill", "attn_out",
+    "add", "mlp_up", "act", "mlp_down", "head"};
+
+/* Brackets one op with the backend's timer while an iteration is being
+ * split (opt_cur set); nothing otherwise. */
+static int op_begin(hs_exec_replay *r, hs_err *err)
+{
+    return r->opt_cur ? r->d.x->ops->timer_start(r->d.x, err) : 0;
+}
+
+static int op_end(hs_exec_replay *r, int op, hs_err *err)
+{
+    double us;
+    int rc;
+    if (!r->opt_cur) return 0;
+    if ((rc = r->d.x->ops->timer_stop(r->d.x, &us, err))) return rc;
+    r->opt_cur[op] += us * r->opt_scale;
+    return 0;
+}
+
+/* (rc = call), timed as op `k` when splitting; needs r, rc and err */
+#define OP(k, call) ((rc = op_begin(r, err)) || (rc = (call)) || (rc = op_end(r, (k), err)))
+
 /* Layer l on the rows of st (attention too when `attention`). */
 static int run_layer(hs_exec_replay *r, int l, const stage *st, int attention, hs_err *err)
 {
@@ -677,38 +711,38 @@ static int run_layer(hs_exec_replay *r, int l, const stage *st, int attention, h
     size_t es = (size_t)x->info.elem_bytes;
     const char *qkv = d->qkv;
     int T = st->T, G = pad_rows(r, T), rc;
-    if ((rc = o->norm(x, s->norm, d->ya, d->xa, d->gamma, d->beta, T, s->hidden, s->norm_eps, err)) ||
-        (rc = o->gemm(x, d->qkv, d->ya, &d->w[0], G, err)) ||
-        (s->rope && (rc = o->rope(x, d->qkv, s->qkv_n, T, s->heads + s->kv_heads, s->head_dim,
-                                  d->ints + st->o_pos, s->rope_theta, err))) ||
-        (rc = o->kv_write(x, d->kc[l], d->vc[l], qkv + (size_t)s->heads * s->head_dim * es,
-                          qkv + (size_t)(s->heads + s->kv_heads) * s->head_dim * es, s->qkv_n, T,
-                          s->kv_heads, s->head_dim, d->ints + st->o_slots, err)))
+    if (OP(RP_NORM, o->norm(x, s->norm, d->ya, d->xa, d->gamma, d->beta, T, s->hidden, s->norm_eps, err)) ||
+        OP(RP_QKV, o->gemm(x, d->qkv, d->ya, &d->w[0], G, err)) ||
+        (s->rope && OP(RP_ROPE, o->rope(x, d->qkv, s->qkv_n, T, s->heads + s->kv_heads, s->head_dim,
+                                        d->ints + st->o_pos, s->rope_theta, err))) ||
+        OP(RP_KV_WRITE, o->kv_write(x, d->kc[l], d->vc[l], qkv + (size_t)s->heads * s->head_dim * es,
+                                    qkv + (size_t)(s->heads + s->kv_heads) * s->head_dim * es, s->qkv_n,
+                                    T, s->kv_heads, s->head_dim, d->ints + st->o_slots, err)))
         return rc;
     if (attention && st->n_dec) {
         hs_exec_attn a;
         attn_base(r, &a, l, st->n_dec, d->ints + st->o_dtab, st->kb_dec, d->ints + st->o_dinfo);
         a.seq_info_host = st->ints + st->o_dinfo;
         a.max_context = st->max_ctx;
-        if ((rc = o->attention_decode(x, &a, err))) return rc;
+        if (OP(RP_ATTN_DECODE, o->attention_decode(x, &a, err))) return rc;
     }
     if (attention && st->n_pre) {
         hs_exec_attn a;
         attn_base(r, &a, l, st->n_pre, d->ints + st->o_ptab, st->kb_pre, d->ints + st->o_pinfo);
         a.seq_info_host = st->ints + st->o_pinfo;
         a.max_q_len = st->max_qlen;
-        if ((rc = o->attention_prefill(x, &a, err))) return rc;
+        if (OP(RP_ATTN_PREFILL, o->attention_prefill(x, &a, err))) return rc;
     }
     /* The residual stream: layer input xa (the embedding output, left as
      * is so values stay bounded over layers and repeats), za after the
      * attention block and after the MLP block; same work as x += f(x). */
-    if ((rc = o->gemm(x, d->za, d->att, &d->w[1], G, err)) ||
-        (rc = o->add(x, d->za, d->xa, d->za, (size_t)T * s->hidden, err)) ||
-        (rc = o->norm(x, s->norm, d->ya, d->za, d->gamma, d->beta, T, s->hidden, s->norm_eps, err)) ||
-        (rc = o->gemm(x, d->up, d->ya, &d->w[2], G, err)) ||
-        (rc = o->act(x, s->act, s->gated, d->act, d->up, T, s->ffn, err)) ||
-        (rc = o->gemm(x, d->ya, d->act, &d->w[3], G, err)) ||
-        (rc = o->add(x, d->za, d->za, d->ya, (size_t)T * s->hidden, err)))
+    if (OP(RP_ATTN_OUT, o->gemm(x, d->za, d->att, &d->w[1], G, err)) ||
+        OP(RP_ADD, o->add(x, d->za, d->xa, d->za, (size_t)T * s->hidden, err)) ||
+        OP(RP_NORM, o->norm(x, s->norm, d->ya, d->za, d->gamma, d->beta, T, s->hidden, s->norm_eps, err)) ||
+        OP(RP_MLP_UP, o->gemm(x, d->up, d->ya, &d->w[2], G, err)) ||
+        OP(RP_ACT, o->act(x, s->act, s->gated, d->act, d->up, T, s->ffn, err)) ||
+        OP(RP_MLP_DOWN, o->gemm(x, d->ya, d->act, &d->w[3], G, err)) ||
+        OP(RP_ADD, o->add(x, d->za, d->za, d->ya, (size_t)T * s->hidden, err)))
         return rc;
     return 0;
 }
@@ -748,6 +782,28 @@ static int run_once(hs_exec_replay *r, const stage *st, double *ns, hs_err *err)
     *ns = (te + tl * r->L / r->K + th) * 1e3;
     return 0;
 }
+
+/* --op-times: the staged iteration once more, each op timed by itself
+ * into row (us, layer ops scaled to all layers as run_once scales them). */
+static int run_split(hs_exec_replay *r, const stage *st, double *row, hs_err *err)
+{
+    hs_exec *x = r->d.x;
+    const hs_exec_ops *o = x->ops;
+    int rc = 0;
+    r->opt_cur = row;
+    r->opt_scale = 1;
+    if (OP(RP_EMB, o->embed(x, r->d.xa, r->d.emb, r->d.pos_tab, r->d.ints + st->o_ids, r->d.ints + st->o_pos,
+                            st->T, r->s.hidden, err)))
+        goto out;
+    r->opt_scale = (double)r->L / r->K;
+    for (int l = 0; l < r->K && !rc; l++) rc = run_layer(r, l, st, 1, err);
+    r->opt_scale = 1;
+    if (!rc && st->samples && OP(RP_HEAD, run_head(r, st->samples, err))) goto out;
+out:
+    r->opt_cur = NULL;
+    return rc;
+}
+#undef OP
 
 /* Untimed runs of every token count and sample count the schedule has,
  * and of the attention kernels at their largest decode shape, so that
@@ -846,6 +902,7 @@ static int run_iter(hs_exec_replay *r, const hs_sched_iter *it, hs_err *err)
     for (int i = 0; i < n && !rc; i++) rc = run_once(r, st, &r->samples[i], err);
     if (r->clk) hs_gpumon_end(x->mon, &r->clk[r->n_done]);
     if (r->stamp) r->stamp[2 * r->n_done + 1] = mono_ns();
+    if (!rc && r->opt) rc = run_split(r, st, r->opt + (size_t)r->n_done * RP_OPS, err);
     if (rc) goto fail;
     qsort(r->samples, (size_t)n, sizeof *r->samples, cmp_double);
     med = n % 2 ? r->samples[n / 2] : 0.5 * (r->samples[n / 2 - 1] + r->samples[n / 2]);
@@ -918,29 +975,58 @@ static int side_probe(const hs_exec_replay *r, const char *flag, const char *pat
     return 0;
 }
 
-static int write_side(const hs_exec_replay *r, const char *flag, const char *path, hs_err *err)
+/* The side files, in the order they are written and put in place. */
+enum { SIDE_CLOCKS, SIDE_STAMPS, SIDE_OPS, SIDE_COUNT };
+static const char *const side_flags[SIDE_COUNT] = {"--clocks", "--stamps", "--op-times"};
+
+static const char *side_path(const hs_exec_replay *r, int k)
 {
+    return k == SIDE_CLOCKS ? r->o.clocks : k == SIDE_STAMPS ? r->o.stamps : r->o.op_times;
+}
+
+/* Whether side file k is written: --clocks only where a monitor reads them. */
+static int side_on(const hs_exec_replay *r, int k)
+{
+    return k == SIDE_CLOCKS ? r->clk != NULL : k == SIDE_STAMPS ? r->stamp != NULL : r->opt != NULL;
+}
+
+static void write_side_rows(const hs_exec_replay *r, int k, FILE *fp)
+{
+    static const char *const head[SIDE_COUNT] = {
+        "it,samples,sm_mhz_mean,sm_mhz_min,sm_mhz_max,power_w_mean,power_w_max,reasons",
+        "it,start_ns,end_ns", "it,op,time_ns"};
+    fprintf(fp, "%s\n", head[k]);
+    for (int64_t i = 0; i < r->n_done; i++) {
+        long long it = (long long)r->it_no[i];
+        if (k == SIDE_CLOCKS) {
+            const hs_gpumon_stats *c = &r->clk[i];
+            char why[160];
+            hs_gpumon_stats_reasons(c, why, sizeof why);
+            fprintf(fp, "%lld,%d,%.1f,%.0f,%.0f,%.1f,%.1f,%s\n", it, c->n, c->sm_mhz_mean, c->sm_mhz_min,
+                    c->sm_mhz_max, c->power_w_mean, c->power_w_max, why);
+        } else if (k == SIDE_STAMPS) {
+            fprintf(fp, "%lld,%lld,%lld\n", it, (long long)r->stamp[2 * i], (long long)r->stamp[2 * i + 1]);
+        } else {
+            /* the ops the iteration ran (a decode-only step has no prefill
+             * attention, a model without RoPE no rope) */
+            const double *row = r->opt + (size_t)i * RP_OPS;
+            for (int op = 0; op < RP_OPS; op++)
+                if (row[op] > 0) fprintf(fp, "%lld,%s,%.0f\n", it, rp_op_names[op], row[op] * 1e3);
+        }
+    }
+}
+
+static int write_side(const hs_exec_replay *r, int k, hs_err *err)
+{
+    const char *flag = side_flags[k], *path = side_path(r, k);
     char tmp[1100];
     FILE *fp;
-    int bad, clocks = !strcmp(flag, "--clocks");
+    int bad;
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
         return hs_errf(err, HS_EINVAL, "%s %s: path too long", flag, path);
     if (!(fp = fopen(tmp, "w")))
         return hs_errf(err, HS_EIO, "%s %s: cannot write %s: %s", flag, path, tmp, strerror(errno));
-    fprintf(fp, clocks ? "it,samples,sm_mhz_mean,sm_mhz_min,sm_mhz_max,power_w_mean,power_w_max,reasons\n"
-                       : "it,start_ns,end_ns\n");
-    for (int64_t i = 0; i < r->n_done; i++) {
-        if (clocks) {
-            const hs_gpumon_stats *c = &r->clk[i];
-            char why[160];
-            hs_gpumon_stats_reasons(c, why, sizeof why);
-            fprintf(fp, "%lld,%d,%.1f,%.0f,%.0f,%.1f,%.1f,%s\n", (long long)r->it_no[i], c->n,
-                    c->sm_mhz_mean, c->sm_mhz_min, c->sm_mhz_max, c->power_w_mean, c->power_w_max, why);
-        } else {
-            fprintf(fp, "%lld,%lld,%lld\n", (long long)r->it_no[i], (long long)r->stamp[2 * i],
-                    (long long)r->stamp[2 * i + 1]);
-        }
-    }
+    write_side_rows(r, k, fp);
     bad = ferror(fp);
     bad |= fclose(fp) != 0;
     if (bad) {
@@ -995,10 +1081,16 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
                        r->o.path, r->h.replica, (long long)r->pool, r->h.block_size, mp.kv_layer / gib,
                        (mp.weights + mp.buffers) / gib, budget / gib, x->info.device);
     }
-    if (r->o.clocks && x->mon && (rc = side_probe(r, "--clocks", r->o.clocks, err))) return rc;
-    if (r->o.stamps && (rc = side_probe(r, "--stamps", r->o.stamps, err))) return rc;
-    if (r->o.clocks && r->o.stamps && !strcmp(r->o.clocks, r->o.stamps))
-        return hs_errf(err, HS_EINVAL, "--stamps %s: the same file as --clocks", r->o.stamps);
+    for (int k = 0; k < SIDE_COUNT; k++) {
+        const char *path = side_path(r, k);
+        if (!path) continue;
+        for (int j = 0; j < k; j++)
+            if (side_path(r, j) && !strcmp(side_path(r, j), path))
+                return hs_errf(err, HS_EINVAL, "%s %s: the same file as %s", side_flags[k], path,
+                               side_flags[j]);
+        /* --clocks without a monitor is not written (main warned) */
+        if ((k != SIDE_CLOCKS || x->mon) && (rc = side_probe(r, side_flags[k], path, err))) return rc;
+    }
     if (r->o.out) {
         if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", r->o.out) >= sizeof tmp)
             return hs_errf(err, HS_EINVAL, "--out %s: path too long", r->o.out);
@@ -1009,7 +1101,8 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
         !(r->meas = malloc(((size_t)r->n_iters + 1) * sizeof *r->meas)) ||
         !(r->samples = malloc((size_t)r->o.repeats * sizeof *r->samples)) ||
         (r->o.clocks && x->mon && !(r->clk = calloc((size_t)r->n_iters + 1, sizeof *r->clk))) ||
-        (r->o.stamps && !(r->stamp = calloc(2 * ((size_t)r->n_iters + 1), sizeof *r->stamp)))) {
+        (r->o.stamps && !(r->stamp = calloc(2 * ((size_t)r->n_iters + 1), sizeof *r->stamp))) ||
+        (r->o.op_times && !(r->opt = calloc(((size_t)r->n_iters + 1) * RP_OPS, sizeof *r->opt)))) {
         rc = hs_errf(err, HS_ENOMEM, "out of memory");
         goto fail;
     }
@@ -1035,9 +1128,8 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
                 (long long)hs_exec_kvpool_used(r->kv), (long long)hs_exec_kvpool_peak(r->kv),
                 (long long)r->pool);
 
-    if ((r->clk && (rc = write_side(r, "--clocks", r->o.clocks, err))) ||
-        (r->stamp && (rc = write_side(r, "--stamps", r->o.stamps, err))))
-        goto fail;
+    for (int k = 0; k < SIDE_COUNT; k++)
+        if (side_on(r, k) && (rc = write_side(r, k, err))) goto fail;
     hs_exec_device_dirname(&x->info, devname, sizeof devname);
     fprintf(fp,
             "# hetsim-exec replay: device=%s, backend=%s, model=%s, replica=%d, layers_run=%d, "
@@ -1061,15 +1153,16 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
     }
     /* every file written: the side files first, the measured CSV last,
      * taking back the side files if it cannot be put in place */
-    if (r->clk && (rc = side_commit("--clocks", r->o.clocks, err))) goto fail;
-    if (r->stamp && (rc = side_commit("--stamps", r->o.stamps, err))) {
-        if (r->clk) remove(r->o.clocks);
+    for (int k = 0; k < SIDE_COUNT; k++) {
+        if (!side_on(r, k) || !(rc = side_commit(side_flags[k], side_path(r, k), err))) continue;
+        for (int j = 0; j < k; j++)
+            if (side_on(r, j)) remove(side_path(r, j));
         goto fail;
     }
     if (r->o.out && rename(tmp, r->o.out)) {
         rc = hs_errf(err, HS_EIO, "--out %s: cannot rename %s: %s", r->o.out, tmp, strerror(errno));
-        if (r->clk) remove(r->o.clocks);
-        if (r->stamp) remove(r->o.stamps);
+        for (int k = 0; k < SIDE_COUNT; k++)
+            if (side_on(r, k)) remove(side_path(r, k));
         goto fail;
     }
     if (!r->o.quiet)
@@ -1083,8 +1176,8 @@ fail:
         if (fp) fclose(fp);
         remove(tmp);
     }
-    if (r->clk) side_drop(r->o.clocks);
-    if (r->stamp) side_drop(r->o.stamps);
+    for (int k = 0; k < SIDE_COUNT; k++)
+        if (side_on(r, k)) side_drop(side_path(r, k));
     dev_close(r);
     return rc;
 }
@@ -1103,5 +1196,6 @@ void hs_exec_replay_free(hs_exec_replay *r)
     free(r->samples);
     free(r->clk);
     free(r->stamp);
+    free(r->opt);
     free(r);
 }

@@ -43,6 +43,11 @@ typedef struct hs_exec_replay_opts {
                                   after the last, shared by every process on the
                                   host, so that replays run side by side can be
                                   lined up); NULL: none */
+    const char *op_times;      /* per-iteration op times CSV (it,op,time_ns): each
+                                  iteration run once more with every op timed by
+                                  itself (the host waits after each), scaled to all
+                                  layers as measured_ns is; what a step pays op by
+                                  op, beside the table's rows; NULL: none */
     int pad_tokens;            /* the GEMMs run on the step's rows rounded up to a
                                   multiple of this, as vLLM v0.1 padded its input to
                                   8 tokens for the tensor cores; 0 or 1: unpadded */

@@ -190,6 +190,31 @@ if "$bin" replay "$tmp/s16.jsonl" --backend cpu --repeats 2 --quiet --stamps "$t
 else
     fail "replay --stamps: $(cat "$tmp/err")"
 fi
+# --op-times FILE: every iteration run once more, each op timed by itself:
+# the ops of a transformer step (prefill attention where the iteration
+# prefills, decode attention where it decodes), positive times, summing to
+# the order of the iteration's measured time (not equal: a wait after each op).
+if "$bin" replay "$tmp/s16.jsonl" --backend cpu --quiet --op-times "$tmp/ops.csv" --out "$tmp/mo.csv" \
+        2>"$tmp/err"; then
+    [ "$(head -1 "$tmp/ops.csv")" = "it,op,time_ns" ] || fail "--op-times: header: $(head -1 "$tmp/ops.csv")"
+    diff <(tail -n +3 "$tmp/mo.csv" | cut -d, -f1) <(tail -n +2 "$tmp/ops.csv" | cut -d, -f1 | uniq) >/dev/null ||
+        fail "--op-times: iterations differ from the measured CSV's"
+    awk -F, 'NR > 1 && !($2 ~ /^(emb|norm|qkv|rope|kv_write|attn_decode|attn_prefill|attn_out|add|mlp_up|act|mlp_down|head)$/ && $3 > 0) { bad++ }
+             END { exit bad > 0 }' "$tmp/ops.csv" || fail "--op-times: an unknown op or a time not positive"
+    for op in emb norm qkv kv_write attn_out add mlp_up act mlp_down head attn_decode attn_prefill; do
+        grep -q ",$op," "$tmp/ops.csv" || fail "--op-times: no $op row"
+    done
+    # each iteration's ops against its measured time: same order of magnitude
+    awk -F, 'FNR == 1 { f++ } f == 1 && FNR > 2 { m[$1] = $2 } f == 2 && FNR > 1 { s[$1] += $3 }
+             END { for (i in m) if (!(s[i] > 0.2 * m[i] && s[i] < 20 * m[i])) bad++; exit bad > 0 }' \
+        "$tmp/mo.csv" "$tmp/ops.csv" || fail "--op-times: an iteration's ops far from its measured time"
+    echo "ok: replay --op-times, $(($(wc -l <"$tmp/ops.csv") - 1)) op rows"
+else
+    fail "replay --op-times: $(cat "$tmp/err")"
+fi
+expect_error "--op-times = --stamps" "--op-times .*: the same file as --stamps" \
+    replay "$tmp/s16.jsonl" --backend cpu --quiet --stamps "$tmp/so.csv" --op-times "$tmp/so.csv" --out "$tmp/m6.csv"
+[ -e "$tmp/m6.csv" ] && fail "--op-times = --stamps: --out written anyway"
 expect_error "--stamps not writable" "--stamps /nonexistent/s\.csv: cannot write" \
     replay "$tmp/s16.jsonl" --backend cpu --quiet --stamps /nonexistent/s.csv --out "$tmp/m8.csv"
 [ -e "$tmp/m8.csv" ] && fail "--stamps not writable: --out written anyway"
