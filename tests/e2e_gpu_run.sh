@@ -119,16 +119,19 @@ check "its schedule: one request at a time, batch-1 decode steps only" \
     "$(grep '"type":"iter"' "$T/g/colocate.jsonl" | grep -c '"decode":\[\[[0-9]*,[0-9]*\],')" = 0
 check "both co-located replays wrote their times" -s "$T/g/colocate-2-2.csv"
 # The split step (named only): one-prompt prefills at the table's token
-# counts, replayed with --op-times, each op beside the table's row.
+# counts, alone and among decode steps, replayed with --op-times, each op
+# beside the table's row.
 HETSIM_ROOT=$R HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --quick --models tiny4 --out "$T/g" split \
     >"$T/out" 2>&1
 check_eq "split step exits 0" "$?" "0"
-for L in 16 64; do
-    check_grep "split: $L tokens, measured against the table" "$s" \
-        "^   $L tokens: iteration [0-9.]+ ms measured, ops [0-9.]+ ms one by one, table [0-9.]+ ms \\(measured [-+][0-9.]+%\\)$"
+for run in "16, alone" "64, alone" "64, among decodes"; do
+    check_grep "split: $run, measured against the table" "$s" \
+        "^   ${run/,/ tokens,} \\([0-9]+\\): iteration [0-9.]+ ms measured, ops [0-9.]+ ms one by one, table [0-9.]+ ms \\(measured [-+][0-9.]+%\\)$"
 done
 check_grep "split: each op beside its row" "$s" '^      emb [0-9.]+ [-+][0-9.]+%, norm [0-9.]+ [-+][0-9.]+%, qkv .*, attn [0-9.]+ [-+][0-9.]+%, .*, head [0-9.]+ [-+][0-9.]+%$'
-check "split: the op times written" -s "$T/g/split-64.ops.csv"
+check "split: the op times written" -s "$T/g/split-iso-64.ops.csv"
+check "split: the prefills among decodes follow decode steps" \
+    "$(grep -c '"decode":\[\[' "$T/g/split-busy-64.jsonl")" -gt 0
 HETSIM_ROOT=$R HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --models tiny4 --out "$T/g" --colocate 9 colocate \
     >"$T/out" 2>&1
 check_eq "--colocate 9: exit 2" "$?" "2"
