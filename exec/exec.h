@@ -180,7 +180,15 @@ typedef struct hs_exec_ops {
     /* Optional: the decode kernel's split for heads of head_dim (profile
      * writes it to meta.json, for the simulator to time the kernel's waves). */
     int (*decode_split)(hs_exec *x, int head_dim, hs_exec_decode_split *s, hs_err *err);
+    /* Marks on the stream, for timing a run of ops without waiting between
+     * them: mark(i) records mark i (0 <= i < HS_EXEC_MAX_MARKS) once the
+     * work queued before it is done; marks_read waits for mark n - 1 and
+     * writes us[i], microseconds from mark 0 to mark i, for i < n. */
+    int (*mark)(hs_exec *x, int i, hs_err *err);
+    int (*marks_read)(hs_exec *x, int n, double *us, hs_err *err);
 } hs_exec_ops;
+
+#define HS_EXEC_MAX_MARKS 4096
 
 struct hs_exec {
     const hs_exec_ops *ops;

@@ -104,8 +104,13 @@ struct hs_exec_replay {
     hs_gpumon_stats *clk;      /* [n_iters] over each iteration's timed runs; NULL: no --clocks */
     int64_t *stamp;            /* [2 n_iters] host start, end (ns); NULL: no --stamps */
     double *opt;               /* [n_iters][RP_OPS] op times (us); NULL: no --op-times */
-    double *opt_cur;           /* the iteration being split: a row of opt; NULL: not splitting */
-    double opt_scale;          /* what the op being timed counts for (layers / layers run) */
+    unsigned char *opt_ran;    /* [n_iters][RP_OPS] 1: the op ran */
+    int splitting;             /* 1: run_split is marking each op's end */
+    int n_marks;               /* marks recorded in this split */
+    double opt_scale;          /* what the ops being marked count for (layers / layers run) */
+    signed char mark_op[HS_EXEC_MAX_MARKS];   /* the op that ends at mark i (-1: mark 0) */
+    float mark_scale[HS_EXEC_MAX_MARKS];
+    double mark_us[HS_EXEC_MAX_MARKS];
     int warmed;
     hs_progress pg;            /* the progress line (core/progress.h) */
 };
@@ -681,25 +686,21 @@ static const char *const rp_op_names[RP_OPS] = {
     "emb", "norm", "qkv", "rope", "kv_write", "attn_decode", "attn_prefill", "attn_out",
     "add", "mlp_up", "act", "mlp_down", "head"};
 
-/* Brackets one op with the backend's timer while an iteration is being
- * split (opt_cur set); nothing otherwise. */
-static int op_begin(hs_exec_replay *r, hs_err *err)
+/* While an iteration is being split, marks the end of op `op` on the
+ * stream (no wait): an op's time is the distance from the previous mark,
+ * launch gaps included, as in a step.  Nothing otherwise. */
+static int op_mark(hs_exec_replay *r, int op, hs_err *err)
 {
-    return r->opt_cur ? r->d.x->ops->timer_start(r->d.x, err) : 0;
+    if (!r->splitting) return 0;
+    if (r->n_marks >= HS_EXEC_MAX_MARKS)
+        return hs_errf(err, HS_ERANGE, "--op-times: more than %d ops in one iteration", HS_EXEC_MAX_MARKS - 1);
+    r->mark_op[r->n_marks] = (signed char)op;
+    r->mark_scale[r->n_marks] = (float)r->opt_scale;
+    return r->d.x->ops->mark(r->d.x, r->n_marks++, err);
 }
 
-static int op_end(hs_exec_replay *r, int op, hs_err *err)
-{
-    double us;
-    int rc;
-    if (!r->opt_cur) return 0;
-    if ((rc = r->d.x->ops->timer_stop(r->d.x, &us, err))) return rc;
-    r->opt_cur[op] += us * r->opt_scale;
-    return 0;
-}
-
-/* (rc = call), timed as op `k` when splitting; needs r, rc and err */
-#define OP(k, call) ((rc = op_begin(r, err)) || (rc = (call)) || (rc = op_end(r, (k), err)))
+/* (rc = call), its end marked as op `k` when splitting; needs r, rc, err */
+#define OP(k, call) ((rc = (call)) || (rc = op_mark(r, (k), err)))
 
 /* Layer l on the rows of st (attention too when `attention`). */
 static int run_layer(hs_exec_replay *r, int l, const stage *st, int attention, hs_err *err)
@@ -783,24 +784,33 @@ static int run_once(hs_exec_replay *r, const stage *st, double *ns, hs_err *err)
     return 0;
 }
 
-/* --op-times: the staged iteration once more, each op timed by itself
- * into row (us, layer ops scaled to all layers as run_once scales them). */
-static int run_split(hs_exec_replay *r, const stage *st, double *row, hs_err *err)
+/* --op-times: the staged iteration once more, the end of each op marked on
+ * the stream and nothing waited for until the last; into row (us, layer ops
+ * scaled to all layers as run_once scales them) and ran. */
+static int run_split(hs_exec_replay *r, const stage *st, double *row, unsigned char *ran, hs_err *err)
 {
     hs_exec *x = r->d.x;
     const hs_exec_ops *o = x->ops;
-    int rc = 0;
-    r->opt_cur = row;
+    int rc;
+    r->splitting = 1;
+    r->n_marks = 0;
     r->opt_scale = 1;
+    if ((rc = op_mark(r, -1, err))) goto out;
     if (OP(RP_EMB, o->embed(x, r->d.xa, r->d.emb, r->d.pos_tab, r->d.ints + st->o_ids, r->d.ints + st->o_pos,
                             st->T, r->s.hidden, err)))
         goto out;
     r->opt_scale = (double)r->L / r->K;
     for (int l = 0; l < r->K && !rc; l++) rc = run_layer(r, l, st, 1, err);
     r->opt_scale = 1;
-    if (!rc && st->samples && OP(RP_HEAD, run_head(r, st->samples, err))) goto out;
+    if (rc || (st->samples && OP(RP_HEAD, run_head(r, st->samples, err))) ||
+        (rc = o->marks_read(x, r->n_marks, r->mark_us, err)))
+        goto out;
+    for (int i = 1; i < r->n_marks; i++) {
+        row[r->mark_op[i]] += (r->mark_us[i] - r->mark_us[i - 1]) * r->mark_scale[i];
+        ran[r->mark_op[i]] = 1;
+    }
 out:
-    r->opt_cur = NULL;
+    r->splitting = 0;
     return rc;
 }
 #undef OP
@@ -902,7 +912,8 @@ static int run_iter(hs_exec_replay *r, const hs_sched_iter *it, hs_err *err)
     for (int i = 0; i < n && !rc; i++) rc = run_once(r, st, &r->samples[i], err);
     if (r->clk) hs_gpumon_end(x->mon, &r->clk[r->n_done]);
     if (r->stamp) r->stamp[2 * r->n_done + 1] = mono_ns();
-    if (!rc && r->opt) rc = run_split(r, st, r->opt + (size_t)r->n_done * RP_OPS, err);
+    if (!rc && r->opt)
+        rc = run_split(r, st, r->opt + (size_t)r->n_done * RP_OPS, r->opt_ran + (size_t)r->n_done * RP_OPS, err);
     if (rc) goto fail;
     qsort(r->samples, (size_t)n, sizeof *r->samples, cmp_double);
     med = n % 2 ? r->samples[n / 2] : 0.5 * (r->samples[n / 2 - 1] + r->samples[n / 2]);
@@ -1010,8 +1021,9 @@ static void write_side_rows(const hs_exec_replay *r, int k, FILE *fp)
             /* the ops the iteration ran (a decode-only step has no prefill
              * attention, a model without RoPE no rope) */
             const double *row = r->opt + (size_t)i * RP_OPS;
+            const unsigned char *ran = r->opt_ran + (size_t)i * RP_OPS;
             for (int op = 0; op < RP_OPS; op++)
-                if (row[op] > 0) fprintf(fp, "%lld,%s,%.0f\n", it, rp_op_names[op], row[op] * 1e3);
+                if (ran[op]) fprintf(fp, "%lld,%s,%.0f\n", it, rp_op_names[op], row[op] * 1e3);
         }
     }
 }
@@ -1081,6 +1093,8 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
                        r->o.path, r->h.replica, (long long)r->pool, r->h.block_size, mp.kv_layer / gib,
                        (mp.weights + mp.buffers) / gib, budget / gib, x->info.device);
     }
+    if (r->o.op_times && (!x->ops->mark || !x->ops->marks_read))
+        return hs_errf(err, HS_EUNSUPPORTED, "--op-times: the %s backend cannot mark its stream", x->ops->name);
     for (int k = 0; k < SIDE_COUNT; k++) {
         const char *path = side_path(r, k);
         if (!path) continue;
@@ -1102,7 +1116,8 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
         !(r->samples = malloc((size_t)r->o.repeats * sizeof *r->samples)) ||
         (r->o.clocks && x->mon && !(r->clk = calloc((size_t)r->n_iters + 1, sizeof *r->clk))) ||
         (r->o.stamps && !(r->stamp = calloc(2 * ((size_t)r->n_iters + 1), sizeof *r->stamp))) ||
-        (r->o.op_times && !(r->opt = calloc(((size_t)r->n_iters + 1) * RP_OPS, sizeof *r->opt)))) {
+        (r->o.op_times && (!(r->opt = calloc(((size_t)r->n_iters + 1) * RP_OPS, sizeof *r->opt)) ||
+                           !(r->opt_ran = calloc(((size_t)r->n_iters + 1) * RP_OPS, 1))))) {
         rc = hs_errf(err, HS_ENOMEM, "out of memory");
         goto fail;
     }
@@ -1197,5 +1212,6 @@ void hs_exec_replay_free(hs_exec_replay *r)
     free(r->clk);
     free(r->stamp);
     free(r->opt);
+    free(r->opt_ran);
     free(r);
 }

@@ -87,6 +87,7 @@ static void cpu_destroy(hs_exec *x)
     if (!c) return;
     free(c->wbuf);
     free(c->scores);
+    free(c->marks);
     free(c);
     x->priv = NULL;
 }
@@ -267,6 +268,26 @@ static int cpu_timer_stop(hs_exec *x, double *us, hs_err *err)
     return 0;
 }
 
+/* The CPU backend runs each op before returning: a mark is the time now. */
+static int cpu_mark(hs_exec *x, int i, hs_err *err)
+{
+    hs__cpu *c = x->priv;
+    if (i < 0 || i >= HS_EXEC_MAX_MARKS) return hs_errf(err, HS_ERANGE, "mark %d out of range", i);
+    if (!c->marks && !(c->marks = malloc(HS_EXEC_MAX_MARKS * sizeof *c->marks)))
+        return hs_errf(err, HS_ENOMEM, "out of memory (marks)");
+    c->marks[i] = now_s();
+    return 0;
+}
+
+static int cpu_marks_read(hs_exec *x, int n, double *us, hs_err *err)
+{
+    hs__cpu *c = x->priv;
+    if (n < 1 || n > HS_EXEC_MAX_MARKS || !c->marks)
+        return hs_errf(err, HS_ERANGE, "%d marks: none or out of range", n);
+    for (int i = 0; i < n; i++) us[i] = (c->marks[i] - c->marks[0]) * 1e6;
+    return 0;
+}
+
 const hs_exec_ops hs_exec_cpu_ops = {
     .name = "cpu",
     .available = cpu_available,
@@ -294,4 +315,6 @@ const hs_exec_ops hs_exec_cpu_ops = {
     .sync = cpu_sync,
     .timer_start = cpu_timer_start,
     .timer_stop = cpu_timer_stop,
+    .mark = cpu_mark,
+    .marks_read = cpu_marks_read,
 };

@@ -8,6 +8,7 @@
 /* Backend state (hs_exec.priv). */
 typedef struct hs__cpu {
     double t0;             /* s, CLOCK_MONOTONIC at timer_start */
+    double *marks;         /* [HS_EXEC_MAX_MARKS] s, CLOCK_MONOTONIC at mark i */
     float *wbuf;           /* dequantised weight scratch */
     size_t wbuf_n;         /* floats */
     float *scores;         /* attention scores scratch */

@@ -39,6 +39,8 @@ static void cu_destroy(hs_exec *x)
     free(c->pf_info);
     if (c->ev0) (void)cudaEventDestroy(c->ev0);
     if (c->ev1) (void)cudaEventDestroy(c->ev1);
+    for (int i = 0; i < c->n_marks; i++) (void)cudaEventDestroy(c->marks[i]);
+    free(c->marks);
     if (c->blas) (void)cublasDestroy(c->blas);
     if (c->blas_ws) (void)cudaFree(c->blas_ws);
     if (c->stream) (void)cudaStreamDestroy(c->stream);
@@ -249,6 +251,30 @@ static int cu_timer_stop(hs_exec *x, double *us, hs_err *err)
     return 0;
 }
 
+static int cu_mark(hs_exec *x, int i, hs_err *err)
+{
+    hs__cuda *c = hs__cu(x);
+    if (i < 0 || i >= HS_EXEC_MAX_MARKS) return hs_errf(err, HS_ERANGE, "mark %d out of range", i);
+    if (!c->marks && !(c->marks = (cudaEvent_t *)calloc(HS_EXEC_MAX_MARKS, sizeof *c->marks)))
+        return hs_errf(err, HS_ENOMEM, "out of memory (marks)");
+    for (; c->n_marks <= i; c->n_marks++) HS_CK(cudaEventCreate(&c->marks[c->n_marks]));
+    HS_CK(cudaEventRecord(c->marks[i], c->stream));
+    return 0;
+}
+
+static int cu_marks_read(hs_exec *x, int n, double *us, hs_err *err)
+{
+    hs__cuda *c = hs__cu(x);
+    if (n < 1 || n > c->n_marks) return hs_errf(err, HS_ERANGE, "%d marks: none or out of range", n);
+    HS_CK(cudaEventSynchronize(c->marks[n - 1]));
+    for (int i = 0; i < n; i++) {
+        float ms = 0;
+        HS_CK(cudaEventElapsedTime(&ms, c->marks[0], c->marks[i]));
+        us[i] = ms * 1000.0;
+    }
+    return 0;
+}
+
 extern "C" const hs_exec_ops hs_exec_cuda_ops = {
     "cuda",
     cu_available,
@@ -277,4 +303,6 @@ extern "C" const hs_exec_ops hs_exec_cuda_ops = {
     cu_timer_start,
     cu_timer_stop,
     hs__cuda_decode_split,
+    cu_mark,
+    cu_marks_read,
 };

@@ -22,6 +22,8 @@ typedef struct hs__cuda {
     cudaStream_t stream;
     cublasHandle_t blas;
     cudaEvent_t ev0, ev1;
+    cudaEvent_t *marks;        /* [HS_EXEC_MAX_MARKS], created as used */
+    int n_marks;               /* created */
     void *stage;               /* float staging buffer for upload/download */
     size_t stage_bytes;
     void *wdeq;                /* dequantised weight scratch (dtype [n][k]) */
