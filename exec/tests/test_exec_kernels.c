@@ -652,6 +652,33 @@ static void test_timing(void)
     for (int i = 0; i < 3; i++) X.ops->free(&X, b[i]);
 }
 
+/* Marks on the stream (replay --op-times): mark 0 reads 0 and each mark
+ * after an add reads later than the one before it; a mark or a count out
+ * of range is refused. */
+static void test_marks(void)
+{
+    size_t big = (size_t)1 << (strcmp(X.info.backend, "cpu") ? 24 : 20);
+    void *b[3] = {dev(big), dev(big), dev(big)};
+    double us[4] = {-1, -1, -1, -1};
+    hs_err e = {0};
+    CHECK(X.ops->mark != NULL && X.ops->marks_read != NULL);
+    if (!X.ops->mark || !X.ops->marks_read) return;
+    CHECK_OK(X.ops->fill_random(&X, b[1], big, 1, 1.0f, &E), &E);
+    CHECK_OK(X.ops->fill_random(&X, b[2], big, 2, 1.0f, &E), &E);
+    CHECK_OK(X.ops->mark(&X, 0, &E), &E);
+    for (int i = 1; i <= 3; i++) {
+        CHECK_OK(X.ops->add(&X, b[0], b[1], b[2], big, &E), &E);
+        CHECK_OK(X.ops->mark(&X, i, &E), &E);
+    }
+    CHECK_OK(X.ops->marks_read(&X, 4, us, &E), &E);
+    printf("  %-52s %.2f / %.2f / %.2f us\n", "marks after each of three adds", us[1], us[2], us[3]);
+    CHECK(us[0] == 0);
+    for (int i = 1; i <= 3; i++) CHECK(us[i] > us[i - 1]);
+    CHECK(X.ops->mark(&X, HS_EXEC_MAX_MARKS, &e) == HS_ERANGE);
+    CHECK(X.ops->marks_read(&X, 0, us, &e) == HS_ERANGE);
+    for (int i = 0; i < 3; i++) X.ops->free(&X, b[i]);
+}
+
 /* read_bytes only reads: the buffer is unchanged, tail bytes included. */
 static void test_read_bytes(void)
 {
@@ -721,6 +748,7 @@ int main(int argc, char **argv)
     test_embed(1);
     test_add();
     test_timing();
+    test_marks();
     test_read_bytes();
     hs_exec_close(&X);
     return hs_check_result();
