@@ -966,7 +966,7 @@ static void notes(const hs_exec_replay *r, const hs_exec *x, const memplan *mp)
                 h->kv_bits, hs_exec_dtype_name(x->info.dtype));
 }
 
-/* --clocks FILE and --stamps FILE: one row per iteration, as the measured
+/* --clocks, --stamps and --op-times FILE: rows per iteration, as the measured
  * CSV, each written to PATH.tmp, renamed only once every output is
  * written (side_commit), so a failed run leaves none of them.  side_probe
  * finds a path that cannot be written before the replay, not after an
