@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "core/time.h"
 
 static const hs_exec_ops *const backends[] = {
 #ifdef HS_HAVE_CUDA
@@ -225,13 +226,6 @@ static int stream_sample(hs_exec *x, const hs_exec_timing *t,
     return 0;
 }
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Idles the host for s seconds (the GPU has nothing queued: every timer
  * stop waits for its work). */
 static void idle_s(double s)
@@ -248,7 +242,7 @@ int hs_exec_measure(hs_exec *x, const hs_exec_timing *t,
                     int (*fn)(hs_exec *x, void *ctx, hs_err *err), void *ctx, double *us,
                     hs_err *err)
 {
-    double t0 = mono_s();
+    double t0 = hs_wall_s();
     const hs_exec_ops *o = x->ops;
     double first = 0, *s;
     int rc, reps, k = 1;
@@ -302,7 +296,7 @@ int hs_exec_measure(hs_exec *x, const hs_exec_timing *t,
     qsort(s, (size_t)reps, sizeof *s, cmp_double);
     *us = reps % 2 ? s[reps / 2] : 0.5 * (s[reps / 2 - 1] + s[reps / 2]);
     free(s);
-    if (t->rest > 0) idle_s(t->rest * (mono_s() - t0));
+    if (t->rest > 0) idle_s(t->rest * (hs_wall_s() - t0));
     /* A difference of two bursts can come out at or below zero for an op
      * far shorter than the reads' jitter; a table time must be positive. */
     if (t->mode == HS_EXEC_TIME_STREAM && *us < 0.01) *us = 0.01;

@@ -31,6 +31,7 @@
 
 #include "hw/hw.h"
 #include "layer.h"
+#include "core/time.h"
 
 /* ---- grids --------------------------------------------------------- */
 
@@ -434,13 +435,6 @@ static int upload_tables(ws *w, int n, int nb, int first, int per, const int32_t
 }
 
 /* ---- sweeps --------------------------------------------------------- */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int sweep_dense(ws *w, const grids *g, int bits, table *out, hs_err *err)
 {
@@ -874,19 +868,19 @@ int hs_exec_profile(hs_exec *x, const hs_model *m, const hs_exec_profile_opts *o
     for (int i = 0; i < o->n_tp && !rc; i++) {
         ws w;
         int skipped = 0;
-        double t0 = now_s();
+        double t0 = hs_wall_s();
         if ((rc = ws_open(&w, x, &shapes[i], rows_needed, err))) break;
         for (int b = 0; b < o->n_bits && !rc; b++) rc = sweep_dense(&w, &g, o->bits[b], &tab[0], err);
         if (!rc && o->progress)
             fprintf(stderr, "hetsim-exec: %s tp %d: dense ops done (%.1f s)\n", m->name,
-                    shapes[i].tp, now_s() - t0);
+                    shapes[i].tp, hs_wall_s() - t0);
         if (!rc) rc = ws_pool(&w, pool_need(&g, max_ctx), o->kv_pool_gib, err);
         if (!rc && w.pool_bytes > pool_bytes) pool_bytes = w.pool_bytes;
         if (!rc) rc = sweep_decode(&w, &g, max_ctx, &tab[1], &skipped, err);
         if (!rc) rc = sweep_prefill(&w, &g, max_ctx, &tab[2], &skipped, err);
         if (!rc && o->progress)
             fprintf(stderr, "hetsim-exec: %s tp %d: attention done (%.1f s, %d KV blocks pooled%s)\n",
-                    m->name, shapes[i].tp, now_s() - t0, w.pool,
+                    m->name, shapes[i].tp, hs_wall_s() - t0, w.pool,
                     skipped ? ", some grid points did not fit and were left out" : "");
         ws_free(&w);
         if (rc) hs_err_prefix(err, "tp %d: ", shapes[i].tp);

@@ -44,6 +44,7 @@
 #include "llm/model.h"
 #include "profile.h"
 #include "serve/schedule.h"
+#include "core/time.h"
 
 #define MEM_HEADROOM 0.95      /* fraction of usable memory the replay may plan to use */
 #define DECODE_PART 512        /* tokens per partition of the CUDA decode kernel (its scratch) */
@@ -127,21 +128,6 @@ static uint64_t mix64(uint64_t z)
 static int32_t token_id(int64_t id, int64_t p, int vocab)
 {
     return (int32_t)(mix64((uint64_t)id * 1000003u + (uint64_t)p) % (uint64_t)vocab);
-}
-
-/* CLOCK_MONOTONIC in ns: one clock for every process on the host */
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static int mark(unsigned char **v, int32_t *cap, int32_t n, hs_err *err)
@@ -883,7 +869,7 @@ static void progress_line(hs_exec_replay *r, int final)
 {
     double el;
     if (!final && !hs_progress_due(&r->pg)) return;
-    el = now_s() - r->pg.t0;
+    el = hs_wall_s() - r->pg.t0;
     hs_progress_printf(&r->pg, "%lld/%lld iterations (%.1f%%), ETA %.1f s", (long long)r->n_done,
                        (long long)r->n_iters,
                        r->n_iters ? 100.0 * (double)r->n_done / (double)r->n_iters : 100.0,
@@ -907,11 +893,11 @@ static int run_iter(hs_exec_replay *r, const hs_sched_iter *it, hs_err *err)
         if ((rc = run_once(r, st, &med, err))) goto fail;
         r->warmed = 1;
     }
-    if (r->stamp) r->stamp[2 * r->n_done] = mono_ns();
+    if (r->stamp) r->stamp[2 * r->n_done] = hs_wall_ns();
     if (r->clk) hs_gpumon_begin(x->mon);
     for (int i = 0; i < n && !rc; i++) rc = run_once(r, st, &r->samples[i], err);
     if (r->clk) hs_gpumon_end(x->mon, &r->clk[r->n_done]);
-    if (r->stamp) r->stamp[2 * r->n_done + 1] = mono_ns();
+    if (r->stamp) r->stamp[2 * r->n_done + 1] = hs_wall_ns();
     if (!rc && r->opt)
         rc = run_split(r, st, r->opt + (size_t)r->n_done * RP_OPS, r->opt_ran + (size_t)r->n_done * RP_OPS, err);
     if (rc) goto fail;
@@ -1069,7 +1055,7 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
     memplan mp;
     char tmp[1100], devname[160];
     FILE *fp = stdout;
-    double budget = MEM_HEADROOM * x->info.mem_usable, t0 = now_s();
+    double budget = MEM_HEADROOM * x->info.mem_usable, t0 = hs_wall_s();
     int rc, bad;
 
     mem_plan(r, x, &mp);
@@ -1182,7 +1168,7 @@ int hs_exec_replay_run(hs_exec_replay *r, hs_exec *x, hs_err *err)
     }
     if (!r->o.quiet)
         fprintf(stderr, "hetsim-exec: replay: %lld iterations in %.2f s\n", (long long)r->n_done,
-                now_s() - t0);
+                hs_wall_s() - t0);
     dev_close(r);
     return 0;
 fail:

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cblas.h>
+#include "core/time.h"
 
 static int cpu_available(void)
 {
@@ -247,24 +248,17 @@ static int cpu_sync(hs_exec *x, hs_err *err)
     return 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int cpu_timer_start(hs_exec *x, hs_err *err)
 {
     (void)err;
-    ((hs__cpu *)x->priv)->t0 = now_s();
+    ((hs__cpu *)x->priv)->t0 = hs_wall_s();
     return 0;
 }
 
 static int cpu_timer_stop(hs_exec *x, double *us, hs_err *err)
 {
     (void)err;
-    *us = (now_s() - ((hs__cpu *)x->priv)->t0) * 1e6;
+    *us = (hs_wall_s() - ((hs__cpu *)x->priv)->t0) * 1e6;
     return 0;
 }
 
@@ -275,7 +269,7 @@ static int cpu_mark(hs_exec *x, int i, hs_err *err)
     if (i < 0 || i >= HS_EXEC_MAX_MARKS) return hs_errf(err, HS_ERANGE, "mark %d out of range", i);
     if (!c->marks && !(c->marks = malloc(HS_EXEC_MAX_MARKS * sizeof *c->marks)))
         return hs_errf(err, HS_ENOMEM, "out of memory (marks)");
-    c->marks[i] = now_s();
+    c->marks[i] = hs_wall_s();
     return 0;
 }
 

@@ -28,6 +28,7 @@
 #include "policy/policy.h"
 #include "serve/deploy.h"
 #include "serve/engine.h"
+#include "core/time.h"
 
 #ifndef HS_GIT_REV
 #define HS_GIT_REV ""
@@ -552,13 +553,6 @@ static int sample_replicas(void *ctx, const hs_engine *e, hs_ns t)
     return 0;
 }
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 typedef struct progress {
     double t0, last;
 } progress;
@@ -566,7 +560,7 @@ typedef struct progress {
 static void show_progress(void *ctx, const hs_engine *e)
 {
     progress *p = ctx;
-    double now = wall_now();
+    double now = hs_wall_s();
     hs_engine_stats st;
     if (now - p->last < 0.5) return;
     p->last = now;
@@ -733,7 +727,7 @@ int hs_cli_run(int argc, char **argv)
         hs_engine_on_sample(e, hs_ns_from_s(cfg.sample_s), sample_replicas, &sm);
     }
     warn_uncalibrated(&s, stderr);
-    t0 = wall_now();
+    t0 = hs_wall_s();
     prog = (progress){t0, t0};
     if (isatty(2) && !o.quiet) {
         hs_engine_on_progress(e, show_progress, &prog);
@@ -764,7 +758,7 @@ int hs_cli_run(int argc, char **argv)
     }
     if ((rc = hs_db_summary(db, run_id, vals, nv, &err))) goto fail;
     if (sched) fflush(NULL); /* surface write errors before committing */
-    if ((rc = hs_db_run_commit(db, run_id, wall_now() - t0, (int64_t)st.events, &err))) goto fail;
+    if ((rc = hs_db_run_commit(db, run_id, hs_wall_s() - t0, (int64_t)st.events, &err))) goto fail;
     run_open = 0;
     if (sched) {
         /* The run is stored; a schedule file that cannot be completed is
@@ -808,7 +802,7 @@ int hs_cli_run(int argc, char **argv)
     {
         /* Wall-clock figures go to stderr: they are not simulated results. */
         struct rusage ru;
-        double wall = wall_now() - t0;
+        double wall = hs_wall_s() - t0;
         getrusage(RUSAGE_SELF, &ru);
         fprintf(stderr, "hetsim: %.3f s wall, %llu events, %.2f M events/s, peak RSS %.1f MiB\n",
                 wall, (unsigned long long)st.events, (double)st.events / wall / 1e6,

@@ -29,10 +29,10 @@
 #include "core/str.h"
 #include "out/db.h"
 #include "out/sweepdb.h"
+#include "core/time.h"
 
 char *mkdtemp(char *tmpl);  /* POSIX 2008; not declared under strict C11 headers */
 
-static double now_s(void);
 static double commit_s;     /* wall seconds the coordinator spent storing cases */
 
 hs_sweep *hs_sweep_create(const char *cmd)
@@ -215,10 +215,10 @@ int hs__sweep_commit(hs_sweep *s, int pos, int rc, const char *msg, hs_err *err)
     int64_t run;
     int ret;
     hs__sweep_case_paths(s, pos, db, log, sizeof db);
-    double t0 = now_s();
+    double t0 = hs_wall_s();
     if (rc == 0) ret = hs_sweepdb_merge(s->h, db, &row, s->db, &run, err);
     else ret = hs_sweepdb_fail(s->h, &row, err);
-    commit_s += now_s() - t0;
+    commit_s += hs_wall_s() - t0;
     /* Another sweep on the same file stored it first: it is ours too. */
     if (ret == HS_ESTATE && strstr(err->msg, "already stored")) ret = hs_sweepdb_members_add(s->h, &row, 1, err);
     if (!ret) remove_case_files(s, pos);
@@ -333,13 +333,6 @@ static struct {
     int total, done, failed, stored, workers, tty;
 } prog;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void fmt_dur(double s, char *buf, size_t cap)
 {
     long t = (long)(s + 0.5);
@@ -349,7 +342,7 @@ static void fmt_dur(double s, char *buf, size_t cap)
 
 static void progress_draw(int final)
 {
-    double el = now_s() - prog.t0;
+    double el = hs_wall_s() - prog.t0;
     double rate = el > 0 ? prog.done / el * 60 : 0;
     char eta[32] = "?", elp[32];
     int w = 30, fill = prog.total ? (int)((double)prog.done / prog.total * w) : w;
@@ -371,7 +364,7 @@ void hs__progress_start(hs_sweep *s, int total, int stored, int workers)
 {
     memset(&prog, 0, sizeof prog);
     commit_s = 0;
-    prog.t0 = prog.last = now_s();
+    prog.t0 = prog.last = hs_wall_s();
     prog.total = total;
     prog.stored = stored;
     prog.workers = workers;
@@ -384,7 +377,7 @@ void hs__progress_start(hs_sweep *s, int total, int stored, int workers)
 
 void hs__progress_step(hs_sweep *s, int failed)
 {
-    double t = now_s();
+    double t = hs_wall_s();
     int step = prog.total / 10 > 0 ? prog.total / 10 : 1;
     prog.done++;
     prog.failed += failed != 0;
@@ -407,7 +400,7 @@ static void fail_summary(hs_sweep *s)
 
 void hs__progress_end(hs_sweep *s)
 {
-    double el = now_s() - prog.t0;
+    double el = hs_wall_s() - prog.t0;
     if (!s->quiet) fail_summary(s);
     if (s->quiet || s->no_progress) return;
     if (prog.tty) fprintf(stderr, "\n");

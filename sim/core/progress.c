@@ -7,15 +7,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "core/time.h"
 
 #define HS_PROGRESS_EVERY_S 2.0
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 void hs_progress_start(hs_progress *p, const char *label, unsigned long every, int verbose)
 {
@@ -36,7 +30,7 @@ void hs_progress_start(hs_progress *p, const char *label, unsigned long every, i
             if (s > 0) p->interval = s;
         }
     }
-    p->t0 = now_s();
+    p->t0 = hs_wall_s();
     p->next = p->interval;
 }
 
@@ -44,7 +38,7 @@ int hs_progress_due(hs_progress *p)
 {
     double t;
     if (!p->on || ++p->ticks % p->every) return 0;
-    t = now_s() - p->t0;
+    t = hs_wall_s() - p->t0;
     if (t < p->next) return 0;
     p->next = t + p->interval;
     return 1;
@@ -54,7 +48,7 @@ void hs_progress_printf(hs_progress *p, const char *fmt, ...)
 {
     va_list ap;
     if (!p->on) return;
-    fprintf(stderr, "%s%s: %.1f s, ", p->tty ? "\r\033[K" : "", p->name, now_s() - p->t0);
+    fprintf(stderr, "%s%s: %.1f s, ", p->tty ? "\r\033[K" : "", p->name, hs_wall_s() - p->t0);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);

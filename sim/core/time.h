@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <math.h>
+#include <time.h>
 
 typedef int64_t hs_ns;
 
@@ -17,5 +18,22 @@ typedef int64_t hs_ns;
 static inline hs_ns hs_ns_from_s(double s) { return (hs_ns)llround(s * 1e9); }
 static inline double hs_ns_to_s(hs_ns t) { return (double)t * 1e-9; }
 static inline double hs_ns_to_ms(hs_ns t) { return (double)t * 1e-6; }
+
+/* The host's monotonic clock: for the program's own time (planners' time
+ * limits, progress lines, the executor's idle and stamps), never simulated
+ * time or a result.  One clock for every process on the host. */
+static inline int64_t hs_wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * HS_NS_PER_S + ts.tv_nsec;
+}
+
+static inline double hs_wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 #endif

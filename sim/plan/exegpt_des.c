@@ -12,6 +12,7 @@
 #include "plan/exegpt.h"
 #include "policy/policy.h"
 #include "serve/engine.h"
+#include "core/time.h"
 
 typedef struct des_sink {
     hs_exegpt_play *out;
@@ -41,13 +42,6 @@ static int des_req(void *ctx, const hs_req_record *r)
     return 0;
 }
 
-static double wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int hs_exegpt_play_run(const hs_model *m, const hs_cluster *c, const hs_deploy *d, const char *policy,
                        const hs_engine_cfg *ec, const void *popts, const hs_workload_cfg *wc, int64_t n,
                        const hs_perf_cfg *pc, hs_exegpt_play *out, hs_err *err)
@@ -75,9 +69,9 @@ int hs_exegpt_play_run(const hs_model *m, const hs_cluster *c, const hs_deploy *
     if ((rc = hs_source_open(&src, &w, err))) goto out;
     if ((rc = hs_engine_create(&e, &cfg, pol, popts, hs_router_find("lor"), reps, d->n, src, &sink, mml, c, err)))
         goto out;
-    t0 = wall();
+    t0 = hs_wall_s();
     if ((rc = hs_engine_run(e, err))) goto out;
-    out->wall_s = wall() - t0;
+    out->wall_s = hs_wall_s() - t0;
     {
         hs_engine_stats st;
         hs_engine_stats_get(e, &st);

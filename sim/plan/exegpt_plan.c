@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "core/time.h"
 
 /* ---- the planner ------------------------------------------------------------------ */
 
@@ -216,13 +217,6 @@ fail:
 
 /* ---- Table 6 ------------------------------------------------------------------ */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int hs_exegpt_table6(FILE *fp, const hs_perf_cfg *pc, int bd_mode, hs_exegpt_result *out,
                      double *wall_s, hs_err *err)
 {
@@ -268,9 +262,9 @@ int hs_exegpt_table6(FILE *fp, const hs_perf_cfg *pc, int bd_mode, hs_exegpt_res
         double t0;
         hs_exegpt_plan_opts_defaults(&po);
         po.lat_bound = paper[i].lb;
-        t0 = now_s();
+        t0 = hs_wall_s();
         if ((rc = hs_exegpt_plan(x, &po, &pl, err))) goto done;
-        t0 = now_s() - t0;
+        t0 = hs_wall_s() - t0;
         if (out) out[i] = pl;
         if (wall_s) wall_s[i] = t0;
         snprintf(lb, sizeof lb, isinf(paper[i].lb) ? "Inf" : "%.1f", paper[i].lb);

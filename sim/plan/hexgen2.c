@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "plan/hexgen2_int.h"
+#include "core/time.h"
 
 /* ---------------------------------------------------------------- options */
 
@@ -188,7 +189,7 @@ int hs_hg2_ctx_create(hs_hg2_ctx **out, const hs_plan_req *req,
             }
     }
     memset(x->tab, 0xff, (size_t)x->tab_cap * sizeof *x->tab);
-    x->t0 = hs__hg2_now_s();
+    x->t0 = hs_wall_s();
     x->prog_tty = -1;
     if (o->trace[0] && !(x->trace = fopen(o->trace, "w"))) {
         hs_hg2_ctx_destroy(x);

@@ -117,9 +117,6 @@ struct hs_hg2_ctx {
 
 /* ---- hexgen2.c */
 
-/* Seconds on the monotonic clock (wall time: only for time limits, the
- * trace and the statistics, never for results). */
-double hs__hg2_now_s(void);
 /* Seconds of CPU time the process has used (statistics only). */
 double hs__hg2_cpu_s(void);
 

@@ -29,14 +29,6 @@
 
 #include "plan/hexgen2_int.h"
 
-/* Wall clock for the search's time limits (never in results). */
-double hs__hg2_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 double hs__hg2_cpu_s(void)
 {
     struct timespec ts;
@@ -44,6 +36,7 @@ double hs__hg2_cpu_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 #include "plan/partition.h"
+#include "core/time.h"
 
 static uint64_t rnd(hs_hg2_ctx *x) { return hs_rng_u64(&x->rng); }
 
@@ -72,7 +65,7 @@ static int search_sane(const hs_hg2_place *p, int colocated)
 
 static double elapsed(const hs_hg2_ctx *x)
 {
-    return hs__hg2_now_s() - x->t0;
+    return hs_wall_s() - x->t0;
 }
 
 static void note_best(hs_hg2_ctx *x, double tput)
@@ -1475,7 +1468,7 @@ out:
 int hs_hg2_search(hs_hg2_ctx *x, hs_hg2_place *p, int colocated, hs_err *err)
 {
     int rc;
-    x->t0 = hs__hg2_now_s();
+    x->t0 = hs_wall_s();
     x->cpu0 = hs__hg2_cpu_s();
     memset(&x->st, 0, sizeof x->st);
     if ((rc = initial(x, p, colocated, 0, err))) return rc;

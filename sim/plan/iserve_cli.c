@@ -18,6 +18,7 @@
 #include "serve/deploy.h"
 #include "plan/iserve_multi.h"
 #include "workload/workload.h"
+#include "core/time.h"
 
 #ifndef HS_GIT_REV
 #define HS_GIT_REV ""
@@ -336,13 +337,6 @@ static int open_source(const isv_args *a, hs_source **src, hs_err *err)
     return hs_source_open(src, &w, err);
 }
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* The capacity search's outcome (a->capacity > 0). */
 typedef struct isv_cap {
     double rate;       /* highest --rate meeting the attainment (0: none down to 1/1024) */
@@ -522,7 +516,7 @@ static int do_run(const isv_args *a, hs_model *ms, int nm, const hs_cluster *c, 
     hs_multi *mm = NULL;
     hs_multi_result r;
     isv_cap cap;
-    double t_start = wall_now(), rate = a->rate, profile_s = 0;
+    double t_start = hs_wall_s(), rate = a->rate, profile_s = 0;
     int rc;
     if (a->capacity > 0) {
         if ((rc = capacity_search(a, ms, nm, c, &cap, err))) return rc;
@@ -542,7 +536,7 @@ static int do_run(const isv_args *a, hs_model *ms, int nm, const hs_cluster *c, 
            r.slo_attainment, r.mem_gib, r.cost, r.gpu_hours, r.gpu_throughput, r.duration_s,
            profile_s);
     if (a->db && (rc = store_run(a, rate, mm, ms, c, &r, a->capacity > 0 ? &cap : NULL, profile_s,
-                                 wall_now() - t_start, err)))
+                                 hs_wall_s() - t_start, err)))
         goto out;
     if (a->verbose)
         for (int i = 0;; i++) {
