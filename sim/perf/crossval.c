@@ -834,6 +834,11 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
                         if (f->k[op].memory_only && ost[op].n)
                             fprintf(log, " %s %.1f (%+.1f)", hs_op_name(op), ost[op].med_ape, ob[op]);
                     fprintf(log, "\n");
+                    fprintf(log, "    GEMMs, median (bias) %%:");
+                    for (int op = 0; op < HS_OP_COUNT; op++)
+                        if (!f->k[op].memory_only && ost[op].n)
+                            fprintf(log, " %s %.1f (%+.1f)", hs_op_name(op), ost[op].med_ape, ob[op]);
+                    fprintf(log, "\n");
                 } else {
                     /* tables of some ops only (the H200's GEMMs): no whole layer */
                     fprintf(log, "  transfer, %s held out: no whole layer measured; ops, median (bias) %%:", gpus[g]);

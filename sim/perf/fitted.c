@@ -169,6 +169,7 @@ typedef struct fitctx {
     unsigned free_mask;       /* 1 << HS_FP_*: fitted; others fixed */
     double base[HS_FP_COUNT]; /* values of the fixed parameters */
     int sm_form;              /* memory-only form across GPUs (eval_pw sm) */
+    const double *wts;        /* per-row weights (robust pass); NULL: all 1 */
 } fitctx;
 
 /* The cross-GPU memory form bounds em_inf: unbounded, two GPUs with the
@@ -293,7 +294,12 @@ static double lm_run(fitctx *c, const double *par0, double *par)
     fdf.n = c->n;
     fdf.p = np;
     fdf.params = c;
-    if (gsl_multifit_nlinear_init(x, &fdf, w) != GSL_SUCCESS) goto out;
+    if (c->wts) {
+        gsl_vector_const_view wv = gsl_vector_const_view_array(c->wts, c->n);
+        if (gsl_multifit_nlinear_winit(x, &wv.vector, &fdf, w) != GSL_SUCCESS) goto out;
+    } else if (gsl_multifit_nlinear_init(x, &fdf, w) != GSL_SUCCESS) {
+        goto out;
+    }
     /* GSL_EMAXITER or a stalled step still leaves the best point reached. */
     gsl_multifit_nlinear_driver(400, 1e-10, 1e-10, 0.0, NULL, NULL, &info, w);
     gsl_blas_ddot(gsl_multifit_nlinear_residual(w), gsl_multifit_nlinear_residual(w), &chisq);
@@ -312,6 +318,54 @@ static double clampd(double v, double lo, double hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* Huber's M-estimator by iteratively reweighted least squares, from the
+ * least-squares fit in par.  A row whose log error exceeds k = 1.345 robust
+ * standard deviations (1.4826 MAD) counts as if it were k away: a GPU far
+ * from the others (the 70 W T4 runs its GEMMs at half the datasheet
+ * fraction of the rest, consumer cards boost past their rated clock) no
+ * longer drags the efficiency fitted for the others, and a table's stray
+ * rows no longer drag its fit, while the cost stays convex near the fit.
+ * The constants are the textbook ones (95% efficiency under normal errors).
+ * A kind with few rows keeps least squares: its MAD says little, and with
+ * five free parameters the weights could discount most of what it has. */
+#define HUBER_K 1.345
+#define ROBUST_ITERS 10
+#define ROBUST_MIN_ROWS 100
+
+static int robust_pass(fitctx *c, double *par)
+{
+    double *r = malloc(c->n * sizeof *r), *a = malloc(c->n * sizeof *a);
+    double *wt = malloc(c->n * sizeof *wt), next[HS_FP_COUNT];
+    int rc = 0;
+    if (!r || !a || !wt) rc = -1;
+    memcpy(c->base, par, sizeof c->base);
+    for (int it = 0; !rc && it < ROBUST_ITERS; it++) {
+        double med, scale, change = 0;
+        for (size_t i = 0; i < c->n; i++) {
+            const sample *s = &c->s[i];
+            r[i] = log(eval_pw(par, &s->w, s->peak, s->bw, c->sm_form ? s->sm : 0) / s->us);
+            a[i] = r[i];
+        }
+        med = hs__percentile(a, (int)c->n, 50);
+        for (size_t i = 0; i < c->n; i++) a[i] = fabs(r[i] - med);
+        scale = 1.4826 * hs__percentile(a, (int)c->n, 50);
+        if (!(scale > 1e-9)) break; /* an exact fit: nothing to reweight */
+        for (size_t i = 0; i < c->n; i++)
+            wt[i] = fabs(r[i]) <= HUBER_K * scale ? 1.0 : HUBER_K * scale / fabs(r[i]);
+        c->wts = wt;
+        if (!isfinite(lm_run(c, par, next))) break; /* keep the last good fit */
+        for (int k = 0; k < HS_FP_COUNT; k++)
+            if (par[k] != 0) change = fmax(change, fabs(next[k] / par[k] - 1));
+        memcpy(par, next, sizeof next);
+        if (change < 1e-4) break;
+    }
+    c->wts = NULL;
+    free(r);
+    free(a);
+    free(wt);
+    return rc;
+}
+
 static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only, int sm_form)
 {
     /* Starting points from the data, so that a kind far from typical
@@ -323,7 +377,7 @@ static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only, 
      * cache knee at the 25th and 75th percentile of bytes; for the cross-GPU
      * memory form the median and 90th-percentile bytes per SM cycle.  The
      * best of the four runs is kept. */
-    fitctx c = {s, n, 0, {0}, sm_form};
+    fitctx c = {s, n, 0, {0}, sm_form, NULL};
     double best = INFINITY, ymin = INFINITY, par0[HS_FP_COUNT], par[HS_FP_COUNT];
     double *v = malloc(n * sizeof *v), ec90, em50, em90, x10, x50, b25, b75, k50 = 1, k90 = 1;
     size_t nc = 0;
@@ -382,6 +436,7 @@ static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only, 
             }
         }
     if (!isfinite(best)) return -1;
+    if (n >= ROBUST_MIN_ROWS && robust_pass(&c, kf->par)) return -1;
     {
         double *pred = malloc(n * sizeof *pred), *meas = malloc(n * sizeof *meas);
         if (pred && meas) {

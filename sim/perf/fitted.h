@@ -19,7 +19,9 @@
  * Memory-only ops (F = 0: norms, adds, rope, activation, embedding) have
  * only c0, em_inf, k_c, b_c; the others have no cache term (k_c = 0).  Parameters are fitted with
  * gsl_multifit_nlinear (trust region, Levenberg-Marquardt) on the log of
- * time, so every row counts by its relative error; positive parameters are
+ * time, so every row counts by its relative error, then refined as Huber's
+ * M-estimator (iteratively reweighted, fitted.c robust_pass) so that a GPU
+ * or a stray row far from the rest counts less; positive parameters are
  * fitted as logs.  A kind with no training rows borrows the parameters of a
  * similar kind (lm_head <- mlp_up, ...), recorded in `from`.
  * Transfer assumptions (what makes a prediction for a new GPU possible):
