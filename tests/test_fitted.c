@@ -14,6 +14,9 @@
  *     and both attention kinds;
  *   - a kind without rows borrows (lm_head <- mlp_up); no rows at all is
  *     HS_ENOTFOUND; two fits of the same data are bit-identical;
+ *   - with noisy rows and a tenth of them from a GPU twice as slow, the
+ *     robust fit predicts a held-out GPU within 2% (least squares: 12-25%
+ *     off on the good GPUs' own rows);
  *   - the "fitted" builder on the unit-test table fixture names itself, and
  *     the `perf fit` report lists the table and every kind;
  *   - `perf compare` on tables made from the roofline times 1.25: every
@@ -228,6 +231,46 @@ static void test_recovery(const hs_model *m7, const hs_model *m70, const hs_mode
     CHECK(print_has(&f, "attn_prefill"));
     CHECK(print_has(&f, "mlp_down"));
     for (int i = 0; i < 4; i++) hs_ptable_destroy(t[i]);
+}
+
+/* Robust fitting (fitted.c robust_pass): two GPUs measured with +-2%
+ * noise and a third, with a tenth of the rows, twice as slow as the model
+ * says (a power-capped board).  Least squares, tried when this test was
+ * written, lands in another basin (c0 and th at their floor, a soft corner)
+ * and predicts the two good GPUs' rows 12-25% slow; Huber's weights from
+ * each start keep a held-out GPU within 2% of the truth (1.5% measured).
+ * Still deterministic. */
+static void test_robust(const hs_model *m7)
+{
+    static const int toks[] = {1, 4, 16, 32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096};
+    hs_gpu good[2] = {mk_gpu("a100-like", 312, 2039), mk_gpu("a40-like", 149.7, 696)};
+    hs_gpu slow = mk_gpu("t4-like", 65, 320), h100 = mk_gpu("h100-like", 989.4, 3350);
+    hs_ptable *t[3] = {NULL, NULL, NULL};
+    hs_fit_input in[3];
+    hs_fit f, f2;
+    hs_err err = {0};
+    int row = 0, ntok = (int)(sizeof toks / sizeof toks[0]);
+    for (int g = 0; g < 3; g++) {
+        const hs_gpu *gpu = g < 2 ? &good[g] : &slow;
+        if (hs_ptable_create(&t[g], &err)) exit(2);
+        for (int tp = 1; tp <= (g < 2 ? 8 : 2); tp *= 2)
+            for (int i = 0; i < ntok; i++) {
+                double us = true_us(HS_OP_MLP_UP, m7, gpu, tp, toks[i], 0) * (g < 2 ? 1 + 0.02 * sin(1.7 * row++) : 2.0);
+                if (hs_ptable_add_dense(t[g], HS_OP_MLP_UP, tp, 16, toks[i], us, &err)) exit(2);
+            }
+        if (hs_ptable_sort(t[g], &err)) exit(2);
+        in[g].t = t[g];
+        in[g].m = m7;
+        in[g].g = gpu;
+    }
+    CHECK_OK(hs_fit_run(&f, in, 3, &err), &err);
+    CHECK_INT(f.k[HS_OP_MLP_UP].rows, 2 * 4 * ntok + 2 * ntok);
+    for (int i = 0; i < ntok; i++)
+        CHECK_REL(hs_fit_op_us(&f, HS_OP_MLP_UP, m7, &h100, 1, 16, toks[i]),
+                  true_us(HS_OP_MLP_UP, m7, &h100, 1, toks[i], 0), 0.02);
+    CHECK_OK(hs_fit_run(&f2, in, 3, &err), &err);
+    CHECK(memcmp(&f, &f2, sizeof f) == 0);
+    for (int g = 0; g < 3; g++) hs_ptable_destroy(t[g]);
 }
 
 /* Memory-only ops timed by DRAM or SM issue, whichever binds: a fit on two
@@ -602,6 +645,7 @@ int main(void)
     }
     test_recovery(&m7, &m70, &m13);
     test_sm_form(&m7, &m70, &m13);
+    test_robust(&m7);
     test_builder(&m7);
     test_compare(&m7);
     test_crossval();

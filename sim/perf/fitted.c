@@ -267,8 +267,14 @@ static int jac(const gsl_vector *th, void *vc, gsl_matrix *J)
     return GSL_SUCCESS;
 }
 
+static double clampd(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
 /* One Levenberg-Marquardt run from par0; returns the final cost (sum of
- * squared log errors), +inf on failure; par receives the result. */
+ * squared log errors, weighted by c->wts when set), +inf on failure; par
+ * receives the result. */
 static double lm_run(fitctx *c, const double *par0, double *par)
 {
     size_t np = 0, j = 0;
@@ -283,11 +289,15 @@ static double lm_run(fitctx *c, const double *par0, double *par)
     x = gsl_vector_alloc(np);
     w = gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &fp, c->n, np);
     if (!x || !w) goto out;
+    /* A parameter that ended on its bound (em_inf at EM_MAX, p at 1: to_par
+     * rounds there past theta ~ 37) maps back to +-inf; start it on the
+     * clamp to_par applies instead. */
     for (int i = 0; i < HS_FP_COUNT; i++)
         if (c->free_mask & (1u << i))
-            gsl_vector_set(x, j++, i == HS_FP_P ? log(par0[i] - 1.0)
-                                   : i == HS_FP_EMI && c->sm_form ? log(par0[i] / (EM_MAX - par0[i]))
-                                                                  : log(par0[i]));
+            gsl_vector_set(x, j++, clampd(i == HS_FP_P ? log(par0[i] - 1.0)
+                                          : i == HS_FP_EMI && c->sm_form ? log(par0[i] / (EM_MAX - par0[i]))
+                                                                         : log(par0[i]),
+                                          -THETA_MAX, THETA_MAX));
     fdf.f = resid;
     fdf.df = jac;
     fdf.fvv = NULL;
@@ -313,59 +323,84 @@ out:
     return cost;
 }
 
-static double clampd(double v, double lo, double hi)
-{
-    return v < lo ? lo : v > hi ? hi : v;
-}
-
-/* Huber's M-estimator by iteratively reweighted least squares, from the
- * least-squares fit in par.  A row whose log error exceeds k = 1.345 robust
- * standard deviations (1.4826 MAD) counts as if it were k away: a GPU far
- * from the others (the 70 W T4 runs its GEMMs at half the datasheet
- * fraction of the rest, consumer cards boost past their rated clock) no
- * longer drags the efficiency fitted for the others, and a table's stray
- * rows no longer drag its fit, while the cost stays convex near the fit.
- * The constants are the textbook ones (95% efficiency under normal errors).
- * A kind with few rows keeps least squares: its MAD says little, and with
- * five free parameters the weights could discount most of what it has. */
+/* Huber's M-estimator by iteratively reweighted least squares, at most
+ * max_passes weighted Levenberg-Marquardt runs from par: each pass weighs
+ * the rows by the residuals r of the last, scale s = 1.4826 MAD.  A row
+ * with |r| > k s (k = 1.345) gets weight k s / |r|: its pull on the fit is
+ * capped at that of a row k s away.  So a GPU far from the others (the
+ * 70 W T4 runs its GEMMs at half the datasheet fraction of the rest,
+ * consumer cards boost past their rated clock) no longer drags the
+ * efficiency fitted for the others, nor a table's stray rows its fit, and
+ * the cost stays convex.  The constants are the textbook ones (95%
+ * efficiency under normal errors).  Settled when no row's prediction moves
+ * by 0.1% in a pass (the shipped calibration's fits all settle within the
+ * 50 passes); predictions, not parameters, because parameters the data
+ * cannot pin down (th far below every x) may drift without changing any.
+ * A kind with few rows keeps least squares (fit_kind): its MAD says little,
+ * and with five free parameters the weights could discount most of what it
+ * has.  The threshold counts a fit's training rows, so two folds of one
+ * cross-validation may differ in method.
+ * Returns 0, 1 when no pass converged (par unchanged), -1 out of memory. */
 #define HUBER_K 1.345
-#define ROBUST_ITERS 10
+#define ROBUST_MAX_PASSES 50
+#define ROBUST_SCOUT_PASSES 2   /* per start, before the best one goes on */
 #define ROBUST_MIN_ROWS 100
+#define ROBUST_TOL 1e-3
 
-static int robust_pass(fitctx *c, double *par)
+static int robust_pass(fitctx *c, double *par, int max_passes)
 {
-    double *r = malloc(c->n * sizeof *r), *a = malloc(c->n * sizeof *a);
-    double *wt = malloc(c->n * sizeof *wt), next[HS_FP_COUNT];
-    int rc = 0;
-    if (!r || !a || !wt) rc = -1;
+    double *r = malloc(c->n * sizeof *r), *prev = malloc(c->n * sizeof *prev);
+    double *a = malloc(c->n * sizeof *a), *wt = malloc(c->n * sizeof *wt), next[HS_FP_COUNT];
+    int rc = 1;
+    if (!r || !prev || !a || !wt) rc = -1;
     memcpy(c->base, par, sizeof c->base);
-    for (int it = 0; !rc && it < ROBUST_ITERS; it++) {
-        double med, scale, change = 0;
+    for (int it = 0; rc >= 0 && it <= max_passes; it++) {
+        double med, scale, moved = 0;
         for (size_t i = 0; i < c->n; i++) {
             const sample *s = &c->s[i];
             r[i] = log(eval_pw(par, &s->w, s->peak, s->bw, c->sm_form ? s->sm : 0) / s->us);
             a[i] = r[i];
+            if (it) moved = fmax(moved, fabs(r[i] - prev[i]));
         }
+        if ((it && moved < ROBUST_TOL) || it == max_passes) break;
+        memcpy(prev, r, c->n * sizeof *r);
         med = hs__percentile(a, (int)c->n, 50);
         for (size_t i = 0; i < c->n; i++) a[i] = fabs(r[i] - med);
         scale = 1.4826 * hs__percentile(a, (int)c->n, 50);
-        if (!(scale > 1e-9)) break; /* an exact fit: nothing to reweight */
+        if (!(scale > 1e-9)) { /* an exact fit: nothing to reweight */
+            rc = 0;
+            break;
+        }
         for (size_t i = 0; i < c->n; i++)
             wt[i] = fabs(r[i]) <= HUBER_K * scale ? 1.0 : HUBER_K * scale / fabs(r[i]);
         c->wts = wt;
         if (!isfinite(lm_run(c, par, next))) break; /* keep the last good fit */
-        for (int k = 0; k < HS_FP_COUNT; k++)
-            if (par[k] != 0) change = fmax(change, fabs(next[k] / par[k] - 1));
         memcpy(par, next, sizeof next);
-        if (change < 1e-4) break;
+        rc = 0;
     }
     c->wts = NULL;
     free(r);
+    free(prev);
     free(a);
     free(wt);
     return rc;
 }
 
+/* Median over the rows of |log(predicted / measured)|; -1 out of memory. */
+static double median_abs_log_err(const fitctx *c, const double *par)
+{
+    double *a = malloc(c->n * sizeof *a), med;
+    if (!a) return -1;
+    for (size_t i = 0; i < c->n; i++) {
+        const sample *s = &c->s[i];
+        a[i] = fabs(log(eval_pw(par, &s->w, s->peak, s->bw, c->sm_form ? s->sm : 0) / s->us));
+    }
+    med = hs__percentile(a, (int)c->n, 50);
+    free(a);
+    return med;
+}
+
+/* 0: fitted; 1: no run converged to a finite cost; -1: out of memory. */
 static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only, int sm_form)
 {
     /* Starting points from the data, so that a kind far from typical
@@ -429,23 +464,42 @@ static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only, 
                 par0[HS_FP_P] = b ? 8 : 2;
             }
             memcpy(c.base, par0, sizeof par0);
-            cost = lm_run(&c, par0, par);
+            if (n < ROBUST_MIN_ROWS) {
+                cost = lm_run(&c, par0, par);
+            } else {
+                /* Huber from the start itself, not from a least-squares
+                 * fit: a group of outlying rows (a GPU twice as slow as
+                 * the rest) can pull least squares into another basin (c0
+                 * and th at their floor, a soft corner), from which
+                 * reweighting does not get out.  The starts are compared by
+                 * the median absolute log error of their rows after a few
+                 * passes; the best goes on until it settles. */
+                int got;
+                memcpy(par, par0, sizeof par);
+                if ((got = robust_pass(&c, par, ROBUST_SCOUT_PASSES)) < 0) return -1;
+                cost = got ? INFINITY : median_abs_log_err(&c, par);
+                if (cost < 0) return -1;
+            }
             if (cost < best) {
                 best = cost;
                 memcpy(kf->par, par, sizeof par);
             }
         }
-    if (!isfinite(best)) return -1;
-    if (n >= ROBUST_MIN_ROWS && robust_pass(&c, kf->par)) return -1;
+    if (!isfinite(best)) return 1;
+    /* the best start, reweighted until it settles */
+    if (n >= ROBUST_MIN_ROWS && robust_pass(&c, kf->par, ROBUST_MAX_PASSES) < 0) return -1;
     {
         double *pred = malloc(n * sizeof *pred), *meas = malloc(n * sizeof *meas);
-        if (pred && meas) {
-            for (size_t i = 0; i < n; i++) {
-                pred[i] = eval_pw(kf->par, &s[i].w, s[i].peak, s[i].bw, sm_form ? s[i].sm : 0);
-                meas[i] = s[i].us;
-            }
-            hs_fitstat_compute(&kf->st, pred, meas, (int)n);
+        if (!pred || !meas) {
+            free(pred);
+            free(meas);
+            return -1;
         }
+        for (size_t i = 0; i < n; i++) {
+            pred[i] = eval_pw(kf->par, &s[i].w, s[i].peak, s[i].bw, sm_form ? s[i].sm : 0);
+            meas[i] = s[i].us;
+        }
+        hs_fitstat_compute(&kf->st, pred, meas, (int)n);
         free(pred);
         free(meas);
     }
@@ -546,7 +600,12 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
             hs_work probe;
             hs_fit_op_work(k, in[0].m, 1, 16, 1, &probe);
             int memory_only = k < HS_OP_COUNT && probe.flops == 0;
-            if (fit_kind(&f->k[k], s, ns, memory_only, memory_only && sm_form) == 0) {
+            int got = fit_kind(&f->k[k], s, ns, memory_only, memory_only && sm_form);
+            if (got < 0) {
+                rc = hs_errf(err, HS_ENOMEM, "out of memory fitting %s", hs_fit_kind_name(k));
+                break;
+            }
+            if (got == 0) {
                 f->k[k].from = k;
                 any += k < HS_OP_COUNT;
             }
@@ -554,6 +613,7 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
     }
     gsl_set_error_handler(old);
     free(s);
+    if (rc) return rc;
     if (!any) return hs_errf(err, HS_ENOTFOUND, "no dense-op rows to fit on (%d tables)", n);
     for (int k = 0; k < HS_FK_COUNT; k++) {
         if (f->k[k].from >= 0) continue;
