@@ -14,7 +14,7 @@
  *     and both attention kinds;
  *   - a kind without rows borrows (lm_head <- mlp_up); no rows at all is
  *     HS_ENOTFOUND; two fits of the same data are bit-identical;
- *   - with noisy rows and a tenth of them from a GPU twice as slow, the
+ *   - with noisy rows and a fifth of them from a GPU twice as slow, the
  *     robust fit predicts a held-out GPU within 2% (least squares: 12-25%
  *     off on the good GPUs' own rows);
  *   - the "fitted" builder on the unit-test table fixture names itself, and
@@ -234,7 +234,7 @@ static void test_recovery(const hs_model *m7, const hs_model *m70, const hs_mode
 }
 
 /* Robust fitting (fitted.c robust_pass): two GPUs measured with +-2%
- * noise and a third, with a tenth of the rows, twice as slow as the model
+ * noise and a third, with a fifth of the rows, twice as slow as the model
  * says (a power-capped board).  Least squares, tried when this test was
  * written, lands in another basin (c0 and th at their floor, a soft corner)
  * and predicts the two good GPUs' rows 12-25% slow; Huber's weights from
@@ -265,6 +265,7 @@ static void test_robust(const hs_model *m7)
     }
     CHECK_OK(hs_fit_run(&f, in, 3, &err), &err);
     CHECK_INT(f.k[HS_OP_MLP_UP].rows, 2 * 4 * ntok + 2 * ntok);
+    CHECK_INT(f.k[HS_OP_MLP_UP].unsettled, 0);
     for (int i = 0; i < ntok; i++)
         CHECK_REL(hs_fit_op_us(&f, HS_OP_MLP_UP, m7, &h100, 1, 16, toks[i]),
                   true_us(HS_OP_MLP_UP, m7, &h100, 1, toks[i], 0), 0.02);

@@ -878,6 +878,20 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
         if (!rc) cv_print(log, "transfer (all tables): leave-one-GPU-out", &e->cv, op_st, op_bias, &a);
         acc_free(&a);
     }
+    /* the shipped fits: did every robust fit settle (fitted.c robust_pass)? */
+    if (!rc && log) {
+        int fits = 0, unsettled = 0;
+        for (int i = 0; i < c->n; i++)
+            for (int k = 0; k < HS_FK_COUNT; k++) {
+                fits += c->e[i].fit.k[k].rows > 0;
+                if (c->e[i].fit.k[k].unsettled) {
+                    unsettled++;
+                    fprintf(log, "  warning: %s %s: the robust fit stopped at its pass cap, still moving\n",
+                            c->e[i].gpu[0] ? c->e[i].gpu : "transfer", hs_fit_kind_name(k));
+                }
+            }
+        fprintf(log, "  %d fitted kinds in the entries, %d stopped at the robust fit's pass cap\n", fits, unsettled);
+    }
 out:
     free(f);
     hs_fit_data_free(&d);

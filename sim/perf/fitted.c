@@ -273,8 +273,8 @@ static double clampd(double v, double lo, double hi)
 }
 
 /* One Levenberg-Marquardt run from par0; returns the final cost (sum of
- * squared log errors, weighted by c->wts when set), +inf on failure; par
- * receives the result. */
+ * squared log errors, weighted by c->wts when set), +inf when the run
+ * fails, -1 out of memory; par receives the result. */
 static double lm_run(fitctx *c, const double *par0, double *par)
 {
     size_t np = 0, j = 0;
@@ -288,7 +288,10 @@ static double lm_run(fitctx *c, const double *par0, double *par)
     if (c->n < np) return INFINITY;
     x = gsl_vector_alloc(np);
     w = gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &fp, c->n, np);
-    if (!x || !w) goto out;
+    if (!x || !w) {
+        cost = -1;
+        goto out;
+    }
     /* A parameter that ended on its bound (em_inf at EM_MAX, p at 1: to_par
      * rounds there past theta ~ 37) maps back to +-inf; start it on the
      * clamp to_par applies instead. */
@@ -331,7 +334,8 @@ out:
  * 70 W T4 runs its GEMMs at half the datasheet fraction of the rest,
  * consumer cards boost past their rated clock) no longer drags the
  * efficiency fitted for the others, nor a table's stray rows its fit, and
- * the cost stays convex.  The constants are the textbook ones (95%
+ * Huber's loss stays convex in the
+ * residuals.  The constants are the textbook ones (95%
  * efficiency under normal errors).  Settled when no row's prediction moves
  * by 0.1% in a pass (the shipped calibration's fits all settle within the
  * 50 passes); predictions, not parameters, because parameters the data
@@ -340,41 +344,53 @@ out:
  * and with five free parameters the weights could discount most of what it
  * has.  The threshold counts a fit's training rows, so two folds of one
  * cross-validation may differ in method.
- * Returns 0, 1 when no pass converged (par unchanged), -1 out of memory. */
+ * Returns 0; 1 when the first pass's fit failed (par unchanged); -1 out
+ * of memory.  *settled (when given): 1 when it settled within max_passes. */
 #define HUBER_K 1.345
 #define ROBUST_MAX_PASSES 50
 #define ROBUST_SCOUT_PASSES 2   /* per start, before the best one goes on */
 #define ROBUST_MIN_ROWS 100
 #define ROBUST_TOL 1e-3
 
-static int robust_pass(fitctx *c, double *par, int max_passes)
+static int robust_pass(fitctx *c, double *par, int max_passes, int *settled)
 {
     double *r = malloc(c->n * sizeof *r), *prev = malloc(c->n * sizeof *prev);
     double *a = malloc(c->n * sizeof *a), *wt = malloc(c->n * sizeof *wt), next[HS_FP_COUNT];
     int rc = 1;
     if (!r || !prev || !a || !wt) rc = -1;
+    if (settled) *settled = 0;
     memcpy(c->base, par, sizeof c->base);
     for (int it = 0; rc >= 0 && it <= max_passes; it++) {
-        double med, scale, moved = 0;
+        double med, scale, moved = 0, cost;
         for (size_t i = 0; i < c->n; i++) {
             const sample *s = &c->s[i];
             r[i] = log(eval_pw(par, &s->w, s->peak, s->bw, c->sm_form ? s->sm : 0) / s->us);
             a[i] = r[i];
             if (it) moved = fmax(moved, fabs(r[i] - prev[i]));
         }
-        if ((it && moved < ROBUST_TOL) || it == max_passes) break;
+        if (it && moved < ROBUST_TOL) {
+            if (settled) *settled = 1;
+            break;
+        }
+        if (it == max_passes) break;
         memcpy(prev, r, c->n * sizeof *r);
         med = hs__percentile(a, (int)c->n, 50);
         for (size_t i = 0; i < c->n; i++) a[i] = fabs(r[i] - med);
         scale = 1.4826 * hs__percentile(a, (int)c->n, 50);
         if (!(scale > 1e-9)) { /* an exact fit: nothing to reweight */
+            if (settled) *settled = 1;
             rc = 0;
             break;
         }
         for (size_t i = 0; i < c->n; i++)
             wt[i] = fabs(r[i]) <= HUBER_K * scale ? 1.0 : HUBER_K * scale / fabs(r[i]);
         c->wts = wt;
-        if (!isfinite(lm_run(c, par, next))) break; /* keep the last good fit */
+        cost = lm_run(c, par, next);
+        if (cost < 0) {
+            rc = -1;
+            break;
+        }
+        if (!isfinite(cost)) break; /* keep the last good fit */
         memcpy(par, next, sizeof next);
         rc = 0;
     }
@@ -386,18 +402,38 @@ static int robust_pass(fitctx *c, double *par, int max_passes)
     return rc;
 }
 
-/* Median over the rows of |log(predicted / measured)|; -1 out of memory. */
-static double median_abs_log_err(const fitctx *c, const double *par)
+/* 1.4826 x the median absolute deviation of the rows' log errors under
+ * par: the robust scale of robust_pass; -1 out of memory. */
+static double mad_scale(const fitctx *c, const double *par)
 {
-    double *a = malloc(c->n * sizeof *a), med;
-    if (!a) return -1;
+    double *r = malloc(c->n * sizeof *r), *a = malloc(c->n * sizeof *a), med, scale = -1;
+    if (r && a) {
+        for (size_t i = 0; i < c->n; i++) {
+            const sample *s = &c->s[i];
+            r[i] = a[i] = log(eval_pw(par, &s->w, s->peak, s->bw, c->sm_form ? s->sm : 0) / s->us);
+        }
+        med = hs__percentile(a, (int)c->n, 50);
+        for (size_t i = 0; i < c->n; i++) a[i] = fabs(r[i] - med);
+        scale = 1.4826 * hs__percentile(a, (int)c->n, 50);
+    }
+    free(r);
+    free(a);
+    return scale;
+}
+
+/* Huber's loss of par's log errors at scale s: sum of r^2 / 2 within
+ * k = HUBER_K s, k (|r| - k / 2) beyond; at s = 0 (an exact fit among the
+ * candidates) its limit over k, the sum of |r|. */
+static double huber_loss(const fitctx *c, const double *par, double scale)
+{
+    double k = HUBER_K * scale, loss = 0;
+    if (!(k > 1e-12)) k = 0;
     for (size_t i = 0; i < c->n; i++) {
         const sample *s = &c->s[i];
-        a[i] = fabs(log(eval_pw(par, &s->w, s->peak, s->bw, c->sm_form ? s->sm : 0) / s->us));
+        double r = fabs(log(eval_pw(par, &s->w, s->peak, s->bw, c->sm_form ? s->sm : 0) / s->us));
+        loss += k == 0 ? r : r <= k ? r * r / 2 : k * (r - k / 2);
     }
-    med = hs__percentile(a, (int)c->n, 50);
-    free(a);
-    return med;
+    return loss;
 }
 
 /* 0: fitted; 1: no run converged to a finite cost; -1: out of memory. */
@@ -414,6 +450,7 @@ static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only, 
      * best of the four runs is kept. */
     fitctx c = {s, n, 0, {0}, sm_form, NULL};
     double best = INFINITY, ymin = INFINITY, par0[HS_FP_COUNT], par[HS_FP_COUNT];
+    double cand[4][HS_FP_COUNT], cand_scale[4] = {-1, -1, -1, -1};
     double *v = malloc(n * sizeof *v), ec90, em50, em90, x10, x50, b25, b75, k50 = 1, k90 = 1;
     size_t nc = 0;
     if (!v) return -1;
@@ -466,28 +503,50 @@ static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only, 
             memcpy(c.base, par0, sizeof par0);
             if (n < ROBUST_MIN_ROWS) {
                 cost = lm_run(&c, par0, par);
+                if (cost < 0) return -1;
+                if (cost < best) {
+                    best = cost;
+                    memcpy(kf->par, par, sizeof par);
+                }
             } else {
                 /* Huber from the start itself, not from a least-squares
                  * fit: a group of outlying rows (a GPU twice as slow as
                  * the rest) can pull least squares into another basin (c0
                  * and th at their floor, a soft corner), from which
-                 * reweighting does not get out.  The starts are compared by
-                 * the median absolute log error of their rows after a few
-                 * passes; the best goes on until it settles. */
-                int got;
+                 * reweighting does not get out.  Each start gets a few
+                 * passes; the one with the least Huber loss (at the
+                 * smallest of their scales) goes on until it settles. */
+                int got, j = 2 * a + b;
                 memcpy(par, par0, sizeof par);
-                if ((got = robust_pass(&c, par, ROBUST_SCOUT_PASSES)) < 0) return -1;
-                cost = got ? INFINITY : median_abs_log_err(&c, par);
-                if (cost < 0) return -1;
-            }
-            if (cost < best) {
-                best = cost;
-                memcpy(kf->par, par, sizeof par);
+                got = robust_pass(&c, par, ROBUST_SCOUT_PASSES, NULL);
+                if (got < 0) return -1;
+                if (got == 0) {
+                    memcpy(cand[j], par, sizeof par);
+                    if ((cand_scale[j] = mad_scale(&c, par)) < 0) return -1;
+                }
             }
         }
+    if (n >= ROBUST_MIN_ROWS) {
+        double s_min = INFINITY;
+        for (int j = 0; j < 4; j++)
+            if (cand_scale[j] >= 0 && cand_scale[j] < s_min) s_min = cand_scale[j];
+        for (int j = 0; j < 4 && isfinite(s_min); j++) {
+            double loss;
+            if (cand_scale[j] < 0) continue;
+            loss = huber_loss(&c, cand[j], s_min);
+            if (loss < best) {
+                best = loss;
+                memcpy(kf->par, cand[j], sizeof cand[j]);
+            }
+        }
+    }
     if (!isfinite(best)) return 1;
-    /* the best start, reweighted until it settles */
-    if (n >= ROBUST_MIN_ROWS && robust_pass(&c, kf->par, ROBUST_MAX_PASSES) < 0) return -1;
+    /* the chosen start, reweighted until it settles */
+    if (n >= ROBUST_MIN_ROWS) {
+        int settled;
+        if (robust_pass(&c, kf->par, ROBUST_MAX_PASSES, &settled) < 0) return -1;
+        kf->unsettled = !settled;
+    }
     {
         double *pred = malloc(n * sizeof *pred), *meas = malloc(n * sizeof *meas);
         if (!pred || !meas) {
@@ -658,6 +717,10 @@ void hs_fit_print(const hs_fit *f, FILE *out)
     if (any_sm)
         fprintf(out, "memory-only kinds fitted across GPUs: ec is bytes per SM cycle (the SMs' issue bound), "
                      "em_inf <= %.2f\n", EM_MAX);
+    for (int k = 0; k < HS_FK_COUNT; k++)
+        if (f->k[k].unsettled)
+            fprintf(out, "%s: the robust fit stopped at %d passes, its predictions still moving\n",
+                    hs_fit_kind_name(k), ROBUST_MAX_PASSES);
 }
 
 /* ---- training data from disk ----------------------------------------------- */

@@ -19,10 +19,10 @@
  * Memory-only ops (F = 0: norms, adds, rope, activation, embedding) have
  * only c0, em_inf, k_c, b_c; the others have no cache term (k_c = 0).  Parameters are fitted with
  * gsl_multifit_nlinear (trust region, Levenberg-Marquardt) on the log of
- * time, so every row counts by its relative error, then refined as Huber's
- * M-estimator (iteratively reweighted, fitted.c robust_pass) so that a GPU
- * or a stray row far from the rest counts less; positive parameters are
- * fitted as logs.  A kind with no training rows borrows the parameters of a
+ * time, so every row counts by its relative error; a kind with 100 rows or
+ * more as Huber's M-estimator (iteratively reweighted, fitted.c
+ * robust_pass), so that a GPU or a stray row far from the rest counts
+ * less; positive parameters are fitted as logs.  A kind with no training rows borrows the parameters of a
  * similar kind (lm_head <- mlp_up, ...), recorded in `from`.
  * Transfer assumptions (what makes a prediction for a new GPU possible):
  * compute efficiencies are fractions of datasheet peaks and carry over
@@ -65,6 +65,8 @@ typedef struct hs_kindfit {
                                  per SM cycle, p fixed, no cache term */
     double par[HS_FP_COUNT];  /* see the top of this file */
     hs_fitstat st;            /* error on its training rows */
+    int unsettled;            /* 1: the robust fit stopped at its pass cap,
+                                 its predictions still moving 0.1% a pass */
 } hs_kindfit;
 
 #define HS_FIT_MAX_GPUS 16
@@ -87,7 +89,8 @@ typedef struct hs_fit_input {
 } hs_fit_input;
 
 /* Fits every kind on all rows of the inputs.  HS_ENOTFOUND when no dense op
- * has any row.  Deterministic: fixed starting points, no randomness. */
+ * has any row, HS_ENOMEM out of memory.  Deterministic: fixed starting
+ * points, no randomness. */
 int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err);
 
 /* Work of one op on one rank (FLOPs, bytes) and its parallelism x. */
