@@ -64,9 +64,13 @@ if hs_run 0 "run --cluster 1x8xl40s" run --db "$db" --requests 200 --cluster 1x8
         "$(q "$db" "select count(*) from replicas where calibration like 'l40s: transferred from %uncalibrated%'
                     and engine = 'vllm'")" \
         "$(q "$db" "select count(*) from replicas")"
-    want=$(json_get "$PROF/calibration.json" '[e["cv"]["layer_median_ape"] for e in d["entries"] if e["gpu"] == ""][0]')
+    # one new GPU: the median over the GPUs held out, not the pooled figure
+    want=$(json_get "$PROF/calibration.json" '[e["cv"]["gpu_fold_median_ape"] for e in d["entries"] if e["gpu"] == ""][0]')
     got=$(q "$db" "select distinct expected_err_pct from replicas")
-    check_num "replicas: expected error = the transfer entry's ($want)" "$got" "x > 0 && (x - $want)^2 < 1e-18"
+    check_num "replicas: expected error = the transfer entry's median by GPU held out ($want)" "$got" \
+        "x > 0 && (x - $want)^2 < 1e-18"
+    check_grep "trust line: the range over the GPUs held out" "$T/out" \
+        '^trust     l40s: transferred from .*uncalibrated \(\+-[0-9]+% per layer, [0-9]+-[0-9]+% by GPU held out\)$'
 fi
 
 # 2b. H100s run on their shipped measured tables: no warning.

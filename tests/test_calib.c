@@ -200,6 +200,11 @@ static void test_build_round_trip(hs_calib *cal)
     CHECK_STR(tr->models, "all");
     CHECK_INT(tr->fit.n_gpus, 2);
     CHECK(tr->cv.layer_med >= 0 && tr->cv.n > 0);
+    /* and each GPU held out alone: two folds, their median between them */
+    CHECK_INT(tr->cv.folds, 2);
+    CHECK(tr->cv.fold_lo >= 0 && tr->cv.fold_lo <= tr->cv.fold_med && tr->cv.fold_med <= tr->cv.fold_hi);
+    CHECK_NEAR(tr->cv.fold_med, (tr->cv.fold_lo + tr->cv.fold_hi) / 2, 1e-9);
+    CHECK(a100->cv.fold_med < 0 && a100->cv.folds == 0); /* per-GPU entries: not measured */
     /* every kind of the fixture's tables is fitted (all ten ops, both
      * attention kinds) */
     for (int i = 0; i < cal->n; i++)
@@ -234,6 +239,11 @@ static void test_build_round_trip(hs_calib *cal)
         CHECK_NEAR(y->cv.layer_bias, x->cv.layer_bias, 0);
         CHECK_NEAR(y->cv.attn_med, x->cv.attn_med, 0);
         CHECK_INT(y->cv.n, x->cv.n);
+        /* cJSON prints 15 digits when they read back within an ulp */
+        CHECK_NEAR(y->cv.fold_med, x->cv.fold_med, 1e-12 * fabs(x->cv.fold_med));
+        CHECK_NEAR(y->cv.fold_lo, x->cv.fold_lo, 1e-12 * fabs(x->cv.fold_lo));
+        CHECK_NEAR(y->cv.fold_hi, x->cv.fold_hi, 1e-12 * fabs(x->cv.fold_hi));
+        CHECK_INT(y->cv.folds, x->cv.folds);
         CHECK_INT(same_predictions(&x->fit, &y->fit, &m, g, 3, __LINE__), HS_FK_COUNT);
     }
 
@@ -355,6 +365,10 @@ static void test_load_errors(void)
     bad_calib(__LINE__, fx_variant(good_calib, "\"layer_median_ape\": 3.5", "\"layer_median_ape\": -3.5"), HS_ERANGE,
               "entries[0]: cv", "layer_median_ape");
     bad_calib(__LINE__, fx_variant(good_calib, "\"kinds\": []", "\"kinds\": 3"), HS_EPARSE, "entries[1]", "kinds: expected an array");
+    bad_calib(__LINE__,
+              fx_variant(good_calib, "\"layer_points\": 10}",
+                         "\"layer_points\": 10, \"gpu_fold_median_ape\": 30, \"gpu_fold_min_ape\": 4, \"gpu_fold_max_ape\": 20}"),
+              HS_ERANGE, "entries[0]: cv", "gpu_fold_median_ape: 30 is not within");
     bad_calib(__LINE__, "{\"source\": \"s\", \"entries\": {}}\n", HS_EPARSE, "entries: expected an array", NULL);
     bad_calib(__LINE__, "{\"source\": \"s\"}\n", HS_EPARSE, "entries: expected an array", NULL);
     bad_calib(__LINE__, fx_variant(good_calib, "\"rows\": 8,", "\"rows\": 8"), HS_EPARSE, "invalid JSON", NULL);
@@ -414,8 +428,14 @@ static void test_provenance(const hs_calib *built)
     /* the calibration this root ships: the built one with distinct cv
      * figures per entry, so each reported error shows which entry served */
     cal = *built;
-    for (int i = 0; i < cal.n; i++)
+    for (int i = 0; i < cal.n; i++) {
         cal.e[i].cv.layer_med = !strcmp(cal.e[i].gpu, "a100-80g") ? 7.25 : !strcmp(cal.e[i].gpu, "a40") ? 3.5 : 12.5;
+        if (!cal.e[i].gpu[0]) { /* the transfer: one new GPU expects the median by GPU held out */
+            cal.e[i].cv.fold_med = 20.5;
+            cal.e[i].cv.fold_lo = 4.25;
+            cal.e[i].cv.fold_hi = 47.5;
+        }
+    }
     snprintf(path, sizeof path, "%s/calibration.json", root);
     CHECK_OK(hs_calib_write(&cal, path, &err), &err);
     hs_perf_cfg_defaults(&cfg);
@@ -442,7 +462,8 @@ static void test_provenance(const hs_calib *built)
     /* a GPU with no table at all: the transfer entry, uncalibrated */
     if (build(&p, &cfg, "tiny-test", "h100x8") == 0) {
         has(p.calib, "h100-sxm-80g: transferred from a100-80g,a40, uncalibrated", 1, __LINE__);
-        CHECK_NEAR(p.expected_err, 12.5, 0);
+        has(p.calib, "(+-20% per layer, 4-48% by GPU held out)", 1, __LINE__);
+        CHECK_NEAR(p.expected_err, 20.5, 0);
         CHECK_INT(p.uncalibrated, 1);
         hs_perf_free(&p);
     }

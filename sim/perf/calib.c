@@ -45,6 +45,11 @@ static cJSON *entry_json(const hs_calib_entry *e)
               !cJSON_AddNumberToObject(cv, "layer_bias", e->cv.layer_bias) ||
               !cJSON_AddNumberToObject(cv, "attention_median_ape", e->cv.attn_med) ||
               !cJSON_AddNumberToObject(cv, "layer_points", e->cv.n);
+    if (!bad && e->cv.fold_med >= 0)
+        bad = !cJSON_AddNumberToObject(cv, "gpu_fold_median_ape", e->cv.fold_med) ||
+              !cJSON_AddNumberToObject(cv, "gpu_fold_min_ape", e->cv.fold_lo) ||
+              !cJSON_AddNumberToObject(cv, "gpu_fold_max_ape", e->cv.fold_hi) ||
+              !cJSON_AddNumberToObject(cv, "gpu_folds", e->cv.folds);
     bad = bad || !(kinds = cJSON_AddArrayToObject(o, "kinds"));
     for (int k = 0; !bad && k < HS_FK_COUNT; k++) {
         const hs_kindfit *kf = &e->fit.k[k];
@@ -155,6 +160,8 @@ static int load_entry(hs_calib_entry *e, const cJSON *o, const char *path, int i
         snprintf(e->fit.gpus[e->fit.n_gpus++], sizeof e->fit.gpus[0], "%s", g->valuestring);
     }
     e->cv.layer_med = e->cv.attn_med = -1;
+    e->cv.fold_med = e->cv.fold_lo = e->cv.fold_hi = -1;
+    e->cv.folds = 0;
     cv = cJSON_GetObjectItemCaseSensitive(o, "cv");
     if (cv) {
         char w2[760];
@@ -167,6 +174,16 @@ static int load_entry(hs_calib_entry *e, const cJSON *o, const char *path, int i
         iv = 0;
         if ((rc = hs_json_int_opt(cv, "layer_points", 0, 1000000000, &iv, w2, err))) return rc;
         e->cv.n = (int)iv;
+        if ((rc = hs_json_num_opt(cv, "gpu_fold_median_ape", -1, 1e6, &e->cv.fold_med, w2, err)) ||
+            (rc = hs_json_num_opt(cv, "gpu_fold_min_ape", -1, 1e6, &e->cv.fold_lo, w2, err)) ||
+            (rc = hs_json_num_opt(cv, "gpu_fold_max_ape", -1, 1e6, &e->cv.fold_hi, w2, err)))
+            return rc;
+        iv = 0;
+        if ((rc = hs_json_int_opt(cv, "gpu_folds", 0, HS_CALIB_MAX, &iv, w2, err))) return rc;
+        e->cv.folds = (int)iv;
+        if (e->cv.fold_med >= 0 && !(e->cv.fold_lo <= e->cv.fold_med && e->cv.fold_med <= e->cv.fold_hi))
+            return hs_errf(err, HS_ERANGE, "%s: gpu_fold_median_ape: %g is not within gpu_fold_min_ape %g and gpu_fold_max_ape %g",
+                           w2, e->cv.fold_med, e->cv.fold_lo, e->cv.fold_hi);
     }
     kinds = cJSON_GetObjectItemCaseSensitive(o, "kinds");
     if (!cJSON_IsArray(kinds)) return hs_errf(err, HS_EPARSE, "%s: kinds: expected an array", where);

@@ -22,6 +22,12 @@ typedef struct hs_calib_cv {
     double layer_med, layer_p90, layer_bias;  /* %, < 0 (med): not measured */
     double attn_med;                          /* %, decode and prefill pooled; < 0: none */
     int n;                                    /* layer points */
+    /* the transfer entry: each fold's layer median (one GPU held out), then
+     * their median, least and greatest over the folds: what to expect of
+     * one new GPU, where the pooled layer_med weighs GPUs by their rows;
+     * %, < 0 (fold_med): not measured */
+    double fold_med, fold_lo, fold_hi;
+    int folds;
 } hs_calib_cv;
 
 typedef struct hs_calib_entry {

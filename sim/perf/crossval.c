@@ -693,6 +693,8 @@ static int cv_stats(const acc *a, hs_calib_cv *cv, hs_fitstat *op_st, double *op
     hs_fitstat st;
     pairs att = {0};
     int rc = stat_keys(&st, a, ACC_LAYER, ACC_LAYER + 1);
+    cv->fold_med = cv->fold_lo = cv->fold_hi = -1; /* the transfer entry sets them */
+    cv->folds = 0;
     cv->layer_med = st.n ? st.med_ape : -1;
     cv->layer_p90 = st.p90_ape;
     cv->n = st.n;
@@ -828,6 +830,8 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
         memset(&a, 0, sizeof a);
         e->n_tables = d.n;
         snprintf(e->models, sizeof e->models, "all");
+        double fold[HS_FIT_MAX_GPUS];
+        int nfold = 0;
         rc = fit_subset(&e->fit, &d, NULL, 1, -1, err);
         for (int g = 0; !rc && ng > 1 && g < ng; g++) {
             predictor p = {f, NULL};
@@ -845,12 +849,15 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
                      accumulate(&p, d.tables[i], d.in[i].m, d.in[i].g, 1, &one)))
                     rc = hs_errf(err, HS_ENOMEM, "out of memory");
             /* each fold alone: how far the transfer lands on that GPU */
-            if (!rc && log) {
+            if (!rc) {
                 hs_calib_cv cv;
                 hs_fitstat ost[HS_OP_COUNT];
                 double ob[HS_OP_COUNT];
                 if (cv_stats(&one, &cv, ost, ob)) rc = hs_errf(err, HS_ENOMEM, "out of memory");
-                else if (cv.n) {
+                else if (cv.n && nfold < HS_FIT_MAX_GPUS) fold[nfold++] = cv.layer_med;
+                if (rc || !log) {
+                    /* nothing to print */
+                } else if (cv.n) {
                     fprintf(log, "  transfer, %s held out: layer median %.1f%%  p90 %.1f%%  bias %+.1f%%  (%d points)\n",
                             gpus[g], cv.layer_med, cv.layer_p90, cv.layer_bias, cv.n);
                     /* the memory-bound ops are the ones that transfer worst */
@@ -875,7 +882,19 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
             acc_free(&one);
         }
         if (!rc && cv_stats(&a, &e->cv, op_st, op_bias)) rc = hs_errf(err, HS_ENOMEM, "out of memory");
+        if (!rc && nfold) {
+            e->cv.folds = nfold;
+            e->cv.fold_lo = e->cv.fold_hi = fold[0];
+            for (int i = 1; i < nfold; i++) {
+                if (fold[i] < e->cv.fold_lo) e->cv.fold_lo = fold[i];
+                if (fold[i] > e->cv.fold_hi) e->cv.fold_hi = fold[i];
+            }
+            e->cv.fold_med = hs__percentile(fold, nfold, 50);
+        }
         if (!rc) cv_print(log, "transfer (all tables): leave-one-GPU-out", &e->cv, op_st, op_bias, &a);
+        if (!rc && log && nfold)
+            fprintf(log, "    %-13s median %6.1f%% over the %d GPUs held out, %.1f-%.1f%%: what one new GPU should expect\n",
+                    "layer, by GPU", e->cv.fold_med, nfold, e->cv.fold_lo, e->cv.fold_hi);
         acc_free(&a);
     }
     /* the shipped fits: did every robust fit settle (fitted.c robust_pass)? */

@@ -348,7 +348,7 @@ fail:
  * error cross-validation measured for that source. */
 static void note_source(bctx *b, const src *s)
 {
-    char one[256], from[96] = "";
+    char one[256], from[96] = "", range[48] = "";
     size_t len = strlen(b->prov);
     double e = -1;
     int own = s->ce && s->ce->gpu[0];
@@ -383,7 +383,11 @@ static void note_source(bctx *b, const src *s)
             size_t l = strlen(from);
             snprintf(from + l, sizeof from - l, "%s%s", i ? "," : "", s->fit->gpus[i]);
         }
-        e = s->ce ? s->ce->cv.layer_med : -1;
+        /* one new GPU: the median over the GPUs held out, each counted once
+         * (the pooled figure weighs them by rows, most of them A100's) */
+        e = !s->ce ? -1 : s->ce->cv.fold_med >= 0 ? s->ce->cv.fold_med : s->ce->cv.layer_med;
+        if (s->ce && s->ce->cv.fold_med >= 0)
+            snprintf(range, sizeof range, ", %.0f-%.0f%% by GPU held out", s->ce->cv.fold_lo, s->ce->cv.fold_hi);
         snprintf(one, sizeof one, "%s: transferred from %s, uncalibrated", s->g->name, from);
         b->uncalibrated = 1;
     } else {
@@ -392,7 +396,7 @@ static void note_source(bctx *b, const src *s)
     }
     if (e >= 0) {
         size_t l = strlen(one);
-        snprintf(one + l, sizeof one - l, " (+-%.0f%% per layer)", e);
+        snprintf(one + l, sizeof one - l, " (+-%.0f%% per layer%s)", e, range);
         if (e > b->exp_err) b->exp_err = e;
     }
     snprintf(b->prov + len, sizeof b->prov - len, "%s%s", len ? "; " : "", one);
