@@ -174,16 +174,24 @@ static int load_entry(hs_calib_entry *e, const cJSON *o, const char *path, int i
         iv = 0;
         if ((rc = hs_json_int_opt(cv, "layer_points", 0, 1000000000, &iv, w2, err))) return rc;
         e->cv.n = (int)iv;
-        if ((rc = hs_json_num_opt(cv, "gpu_fold_median_ape", -1, 1e6, &e->cv.fold_med, w2, err)) ||
-            (rc = hs_json_num_opt(cv, "gpu_fold_min_ape", -1, 1e6, &e->cv.fold_lo, w2, err)) ||
-            (rc = hs_json_num_opt(cv, "gpu_fold_max_ape", -1, 1e6, &e->cv.fold_hi, w2, err)))
-            return rc;
-        iv = 0;
-        if ((rc = hs_json_int_opt(cv, "gpu_folds", 0, HS_CALIB_MAX, &iv, w2, err))) return rc;
-        e->cv.folds = (int)iv;
-        if (e->cv.fold_med >= 0 && !(e->cv.fold_lo <= e->cv.fold_med && e->cv.fold_med <= e->cv.fold_hi))
-            return hs_errf(err, HS_ERANGE, "%s: gpu_fold_median_ape: %g is not within gpu_fold_min_ape %g and gpu_fold_max_ape %g",
-                           w2, e->cv.fold_med, e->cv.fold_lo, e->cv.fold_hi);
+        /* the by-GPU figures: all four or none */
+        if ((rc = hs_json_num_opt(cv, "gpu_fold_median_ape", -1, 1e6, &e->cv.fold_med, w2, err))) return rc;
+        if (e->cv.fold_med >= 0) {
+            static const char *const need[] = {"gpu_fold_min_ape", "gpu_fold_max_ape", "gpu_folds"};
+            for (int i = 0; i < 3; i++)
+                if (!cJSON_GetObjectItemCaseSensitive(cv, need[i]))
+                    return hs_errf(err, HS_EPARSE, "%s: %s: missing (gpu_fold_median_ape is given)", w2, need[i]);
+            if ((rc = hs_json_num_opt(cv, "gpu_fold_min_ape", 0, 1e6, &e->cv.fold_lo, w2, err)) ||
+                (rc = hs_json_num_opt(cv, "gpu_fold_max_ape", 0, 1e6, &e->cv.fold_hi, w2, err)))
+                return rc;
+            iv = 0;
+            if ((rc = hs_json_int_opt(cv, "gpu_folds", 1, HS_FIT_MAX_GPUS, &iv, w2, err))) return rc;
+            e->cv.folds = (int)iv;
+            if (!(e->cv.fold_lo <= e->cv.fold_med && e->cv.fold_med <= e->cv.fold_hi))
+                return hs_errf(err, HS_ERANGE,
+                               "%s: gpu_fold_median_ape: %g is not within gpu_fold_min_ape %g and gpu_fold_max_ape %g",
+                               w2, e->cv.fold_med, e->cv.fold_lo, e->cv.fold_hi);
+        }
     }
     kinds = cJSON_GetObjectItemCaseSensitive(o, "kinds");
     if (!cJSON_IsArray(kinds)) return hs_errf(err, HS_EPARSE, "%s: kinds: expected an array", where);

@@ -204,7 +204,7 @@ typedef struct bctx {
                                  calibration ships; NULL: none */
     const hs_calib *cal;      /* the shipped calibration; NULL: none */
     int used_table, used_fit, used_roof;
-    char prov[512];           /* per GPU type: where its numbers came from */
+    char prov[1024];          /* per GPU type: where its numbers came from */
     double exp_err;           /* % expected per layer, max over types; < 0: unknown */
     int uncalibrated;         /* a GPU type runs ops not measured on it */
 } bctx;
@@ -364,7 +364,11 @@ static void note_source(bctx *b, const src *s)
                      strcmp(s->back_ce->gpu, s->g->same_chip_as) ? "" : " (same chip)");
         else
             snprintf(by, sizeof by, "transferred");
-        e = s->back_ce->cv.layer_med;
+        /* borrowed from the transfer: one new GPU's figure, as below */
+        e = !s->back_ce->gpu[0] && s->back_ce->cv.fold_med >= 0 ? s->back_ce->cv.fold_med : s->back_ce->cv.layer_med;
+        if (!s->back_ce->gpu[0] && s->back_ce->cv.fold_med >= 0)
+            snprintf(range, sizeof range, ", %.0f-%.0f%% by GPU held out", s->back_ce->cv.fold_lo,
+                     s->back_ce->cv.fold_hi);
         snprintf(one, sizeof one, "%.32s: measured table, other ops %s, uncalibrated", s->g->name, by);
         b->uncalibrated = 1;
     } else if (s->t && !s->n_fit) {

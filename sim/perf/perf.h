@@ -169,7 +169,7 @@ typedef struct hs_perf {
     int pp;
     char model_name[32];      /* which builder made it, recorded per replica */
     char engine[48];          /* engine profile of the host cost, "none": flat */
-    char calib[512];          /* per GPU type, where the kernel times come from
+    char calib[1024];         /* per GPU type, where the kernel times come from
                                  ("a100-80g: measured table; h100-sxm-80g:
                                  transferred from a100-80g,a40, uncalibrated") */
     double expected_err;      /* %, cross-validated error per layer of the least
