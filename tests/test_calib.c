@@ -11,7 +11,9 @@
  *   a40/tiny-test        the fixture's rows x 2 (a second GPU, so the
  *                        transfer entry has a leave-one-GPU-out figure)
  * Checked: hs_calib_build gives one entry per GPU (its tables, models and
- * cross-validated errors) and the transfer entry (gpu "", every table);
+ * cross-validated errors) and the transfer entry (gpu "", every table,
+ * the median and range of its two GPU folds); its report gives the 10+ us
+ * medians, the by-GPU figure and no fit stopped at the pass cap;
  * write -> load round trip with equal predictions for every kind
  * (hs_fit_op_us on a GPU it was trained on and on one it was not,
  * hs_fit_attn_us for decode and prefill) and equal metadata; hs_calib_for
@@ -24,7 +26,7 @@
  * distinct cv figures per entry): llama-2-7b (no table) on the A100 and on
  * the A40 is "fitted on its tables" with the expected error of that GPU's
  * entry; tiny-test on an H100 (no table) is "transferred from a100-80g,a40,
- * uncalibrated" with the transfer entry's error; tiny-test on the A100 is
+ * uncalibrated" with the transfer entry's by-GPU error and range; tiny-test on the A100 is
  * "measured table" with no expected error; perf.model roofline is
  * "datasheet roofline, uncalibrated". */
 #include "check.h"
@@ -173,8 +175,23 @@ static void test_build_round_trip(hs_calib *cal)
     hs_gpu g[3];
     char path[256];
     const hs_calib_entry *a100, *a40, *tr;
+    FILE *log = tmpfile();
+    char text[16384] = "";
     memset(cal, 0, sizeof *cal);
-    CHECK_OK(hs_calib_build(cal, root, NULL, &err), &err);
+    CHECK_OK(hs_calib_build(cal, root, log, &err), &err);
+    if (log) { /* the report perf calibrate prints */
+        size_t got;
+        rewind(log);
+        got = fread(text, 1, sizeof text - 1, log);
+        text[got] = '\0';
+        fclose(log);
+    }
+    /* an op with rows under 10 us gets its median over the others too */
+    CHECK(strstr(text, " of 10+ us: ") != NULL);
+    /* the transfer's figure for one new GPU, over the two GPUs held out */
+    CHECK(strstr(text, "over the 2 GPUs held out") != NULL);
+    /* every fitted kind accounted for, none stopped at the pass cap */
+    CHECK(strstr(text, "fitted kinds in the entries, 0 stopped at the robust fit's pass cap") != NULL);
     CHECK_INT(cal->n, 3);
     CHECK(strstr(cal->source, "3 measured tables of 2 GPU types") != NULL);
     a100 = entry(cal, "a100-80g");

@@ -854,10 +854,8 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
                 hs_fitstat ost[HS_OP_COUNT];
                 double ob[HS_OP_COUNT];
                 if (cv_stats(&one, &cv, ost, ob)) rc = hs_errf(err, HS_ENOMEM, "out of memory");
-                else if (cv.n && nfold < HS_FIT_MAX_GPUS) fold[nfold++] = cv.layer_med;
-                if (rc || !log) {
-                    /* nothing to print */
-                } else if (cv.n) {
+                else if (cv.n) fold[nfold++] = cv.layer_med; /* ng <= HS_FIT_MAX_GPUS */
+                if (!rc && log && cv.n) {
                     fprintf(log, "  transfer, %s held out: layer median %.1f%%  p90 %.1f%%  bias %+.1f%%  (%d points)\n",
                             gpus[g], cv.layer_med, cv.layer_p90, cv.layer_bias, cv.n);
                     /* the memory-bound ops are the ones that transfer worst */
@@ -871,7 +869,7 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
                         if (!f->k[op].memory_only && ost[op].n)
                             fprintf(log, " %s %.1f (%+.1f)", hs_op_name(op), ost[op].med_ape, ob[op]);
                     fprintf(log, "\n");
-                } else {
+                } else if (!rc && log) {
                     /* tables of some ops only (the H200's GEMMs): no whole layer */
                     fprintf(log, "  transfer, %s held out: no whole layer measured; ops, median (bias) %%:", gpus[g]);
                     for (int op = 0; op < HS_OP_COUNT; op++)
@@ -884,12 +882,9 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
         if (!rc && cv_stats(&a, &e->cv, op_st, op_bias)) rc = hs_errf(err, HS_ENOMEM, "out of memory");
         if (!rc && nfold) {
             e->cv.folds = nfold;
-            e->cv.fold_lo = e->cv.fold_hi = fold[0];
-            for (int i = 1; i < nfold; i++) {
-                if (fold[i] < e->cv.fold_lo) e->cv.fold_lo = fold[i];
-                if (fold[i] > e->cv.fold_hi) e->cv.fold_hi = fold[i];
-            }
-            e->cv.fold_med = hs__percentile(fold, nfold, 50);
+            e->cv.fold_med = hs__percentile(fold, nfold, 50); /* sorts fold */
+            e->cv.fold_lo = fold[0];
+            e->cv.fold_hi = fold[nfold - 1];
         }
         if (!rc) cv_print(log, "transfer (all tables): leave-one-GPU-out", &e->cv, op_st, op_bias, &a);
         if (!rc && log && nfold)

@@ -202,15 +202,19 @@ static void to_par(const fitctx *c, const gsl_vector *th, double *par)
     if (!(c->free_mask & (1u << HS_FP_KC))) par[HS_FP_KC] = 0;
 }
 
+/* Row i's error under par: log(predicted / measured). */
+static double row_err(const fitctx *c, const double *par, size_t i)
+{
+    const sample *s = &c->s[i];
+    return log(eval_pw(par, &s->w, s->peak, s->bw, c->sm_form ? s->sm : 0) / s->us);
+}
+
 static int resid(const gsl_vector *th, void *vc, gsl_vector *f)
 {
     const fitctx *c = vc;
     double par[HS_FP_COUNT];
     to_par(c, th, par);
-    for (size_t i = 0; i < c->n; i++) {
-        double pred = eval_pw(par, &c->s[i].w, c->s[i].peak, c->s[i].bw, c->sm_form ? c->s[i].sm : 0);
-        gsl_vector_set(f, i, log(pred / c->s[i].us));
-    }
+    for (size_t i = 0; i < c->n; i++) gsl_vector_set(f, i, row_err(c, par, i));
     return GSL_SUCCESS;
 }
 
@@ -334,12 +338,12 @@ out:
  * 70 W T4 runs its GEMMs at half the datasheet fraction of the rest,
  * consumer cards boost past their rated clock) no longer drags the
  * efficiency fitted for the others, nor a table's stray rows its fit, and
- * Huber's loss stays convex in the
- * residuals.  The constants are the textbook ones (95%
- * efficiency under normal errors).  Settled when no row's prediction moves
- * by 0.1% in a pass (the shipped calibration's fits all settle within the
- * 50 passes); predictions, not parameters, because parameters the data
- * cannot pin down (th far below every x) may drift without changing any.
+ * Huber's loss stays convex in the residuals.  The constants are the
+ * textbook ones (95% efficiency under normal errors).  Settled when no
+ * row's prediction moves by 0.1% in a pass (the shipped calibration's fits
+ * all settle within the 50 passes); predictions, not parameters, because
+ * parameters the data cannot pin down (th far below every x) may drift
+ * without changing any.
  * A kind with few rows keeps least squares (fit_kind): its MAD says little,
  * and with five free parameters the weights could discount most of what it
  * has.  The threshold counts a fit's training rows, so two folds of one
@@ -352,6 +356,17 @@ out:
 #define ROBUST_MIN_ROWS 100
 #define ROBUST_TOL 1e-3
 
+/* 1.4826 x the median absolute deviation of r[0..n): the robust scale of
+ * normal errors; a is scratch of n. */
+static double mad_of(const double *r, double *a, size_t n)
+{
+    double med;
+    memcpy(a, r, n * sizeof *a);
+    med = hs__percentile(a, (int)n, 50);
+    for (size_t i = 0; i < n; i++) a[i] = fabs(r[i] - med);
+    return 1.4826 * hs__percentile(a, (int)n, 50);
+}
+
 static int robust_pass(fitctx *c, double *par, int max_passes, int *settled)
 {
     double *r = malloc(c->n * sizeof *r), *prev = malloc(c->n * sizeof *prev);
@@ -361,11 +376,9 @@ static int robust_pass(fitctx *c, double *par, int max_passes, int *settled)
     if (settled) *settled = 0;
     memcpy(c->base, par, sizeof c->base);
     for (int it = 0; rc >= 0 && it <= max_passes; it++) {
-        double med, scale, moved = 0, cost;
+        double scale, moved = 0, cost;
         for (size_t i = 0; i < c->n; i++) {
-            const sample *s = &c->s[i];
-            r[i] = log(eval_pw(par, &s->w, s->peak, s->bw, c->sm_form ? s->sm : 0) / s->us);
-            a[i] = r[i];
+            r[i] = row_err(c, par, i);
             if (it) moved = fmax(moved, fabs(r[i] - prev[i]));
         }
         if (it && moved < ROBUST_TOL) {
@@ -374,9 +387,7 @@ static int robust_pass(fitctx *c, double *par, int max_passes, int *settled)
         }
         if (it == max_passes) break;
         memcpy(prev, r, c->n * sizeof *r);
-        med = hs__percentile(a, (int)c->n, 50);
-        for (size_t i = 0; i < c->n; i++) a[i] = fabs(r[i] - med);
-        scale = 1.4826 * hs__percentile(a, (int)c->n, 50);
+        scale = mad_of(r, a, c->n);
         if (!(scale > 1e-9)) { /* an exact fit: nothing to reweight */
             if (settled) *settled = 1;
             rc = 0;
@@ -402,19 +413,13 @@ static int robust_pass(fitctx *c, double *par, int max_passes, int *settled)
     return rc;
 }
 
-/* 1.4826 x the median absolute deviation of the rows' log errors under
- * par: the robust scale of robust_pass; -1 out of memory. */
+/* mad_of the rows' errors under par; -1 out of memory. */
 static double mad_scale(const fitctx *c, const double *par)
 {
-    double *r = malloc(c->n * sizeof *r), *a = malloc(c->n * sizeof *a), med, scale = -1;
+    double *r = malloc(c->n * sizeof *r), *a = malloc(c->n * sizeof *a), scale = -1;
     if (r && a) {
-        for (size_t i = 0; i < c->n; i++) {
-            const sample *s = &c->s[i];
-            r[i] = a[i] = log(eval_pw(par, &s->w, s->peak, s->bw, c->sm_form ? s->sm : 0) / s->us);
-        }
-        med = hs__percentile(a, (int)c->n, 50);
-        for (size_t i = 0; i < c->n; i++) a[i] = fabs(r[i] - med);
-        scale = 1.4826 * hs__percentile(a, (int)c->n, 50);
+        for (size_t i = 0; i < c->n; i++) r[i] = row_err(c, par, i);
+        scale = mad_of(r, a, c->n);
     }
     free(r);
     free(a);
@@ -429,8 +434,7 @@ static double huber_loss(const fitctx *c, const double *par, double scale)
     double k = HUBER_K * scale, loss = 0;
     if (!(k > 1e-12)) k = 0;
     for (size_t i = 0; i < c->n; i++) {
-        const sample *s = &c->s[i];
-        double r = fabs(log(eval_pw(par, &s->w, s->peak, s->bw, c->sm_form ? s->sm : 0) / s->us));
+        double r = fabs(row_err(c, par, i));
         loss += k == 0 ? r : r <= k ? r * r / 2 : k * (r - k / 2);
     }
     return loss;
@@ -446,8 +450,9 @@ static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only, 
      * the 10th and 50th percentile of x with a soft and a sharp corner; for
      * memory kinds the median and 90th-percentile bandwidth fraction and a
      * cache knee at the 25th and 75th percentile of bytes; for the cross-GPU
-     * memory form the median and 90th-percentile bytes per SM cycle.  The
-     * best of the four runs is kept. */
+     * memory form the median and 90th-percentile bytes per SM cycle.  With
+     * fewer than ROBUST_MIN_ROWS rows the best least-squares run of the four
+     * is kept; otherwise the robust passes below choose. */
     fitctx c = {s, n, 0, {0}, sm_form, NULL};
     double best = INFINITY, ymin = INFINITY, par0[HS_FP_COUNT], par[HS_FP_COUNT];
     double cand[4][HS_FP_COUNT], cand_scale[4] = {-1, -1, -1, -1};

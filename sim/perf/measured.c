@@ -344,6 +344,19 @@ fail:
     return rc;
 }
 
+/* The error to expect of an entry's predictions, % per layer (< 0:
+ * unknown).  For the transfer entry, what one new GPU should expect: the
+ * median over the GPUs held out, each counted once (the pooled figure
+ * weighs them by rows, half of them the A100's), with their range in
+ * range ("" otherwise). */
+static double entry_err(const hs_calib_entry *ce, char *range, size_t n)
+{
+    if (!ce) return -1;
+    if (ce->gpu[0] || ce->cv.fold_med < 0) return ce->cv.layer_med;
+    snprintf(range, n, ", %.0f-%.0f%% by GPU held out", ce->cv.fold_lo, ce->cv.fold_hi);
+    return ce->cv.fold_med;
+}
+
 /* Records where one GPU type's numbers came from (once per type) and the
  * error cross-validation measured for that source. */
 static void note_source(bctx *b, const src *s)
@@ -364,21 +377,17 @@ static void note_source(bctx *b, const src *s)
                      strcmp(s->back_ce->gpu, s->g->same_chip_as) ? "" : " (same chip)");
         else
             snprintf(by, sizeof by, "transferred");
-        /* borrowed from the transfer: one new GPU's figure, as below */
-        e = !s->back_ce->gpu[0] && s->back_ce->cv.fold_med >= 0 ? s->back_ce->cv.fold_med : s->back_ce->cv.layer_med;
-        if (!s->back_ce->gpu[0] && s->back_ce->cv.fold_med >= 0)
-            snprintf(range, sizeof range, ", %.0f-%.0f%% by GPU held out", s->back_ce->cv.fold_lo,
-                     s->back_ce->cv.fold_hi);
+        e = entry_err(s->back_ce, range, sizeof range);
         snprintf(one, sizeof one, "%.32s: measured table, other ops %s, uncalibrated", s->g->name, by);
         b->uncalibrated = 1;
     } else if (s->t && !s->n_fit) {
         snprintf(one, sizeof one, "%s: measured table", s->g->name);
     } else if (s->fit && s->sibling) {
-        e = s->ce->cv.layer_med;
+        e = entry_err(s->ce, range, sizeof range);
         snprintf(one, sizeof one, "%s: fitted on %s (same chip), uncalibrated", s->g->name, s->ce->gpu);
         b->uncalibrated = 1;
     } else if (s->fit && own) {
-        e = s->ce ? s->ce->cv.layer_med : -1;
+        e = entry_err(s->ce, range, sizeof range);
         /* one model's table: leaving a model out leaves nothing to fit */
         snprintf(one, sizeof one, "%s: %sfitted on its tables%s", s->g->name, s->t ? "table + " : "",
                  s->ce && s->ce->n_tables == 1 ? " (one model: not cross-validated)" : "");
@@ -387,11 +396,7 @@ static void note_source(bctx *b, const src *s)
             size_t l = strlen(from);
             snprintf(from + l, sizeof from - l, "%s%s", i ? "," : "", s->fit->gpus[i]);
         }
-        /* one new GPU: the median over the GPUs held out, each counted once
-         * (the pooled figure weighs them by rows, most of them A100's) */
-        e = !s->ce ? -1 : s->ce->cv.fold_med >= 0 ? s->ce->cv.fold_med : s->ce->cv.layer_med;
-        if (s->ce && s->ce->cv.fold_med >= 0)
-            snprintf(range, sizeof range, ", %.0f-%.0f%% by GPU held out", s->ce->cv.fold_lo, s->ce->cv.fold_hi);
+        e = entry_err(s->ce, range, sizeof range);
         snprintf(one, sizeof one, "%s: transferred from %s, uncalibrated", s->g->name, from);
         b->uncalibrated = 1;
     } else {
