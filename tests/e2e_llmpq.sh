@@ -59,6 +59,22 @@ hs_run 2 "omega for another model" llmpq plan --model opt-30b --cluster llmpq-c3
 hs_run 2 "bad planner" llmpq plan --model opt-13b --cluster llmpq-c1 --planner nope &&
     check_grep "names the option" "$T/err" '^hetsim: --planner'
 hs_run 2 "bad bits" llmpq plan --model opt-13b --cluster llmpq-c1 --bits 16,5
+# The memory budget is an input: cluster 10 (4 x V100-32G, OPT-66B) misses
+# INT8 for PipeEdge by 0.42 GB on its first GPU at LLM-PQ's budget (95%
+# less 1,930 MiB), so PipeEdge drops to 4 bits; 450 MiB less reserve fits
+# INT8 on all 64 layers.
+if hs_run 0 "c10 pipeedge at the default budget" llmpq plan --model opt-66b --cluster llmpq-c10 --planner pipeedge; then
+    check_grep "c10: pipeedge at 4 bits" "$T/out" 'bits16/8/4/3=0/0/64/0'
+fi
+if hs_run 0 "c10 pipeedge, 450 MiB less reserve" llmpq plan --model opt-66b --cluster llmpq-c10 --planner pipeedge --reserve-mib 1480; then
+    check_grep "c10: pipeedge at 8 bits" "$T/out" 'bits16/8/4/3=0/64/0/0'
+fi
+hs_run 0 "c10 pipeedge, a smaller fraction" llmpq plan --model opt-66b --cluster llmpq-c10 --planner pipeedge --mem-frac 0.9 &&
+    check_grep "c10: 90% still 4 bits" "$T/out" 'bits16/8/4/3=0/0/64/0'
+hs_run 2 "bad reserve" llmpq plan --model opt-13b --cluster llmpq-c1 --reserve-mib -1 &&
+    check_grep "reserve error names the flag" "$T/err" '^hetsim: --reserve-mib'
+hs_run 2 "bad fraction" llmpq plan --model opt-13b --cluster llmpq-c1 --mem-frac 1.5 &&
+    check_grep "fraction error names the flag" "$T/err" '^hetsim: --mem-frac'
 hs_run 2 "no fit" llmpq plan --model bloom-176b --cluster llmpq-c1 --heuristic &&
     check_grep "no-fit line" "$T/err" 'does not fit on cluster llmpq-c1'
 e2e_finish

@@ -13,7 +13,8 @@
  * Checked: hs_calib_build gives one entry per GPU (its tables, models and
  * cross-validated errors) and the transfer entry (gpu "", every table,
  * the median and range of its two GPU folds); its report gives the 10+ us
- * medians, the by-GPU figure and no fit stopped at the pass cap;
+ * medians, every GPU's held-out models pooled, the by-GPU figure and no
+ * fit stopped at the pass cap;
  * write -> load round trip with equal predictions for every kind
  * (hs_fit_op_us on a GPU it was trained on and on one it was not,
  * hs_fit_attn_us for decode and prefill) and equal metadata; hs_calib_for
@@ -198,6 +199,17 @@ static void test_build_round_trip(hs_calib *cal)
     a40 = entry(cal, "a40");
     tr = entry(cal, "");
     CHECK(a100 && a40 && tr);
+    /* every GPU's held-out models pooled: here only the A100 has two
+     * tables, so the pooled layer points are its own */
+    {
+        const char *sec = strstr(text, "every GPU together: leave-one-model-out:");
+        const char *lay = sec ? strstr(sec, "    layer ") : NULL;
+        const char *pts = lay ? strstr(lay, "(") : NULL;
+        int n = -1;
+        CHECK(pts != NULL);
+        if (pts && sscanf(pts, "(%d points)", &n) == 1 && a100) CHECK_INT(n, a100->cv.n);
+        else CHECK(0);
+    }
     if (!a100 || !a40 || !tr) return;
     /* per GPU: its own tables, trained on it alone */
     CHECK_INT(a100->n_tables, 2);

@@ -774,7 +774,9 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
     char gpus[HS_FIT_MAX_GPUS][32];
     int ng = 0, rc;
     hs_fit *f = NULL;
+    acc lomo;                 /* leave-one-model-out rows of every GPU */
     memset(c, 0, sizeof *c);
+    memset(&lomo, 0, sizeof lomo);
     if ((rc = hs_fit_data_load(&d, dirs, err))) return rc;
     if (!d.n) return hs_errf(err, HS_ENOTFOUND, "%s: no measured tables (<gpu>/<model>/meta.json)", dirs);
     if (!(f = malloc(sizeof *f))) {
@@ -812,7 +814,8 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
             predictor p = {f, NULL};
             if (strcmp(d.in[i].g->name, gpus[g])) continue;
             if ((rc = fit_subset(f, &d, gpus[g], 1, i, err))) break;
-            if (accumulate(&p, d.tables[i], d.in[i].m, d.in[i].g, 1, &a))
+            if (accumulate(&p, d.tables[i], d.in[i].m, d.in[i].g, 1, &a) ||
+                accumulate(&p, d.tables[i], d.in[i].m, d.in[i].g, 1, &lomo))
                 rc = hs_errf(err, HS_ENOMEM, "out of memory");
         }
         if (!rc && cv_stats(&a, &e->cv, op_st, op_bias)) rc = hs_errf(err, HS_ENOMEM, "out of memory");
@@ -820,6 +823,16 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
                  e->n_tables == 1 ? "" : "s");
         if (!rc) cv_print(log, what, &e->cv, op_st, op_bias, &a);
         acc_free(&a);
+    }
+    /* every GPU's held-out models together, rows weighted as in the
+     * leave-one-GPU-out figure below (not stored: each GPU's own entry
+     * carries its figure) */
+    if (!rc && log && lomo.v[ACC_ALL].n) {
+        hs_calib_cv cv;
+        hs_fitstat op_st[HS_OP_COUNT];
+        double op_bias[HS_OP_COUNT];
+        if (cv_stats(&lomo, &cv, op_st, op_bias)) rc = hs_errf(err, HS_ENOMEM, "out of memory");
+        else cv_print(log, "every GPU together: leave-one-model-out", &cv, op_st, op_bias, &lomo);
     }
     /* transfer: fit on everything; leave one GPU type out */
     if (!rc) {
@@ -907,6 +920,7 @@ int hs_calib_build(hs_calib *c, const char *dirs, FILE *log, hs_err *err)
         fprintf(log, "  %d fitted kinds in the entries, %d stopped at the robust fit's pass cap\n", fits, unsettled);
     }
 out:
+    acc_free(&lomo);
     free(f);
     hs_fit_data_free(&d);
     if (rc) memset(c, 0, sizeof *c);

@@ -26,7 +26,7 @@ static void usage(FILE *fp)
             "usage: hetsim llmpq plan --model M --cluster C [--planner llmpq|pipeedge|uniform-pp]\n"
             "         [--B 32] [--s 512] [--n 100] [--theta 1] [--group 1] [--heuristic]\n"
             "         [--ilp-limit 2] [--limit 15] [--mip-gap 0.01] [--eta E] [--xi X] [--bits 16,8,4,3]\n"
-            "         [--omega FILE] [--out FILE] [--simulate]\n"
+            "         [--mem-frac 0.95] [--reserve-mib 1930] [--omega FILE] [--out FILE] [--simulate]\n"
             "       hetsim llmpq simulate --model M --cluster C --plan FILE [--B --s --n --eta --xi]\n"
             "       hetsim llmpq omega (--weights F.safetensors [--calib C.json] [--stochastic]\n"
             "                           | --default --model M) --out FILE\n");
@@ -86,6 +86,13 @@ static int parse(int argc, char **argv, opts *o, hs_err *err)
         INT("--eta", 1, 1 << 16, o->cfg.eta)
         NUM("--mip-gap", 0, 0.5, o->cfg.mip_gap)
         INT("--xi", 1, 1 << 16, o->cfg.xi)
+        NUM("--mem-frac", 0.01, 1, o->cfg.mem_frac)
+        if (!strcmp(a, "--reserve-mib")) {
+            if ((rc = num(a, v, 0, 1 << 20, &x, err))) return rc;
+            o->cfg.reserve_bytes = x * 1024 * 1024;
+            i++;
+            continue;
+        }
         if (!strcmp(a, "--heuristic")) { o->cfg.heuristic = 1; continue; }
         if (!strcmp(a, "--simulate")) { o->simulate = 1; continue; }
         if (!strcmp(a, "--stochastic")) { o->stochastic = 1; continue; }
