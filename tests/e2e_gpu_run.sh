@@ -113,7 +113,15 @@ HETSIM_ROOT=$R HS_BIN=$HS_BIN "$HS_ROOT/tools/gpu-run" --backend cpu --quick --m
     --colocate 2 colocate >"$T/out" 2>&1
 check_eq "colocate step exits 0" "$?" "0"
 check_grep "one alone" "$s" '^   1 alone: batch-1 decode step [0-9.]+ ms \(median of the middle [0-9]+ steps\), [0-9.]+ decode steps/s of wall time \([1-9][0-9]* steps\)$'
-check_grep "two at once, and the alphas they imply" "$s" '^   2 at once: step [0-9.]+ ms, [0-9.]+x alone \(alpha -?[0-9.]+\); [0-9.]+ steps/s each over [0-9.]+ s together \([0-9]+-[0-9]+ steps\), [0-9.]+x slower than alone \(alpha -?[0-9.]+\)$'
+# On a loaded CPU (CI runs tests side by side) the two replays may barely
+# overlap; the step then says so instead of counting progress, and only the
+# step-time alpha is checked.
+two='^   2 at once: step [0-9.]+ ms, [0-9.]+x alone \(alpha -?[0-9.]+\); '
+if grep -Eq -- "${two}the processes stepped together too briefly to count their progress$" "$s"; then
+    ok "two at once, the step-time alpha (they overlapped too briefly on this loaded machine to count progress)"
+else
+    check_grep "two at once, and the alphas they imply" "$s" "$two"'[0-9.]+ steps/s each over [0-9.]+ s together \([0-9]+-[0-9]+ steps\), [0-9.]+x slower than alone \(alpha -?[0-9.]+\)$'
+fi
 check "each replay stamped its steps" "$(head -1 "$T/g/colocate-2-1.stamps.csv")" = "it,start_ns,end_ns"
 check "its schedule: one request at a time, batch-1 decode steps only" \
     "$(grep '"type":"iter"' "$T/g/colocate.jsonl" | grep -c '"decode":\[\[[0-9]*,[0-9]*\],')" = 0
