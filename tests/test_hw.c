@@ -102,7 +102,12 @@ static void test_all_gpus(void)
         CHECK(g.display[0] != '\0');
         CHECK(g.price_source[0] != '\0');
         /* SI: TFLOPS -> FLOP/s, GiB -> bytes, GB/s -> B/s */
-        CHECK(g.flops16 >= 1e13 && g.flops16 <= 5e15);
+        CHECK(g.flops16 >= 5e12 && g.flops16 <= 5e15);
+        /* FP32 on CUDA cores is given for every shipped GPU; FP16 GEMMs
+         * (FP32 accumulation) run at least that fast: equal only without
+         * tensor cores (the P100) */
+        CHECK(g.flops32 >= 5e12 && g.flops32 <= g.flops16);
+        CHECK(g.flops32 < g.flops16 || !strcmp(g.name, "p100-12g"));
         CHECK(g.mem_bytes >= 8.0 * 1073741824.0 && g.mem_bytes <= 256.0 * 1073741824.0);
         CHECK(g.mem_bw >= 1e11 && g.mem_bw <= 1e13);
         /* every shipped GPU can use the cross-GPU memory-op model: 40-200
@@ -290,7 +295,11 @@ static void test_gpu_errors(void)
     const char *ok = write_tmp(gpu_text(NULL, NULL));
     CHECK_OK(hs_gpu_load(&g, ok, &err), &err);
     CHECK_REL(g.flops16, 100e12, 1e-12);
+    CHECK(g.flops32 == 0); /* optional, not given */
     CHECK(g.mem_bytes == 24.0 * 1073741824.0);
+    gpu_bad(gpu_text("fp16_tflops", "\"fp16_tflops\": 100, \"fp32_tflops\": 150"), HS_EPARSE, "fp32_tflops",
+            "above fp16_tflops");
+    gpu_bad(gpu_text("fp16_tflops", "\"fp16_tflops\": 100, \"fp32_tflops\": -1"), HS_ERANGE, "fp32_tflops", NULL);
 
     gpu_bad(gpu_text("tdp_w", "\"tdp_w\": 300, \"colour\": \"green\""), HS_EPARSE,
             "colour", "unknown key");

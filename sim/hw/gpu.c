@@ -38,7 +38,7 @@ int hs_resolve(char *buf, size_t cap, const char *dir, const char *name,
 /* The on-disk schema; converted to SI units after loading. */
 typedef struct gpu_json {
     char name[32], display[64], price_source[512], same_chip_as[32];
-    double fp16_tflops, int8_tops, mem_gib, mem_bw_gbs, nvlink_gbs, pcie_gbs,
+    double fp16_tflops, fp32_tflops, int8_tops, mem_gib, mem_bw_gbs, nvlink_gbs, pcie_gbs,
         tdp_w, price_per_hour, boost_mhz, intra_bw_gbs, intra_latency_us, inter_bw_gbs, inter_latency_us;
     int bf16, sms;
 } gpu_json;
@@ -47,6 +47,8 @@ static const hs_field gpu_fields[] = {
     HS_FIELD_STR(gpu_json, name, 1, NULL, "GPU name, equals the file name"),
     HS_FIELD_STR(gpu_json, display, 1, NULL, "human-readable name"),
     HS_FIELD_NUM(gpu_json, fp16_tflops, HS_F_DOUBLE, 1, 0, 0.1, 1e5, "dense FP16 TFLOPS"),
+    /* Optional: CUDA-core FP32 (GPTQ's dequantising kernels, perf/qlat.c). */
+    HS_FIELD_NUM(gpu_json, fp32_tflops, HS_F_DOUBLE, 0, 0, 0, 1e5, "FP32 TFLOPS (CUDA cores, not tensor)"),
     HS_FIELD_NUM(gpu_json, bf16, HS_F_BOOL, 1, 0, 0, 1, "supports BF16"),
     HS_FIELD_NUM(gpu_json, int8_tops, HS_F_DOUBLE, 1, 0, 0, 1e5, "dense INT8 TOPS"),
     HS_FIELD_NUM(gpu_json, mem_gib, HS_F_DOUBLE, 1, 0, 0.5, 4096, "memory, GiB"),
@@ -103,6 +105,10 @@ int hs_gpu_load(hs_gpu *g, const char *path, hs_err *err)
                        j.sms > 0 ? "boost_mhz" : "sms");
     g->sm_rate = j.sms * j.boost_mhz * 1e6;
     g->flops16 = j.fp16_tflops * 1e12;
+    g->flops32 = j.fp32_tflops * 1e12;
+    if (j.fp32_tflops > j.fp16_tflops)
+        return hs_errf(err, HS_EPARSE, "%s: fp32_tflops: %g above fp16_tflops %g (FP16 GEMMs run at least at the FP32 rate)",
+                       path, j.fp32_tflops, j.fp16_tflops);
     g->bf16 = j.bf16;
     g->ops8 = j.int8_tops * 1e12;
     g->mem_bytes = j.mem_gib * 1073741824.0;

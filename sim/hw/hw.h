@@ -17,7 +17,9 @@
 typedef struct hs_gpu {
     char name[32];
     char display[64];
-    double flops16;        /* FLOP/s, dense FP16 tensor */
+    double flops16;        /* FLOP/s, dense FP16 GEMM with FP32 accumulation
+                              (tensor cores; without them, the FP32 rate) */
+    double flops32;        /* FLOP/s, FP32 on CUDA cores (0: not given) */
     int bf16;
     double ops8;           /* OP/s, dense INT8 (0: none) */
     double mem_bytes;      /* bytes */

@@ -1,7 +1,6 @@
 /* qlat.c - per-layer latency by GPU, bit-width and phase; see qlat.h. */
 #include "perf/qlat.h"
 
-#include <string.h>
 
 void hs_qlat_factors(const hs_gpu *g, int bits, double *compute, double *mem_read)
 {
@@ -48,22 +47,13 @@ static double op_s(const qctx *c, double flops, double bytes_w, double bytes_a, 
     return (tc > tm ? tc : tm) + c->pc->launch_us * 1e-6;
 }
 
-/* FP32 (CUDA-core, non-tensor) peak of the GPUs in LLM-PQ's clusters and
- * the other shipped GPU profiles, FLOP/s, from NVIDIA's datasheets (V100
- * SXM2 15.7 T, P100 PCIe 9.3 T, T4 8.1 T, A100 / A800 19.5 T, A40 37.4 T,
- * RTX A6000 38.7 T, RTX 3090 35.6 T, L4 30.3 T, L40 90.5 T, L40S 91.6 T,
- * H100 SXM / H200 67 T).  The GPTQ kernel computes in FP32 (below). */
+/* FP32 (CUDA-core, non-tensor) peak, FLOP/s: the GPU file's fp32_tflops
+ * (every shipped profile gives its datasheet figure).  The GPTQ kernel
+ * computes in FP32 (below). */
 static double fp32_peak(const hs_gpu *g)
 {
-    static const struct { const char *name; double tflops; } t[] = {
-        {"v100-32g", 15.7}, {"p100-12g", 9.3}, {"t4", 8.1}, {"a100-40g", 19.5},
-        {"a100-80g", 19.5}, {"a800-80g", 19.5}, {"a40", 37.4}, {"rtx-a6000", 38.7},
-        {"rtx-3090", 35.6}, {"l4", 30.3}, {"l40", 90.5}, {"l40s", 91.6},
-        {"h100-sxm-80g", 67.0}, {"h200", 67.0},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (!strcmp(g->name, t[i].name)) return t[i].tflops * 1e12;
-    /* unknown GPU: FP16 tensor peak is 8x FP32 on V100 and A100 */
+    if (g->flops32 > 0) return g->flops32;
+    /* not given: FP16 tensor peak is 8x FP32 on V100 and A100 */
     return g->flops16 / 8;
 }
 
