@@ -69,8 +69,8 @@ fi
 if hs_run 0 "c10 pipeedge, 450 MiB less reserve" llmpq plan --model opt-66b --cluster llmpq-c10 --planner pipeedge --reserve-mib 1480; then
     check_grep "c10: pipeedge at 8 bits" "$T/out" 'bits16/8/4/3=0/64/0/0'
 fi
-hs_run 0 "c10 pipeedge, a smaller fraction" llmpq plan --model opt-66b --cluster llmpq-c10 --planner pipeedge --mem-frac 0.9 &&
-    check_grep "c10: 90% still 4 bits" "$T/out" 'bits16/8/4/3=0/0/64/0'
+hs_run 0 "c10 pipeedge, all of each GPU" llmpq plan --model opt-66b --cluster llmpq-c10 --planner pipeedge --mem-frac 1 &&
+    check_grep "c10: 100% (1.6 GiB more per GPU) fits 8 bits" "$T/out" 'bits16/8/4/3=0/64/0/0'
 hs_run 2 "bad reserve" llmpq plan --model opt-13b --cluster llmpq-c1 --reserve-mib -1 &&
     check_grep "reserve error names the flag" "$T/err" '^hetsim: --reserve-mib'
 hs_run 2 "bad fraction" llmpq plan --model opt-13b --cluster llmpq-c1 --mem-frac 1.5 &&

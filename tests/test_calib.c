@@ -542,6 +542,56 @@ static void test_provenance(const hs_calib *built)
     hs_perf_cache_clear();
 }
 
+/* Every GPU's held-out models pooled in the calibrate report: with two
+ * tables on each of two GPUs, its layer points are the sum of the two
+ * GPUs' leave-one-model-out points (an A100-only pool would fail it). */
+static void test_pooled_lomo(void)
+{
+    static hs_calib cal;
+    char keep[sizeof root], text[32768] = "";
+    hs_ptable *t = NULL;
+    hs_err err = {0};
+    FILE *log = tmpfile();
+    int rc;
+    memcpy(keep, root, sizeof root);
+    snprintf(root, sizeof root, "/tmp/hs_cal_XXXXXX");
+    if (!mkdtemp(root)) {
+        perror("mkdtemp");
+        exit(2);
+    }
+    if ((rc = hs_ptable_read(&t, fixture, &err)) || (rc = write_scaled(t, "a100-80g", "tiny-test", 1, &err)) ||
+        (rc = write_scaled(t, "a100-80g", "phi-2", 3, &err)) || (rc = write_scaled(t, "a40", "tiny-test", 2, &err)) ||
+        (rc = write_scaled(t, "a40", "phi-2", 5, &err)))
+        CHECK_OK(rc, &err);
+    hs_ptable_destroy(t);
+    if (!rc && log) {
+        CHECK_OK(rc = hs_calib_build(&cal, root, log, &err), &err);
+        if (!rc) {
+            const hs_calib_entry *a100 = entry(&cal, "a100-80g"), *a40 = entry(&cal, "a40");
+            const char *sec, *lay, *pts;
+            size_t got;
+            int n = -1;
+            rewind(log);
+            got = fread(text, 1, sizeof text - 1, log);
+            text[got] = '\0';
+            CHECK(got < sizeof text - 1); /* the whole report */
+            sec = strstr(text, "every GPU together: leave-one-model-out:");
+            lay = sec ? strstr(sec, "    layer ") : NULL;
+            pts = lay ? strstr(lay, "(") : NULL;
+            CHECK(a100 && a40 && pts);
+            if (a100 && a40 && pts && sscanf(pts, "(%d points)", &n) == 1) {
+                CHECK(a100->cv.n > 0 && a40->cv.n > 0);
+                CHECK_INT(n, a100->cv.n + a40->cv.n);
+            } else {
+                CHECK(0);
+            }
+        }
+    }
+    if (log) fclose(log);
+    rm_rf(root);
+    memcpy(root, keep, sizeof root);
+}
+
 int main(void)
 {
     static hs_calib cal;
@@ -550,6 +600,7 @@ int main(void)
         test_build_round_trip(&cal);
         test_load_errors();
         if (cal.n == 3) test_provenance(&cal);
+        test_pooled_lomo();
     }
     rm_rf(root);
     return hs_check_result();

@@ -125,6 +125,18 @@ static void test_latency_orderings(void)
     /* GPTQ: faster than FP16 for one decode sequence, not in prefill */
     CHECK(hs_qlat_decode_s(&m, &v100, 4, 1, 562, 16, &pc) < 0.6 * hs_qlat_decode_s(&m, &v100, 16, 1, 562, 16, &pc));
     CHECK(hs_qlat_prefill_s(&m, &v100, 4, 8, 512, 16, &pc) > hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc));
+    /* GPTQ dequantises and accumulates on CUDA cores: its prefill follows
+     * the GPU file's FP32 rate (fp32_tflops), not the FP16 GEMM peak.  On
+     * a V100 each row's pass over the packed weights is memory-bound; at a
+     * thousandth of the FP32 rate it is compute-bound many times over. */
+    {
+        hs_gpu slow = v100;
+        slow.flops32 = v100.flops32 / 1000;
+        CHECK(v100.flops32 > 0);
+        CHECK(hs_qlat_prefill_s(&m, &slow, 4, 8, 512, 16, &pc) > 10 * hs_qlat_prefill_s(&m, &v100, 4, 8, 512, 16, &pc));
+        CHECK_REL(hs_qlat_prefill_s(&m, &slow, 16, 8, 512, 16, &pc), hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc),
+                  1e-12);
+    }
     /* prefill grows faster than linearly in s (attention), decode with ctx */
     CHECK(hs_qlat_prefill_s(&m, &v100, 16, 1, 2048, 16, &pc) > 4 * hs_qlat_prefill_s(&m, &v100, 16, 1, 512, 16, &pc));
     CHECK(hs_qlat_decode_s(&m, &v100, 16, 8, 1500, 16, &pc) > hs_qlat_decode_s(&m, &v100, 16, 8, 600, 16, &pc));

@@ -53,7 +53,9 @@ static double op_s(const qctx *c, double flops, double bytes_w, double bytes_a, 
 static double fp32_peak(const hs_gpu *g)
 {
     if (g->flops32 > 0) return g->flops32;
-    /* not given: FP16 tensor peak is 8x FP32 on V100 and A100 */
+    /* not given (a user's GPU file): a guess from the FP16 GEMM peak,
+     * which is 8x FP32 on the V100, 16x on the A100 and H100, 2-4x on
+     * GeForce and Ada cards, 1x without tensor cores */
     return g->flops16 / 8;
 }
 
