@@ -67,11 +67,31 @@ if hs_run 0 "list clusters: shorthand" list clusters; then
     done
 fi
 if hs_run 0 "list gpus: link defaults" list gpus; then
-    check_grep "list gpus: link columns" "$T/out" '^gpu .* node GB/s +node us +net GB/s +net us$'
+    check_grep "list gpus: link columns" "$T/out" '^gpu .* node GB/s +node us +net GB/s +net us +latency model$'
     # h100-sxm-80g.json: NVLink 450 GB/s, 3 us; 400 Gb/s = 50 GB/s, 10 us
-    check_grep "list gpus: h100 links" "$T/out" '^h100-sxm-80g .* 450\.0 +3\.0 +50\.0 +10\.0$'
+    check_grep "list gpus: h100 links" "$T/out" '^h100-sxm-80g .* 450\.0 +3\.0 +50\.0 +10\.0  '
     # a GPU file without intra_*/inter_*: PCIe, 5 us; 12.5 GB/s, 20 us
-    check_grep "list gpus: l40s default links" "$T/out" '^l40s .* 32\.0 +5\.0 +12\.5 +20\.0$'
+    check_grep "list gpus: l40s default links" "$T/out" '^l40s .* 32\.0 +5\.0 +12\.5 +20\.0  '
+    # the latency model a run gets by default, as its trust line says:
+    # the shipped calibration's entry, the same chip's, or the transfer
+    check_grep "list gpus: a100 measured" "$T/out" '^a100-80g .*  measured: [0-9]+ models, a new model \+-[0-9]+%$'
+    check_grep "list gpus: a800 borrows its chip" "$T/out" '^a800-80g .*  as a100-80g \(same chip\), \+-[0-9]+%$'
+    check_grep "list gpus: h200 ops and its chip" "$T/out" '^h200 .*  measured: [0-9]+ models? \(some ops\), rest as h100-sxm-80g \(same chip\)$'
+    check_grep "list gpus: l40 transferred" "$T/out" '^l40 .*  transferred, \+-[0-9]+% \([0-9]+-[0-9]+% by GPU\)$'
+    check_grep "list gpus: one table, not cross-validated" "$T/out" '^rtx-3090 .*  measured: 1 model \(llama-2-7b\), not cross-validated$'
+fi
+# A data root without calibration.json lists the roofline; a broken one
+# lists too, with one line on stderr naming the file.
+mkdir -p "$T/root/profiles" && cp -r "$HS_ROOT/profiles/gpus" "$T/root/profiles/" && cp -r "$HS_ROOT/models" "$T/root/"
+if HETSIM_ROOT="$T/root" hs_run 0 "list gpus, no calibration" list gpus; then
+    check_grep "no calibration: roofline" "$T/out" '^l40 .*  datasheet roofline \(no calibration\)$'
+    check_eq "no calibration: nothing on stderr" "$(wc -c <"$T/err")" 0
+fi
+echo '{"source": "x", "entries": 3}' >"$T/root/profiles/calibration.json"
+if HETSIM_ROOT="$T/root" hs_run 0 "list gpus, broken calibration" list gpus; then
+    check_grep "broken calibration: roofline" "$T/out" '^a100-80g .*  datasheet roofline \(no calibration\)$'
+    check_grep "broken calibration: names the file" "$T/err" 'calibration\.json'
+    check_eq "broken calibration: one stderr line" "$(awk 'END { print NR }' "$T/err")" 1
 fi
 
 if hs_run 2 "list nonsense" list nonsense; then

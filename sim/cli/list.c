@@ -8,6 +8,7 @@
 #include "cli/config.h"
 #include "hw/hw.h"
 #include "llm/model.h"
+#include "perf/calib.h"
 #include "perf/perf.h"
 #include "plan/plan.h"
 #include "policy/policy.h"
@@ -78,18 +79,60 @@ static int list_models(void)
     return bad ? 2 : 0;
 }
 
+/* Where a run's kernel times for GPU g come from by default, as the
+ * replica's trust line will say (perf/measured.c: its own tables and fit,
+ * else its chip's, else the transfer), with the cross-validated error;
+ * cal NULL: no calibration shipped. */
+static void gpu_source(const hs_calib *cal, const hs_gpu *g, char *out, size_t n)
+{
+    const hs_calib_entry *e = cal ? hs_calib_for(cal, g->name) : NULL;
+    const hs_calib_entry *sib = cal && g->same_chip_as[0] ? hs_calib_for(cal, g->same_chip_as) : NULL;
+    if (!e) {
+        snprintf(out, n, "datasheet roofline (no calibration)");
+    } else if (e->gpu[0] && e->cv.layer_med < 0 && sib && sib->gpu[0]) {
+        /* tables of some ops only (the H200's GEMMs) */
+        snprintf(out, n, "measured: %d model%s (some ops), rest as %s (same chip)", e->n_tables,
+                 e->n_tables == 1 ? "" : "s", sib->gpu);
+    } else if (e->gpu[0] && e->n_tables == 1) {
+        snprintf(out, n, "measured: 1 model (%.40s), not cross-validated", e->models);
+    } else if (e->gpu[0]) {
+        snprintf(out, n, "measured: %d models, a new model +-%.0f%%", e->n_tables, e->cv.layer_med);
+    } else if (sib && sib->gpu[0]) {
+        if (sib->cv.layer_med >= 0 && sib->n_tables > 1)
+            snprintf(out, n, "as %s (same chip), +-%.0f%%", sib->gpu, sib->cv.layer_med);
+        else
+            snprintf(out, n, "as %s (same chip)", sib->gpu);
+    } else if (e->cv.fold_med >= 0) {
+        snprintf(out, n, "transferred, +-%.0f%% (%.0f-%.0f%% by GPU)", e->cv.fold_med, e->cv.fold_lo,
+                 e->cv.fold_hi);
+    } else {
+        snprintf(out, n, "transferred");
+    }
+}
+
 static int list_gpus(void)
 {
-    char **names;
+    char **names, cpath[1024];
     int n, bad = 0;
+    hs_calib *cal = malloc(sizeof *cal);
+    hs_err cerr = {0};
     if (list_json("profiles/gpus", &names, &n)) {
         fprintf(stderr, "hetsim: cannot read %s/profiles/gpus\n", hs_data_root());
+        free(cal);
         return 2;
     }
+    snprintf(cpath, sizeof cpath, "%s/profiles/calibration.json", hs_data_root());
+    if (cal && hs_calib_load(cal, cpath, &cerr)) {
+        /* a listing still lists; runs report the bad file themselves */
+        if (cerr.code != HS_EIO) fprintf(stderr, "hetsim: %s\n", cerr.msg);
+        free(cal);
+        cal = NULL;
+    }
     /* node/net: the links a cluster shorthand gives a node of this GPU
-     * (inside the node, and per GPU between nodes) */
-    printf("%-14s %10s %8s %9s %10s %8s %10s %7s %9s %6s\n", "gpu", "fp16 TF/s", "mem GiB", "mem GB/s", "nvlink GB/s",
-           "$/h", "node GB/s", "node us", "net GB/s", "net us");
+     * (inside the node, and per GPU between nodes); latency model: where a
+     * run's kernel times come from by default */
+    printf("%-14s %10s %8s %9s %10s %8s %10s %7s %9s %6s  %s\n", "gpu", "fp16 TF/s", "mem GiB", "mem GB/s",
+           "nvlink GB/s", "$/h", "node GB/s", "node us", "net GB/s", "net us", "latency model");
     for (int i = 0; i < n; i++) {
         hs_gpu g;
         hs_err err = {0};
@@ -98,10 +141,15 @@ static int list_gpus(void)
             bad = 1;
             continue;
         }
-        printf("%-14s %10.1f %8.0f %9.0f %10.1f %8.2f %10.1f %7.1f %9.1f %6.1f\n", g.name, g.flops16 / 1e12,
-               g.mem_bytes / 1073741824.0, g.mem_bw / 1e9, g.nvlink_bw / 1e9, g.price_per_hour,
-               g.intra_bw / 1e9, g.intra_lat * 1e6, g.inter_bw / 1e9, g.inter_lat * 1e6);
+        {
+            char src[160];
+            gpu_source(cal, &g, src, sizeof src);
+            printf("%-14s %10.1f %8.0f %9.0f %10.1f %8.2f %10.1f %7.1f %9.1f %6.1f  %s\n", g.name, g.flops16 / 1e12,
+                   g.mem_bytes / 1073741824.0, g.mem_bw / 1e9, g.nvlink_bw / 1e9, g.price_per_hour,
+                   g.intra_bw / 1e9, g.intra_lat * 1e6, g.inter_bw / 1e9, g.inter_lat * 1e6, src);
+        }
     }
+    free(cal);
     free_names(names, n);
     return bad ? 2 : 0;
 }
