@@ -76,7 +76,7 @@ if hs_run 0 "list gpus: link defaults" list gpus; then
     # the shipped calibration's entry, the same chip's, or the transfer
     check_grep "list gpus: a100 measured" "$T/out" '^a100-80g .*  measured: [0-9]+ models, a new model \+-[0-9]+%$'
     check_grep "list gpus: a800 borrows its chip" "$T/out" '^a800-80g .*  as a100-80g \(same chip\), \+-[0-9]+%$'
-    check_grep "list gpus: h200 ops and its chip" "$T/out" '^h200 .*  measured: [0-9]+ models? \(some ops\), rest as h100-sxm-80g \(same chip\)$'
+    check_grep "list gpus: h200 ops and its chip" "$T/out" '^h200 .*  some ops of [a-z0-9,.-]+ measured; rest as h100-sxm-80g \(same chip\), \+-[0-9]+%$'
     check_grep "list gpus: l40 transferred" "$T/out" '^l40 .*  transferred, \+-[0-9]+% \([0-9]+-[0-9]+% by GPU\)$'
     check_grep "list gpus: one table, not cross-validated" "$T/out" '^rtx-3090 .*  measured: 1 model \(llama-2-7b\), not cross-validated$'
 fi
@@ -87,11 +87,42 @@ if HETSIM_ROOT="$T/root" hs_run 0 "list gpus, no calibration" list gpus; then
     check_grep "no calibration: roofline" "$T/out" '^l40 .*  datasheet roofline \(no calibration\)$'
     check_eq "no calibration: nothing on stderr" "$(wc -c <"$T/err")" 0
 fi
+mkdir "$T/root/profiles/calibration.json"   # not a regular file: as a run, no calibration
+if HETSIM_ROOT="$T/root" hs_run 0 "list gpus, calibration.json a directory" list gpus; then
+    check_grep "calibration a directory: roofline" "$T/out" '^a100-80g .*  datasheet roofline \(no calibration\)$'
+    check_eq "calibration a directory: nothing on stderr" "$(wc -c <"$T/err")" 0
+fi
+rmdir "$T/root/profiles/calibration.json"
 echo '{"source": "x", "entries": 3}' >"$T/root/profiles/calibration.json"
-if HETSIM_ROOT="$T/root" hs_run 0 "list gpus, broken calibration" list gpus; then
-    check_grep "broken calibration: roofline" "$T/out" '^a100-80g .*  datasheet roofline \(no calibration\)$'
+if HETSIM_ROOT="$T/root" hs_run 2 "list gpus, broken calibration" list gpus; then
+    check_grep "broken calibration: still lists, roofline" "$T/out" '^a100-80g .*  datasheet roofline \(no calibration\)$'
     check_grep "broken calibration: names the file" "$T/err" 'calibration\.json'
     check_eq "broken calibration: one stderr line" "$(awk 'END { print NR }' "$T/err")" 1
+fi
+# The shipped calibration with other GPU files, the way a run would choose:
+# an A30 on the A100's chip still has its own one-table entry; an H200
+# with no chip named takes the ops it lacks from the transfer; a transfer
+# entry without by-GPU figures gives its pooled error.
+python3 - "$HS_ROOT/profiles/calibration.json" "$T/root/profiles" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+for e in c["entries"]:
+    if e["gpu"] == "":
+        for k in ("gpu_fold_median_ape", "gpu_fold_min_ape", "gpu_fold_max_ape", "gpu_folds"):
+            e["cv"].pop(k, None)
+json.dump(c, open(sys.argv[2] + "/calibration.json", "w"))
+for name, edit in (("a30", {"same_chip_as": "a100-80g"}), ("h200", {"same_chip_as": None})):
+    p = sys.argv[2] + "/gpus/%s.json" % name
+    g = json.load(open(p))
+    for k, v in edit.items():
+        if v is None: g.pop(k, None)
+        else: g[k] = v
+    json.dump(g, open(p, "w"))
+PY
+if HETSIM_ROOT="$T/root" hs_run 0 "list gpus, edited calibration and GPU files" list gpus; then
+    check_grep "a30 on the a100 chip: its own table" "$T/out" '^a30 .*  measured: 1 model \(llama-2-7b\), not cross-validated$'
+    check_grep "h200 without its chip: rest transferred" "$T/out" '^h200 .*  some ops of [a-z0-9,.-]+ measured; rest transferred, \+-[0-9]+%$'
+    check_grep "transfer without by-GPU figures: pooled" "$T/out" '^l40 .*  transferred, \+-[0-9]+%$'
 fi
 
 if hs_run 2 "list nonsense" list nonsense; then

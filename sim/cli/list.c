@@ -1,5 +1,6 @@
 /* list.c - `hetsim list` and `hetsim trace stats`. */
 #include <dirent.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,34 +80,55 @@ static int list_models(void)
     return bad ? 2 : 0;
 }
 
-/* Where a run's kernel times for GPU g come from by default, as the
- * replica's trust line will say (perf/measured.c: its own tables and fit,
- * else its chip's, else the transfer), with the cross-validated error;
- * cal NULL: no calibration shipped. */
+/* " +-X% (lo-hi% by GPU)": an entry's cross-validated error as a run's
+ * trust line states it (perf/measured.c entry_err); "" when unknown. */
+static void err_text(const hs_calib_entry *e, char *out, size_t n)
+{
+    out[0] = '\0';
+    if (!e) return;
+    if (!e->gpu[0] && e->cv.fold_med >= 0)
+        snprintf(out, n, ", +-%.0f%% (%.0f-%.0f%% by GPU)", e->cv.fold_med, e->cv.fold_lo, e->cv.fold_hi);
+    else if (e->cv.layer_med >= 0)
+        snprintf(out, n, ", +-%.0f%%", e->cv.layer_med);
+}
+
+/* Where a run's kernel times for GPU g come from by default, chosen as
+ * perf/measured.c chooses (its own entry; an entry lacking some ops, as the
+ * H200's of GEMMs, takes the rest from the same chip's entry, else the
+ * transfer; no entry: the same chip's, else the transfer), with the
+ * cross-validated error; cal NULL: no calibration shipped. */
 static void gpu_source(const hs_calib *cal, const hs_gpu *g, char *out, size_t n)
 {
     const hs_calib_entry *e = cal ? hs_calib_for(cal, g->name) : NULL;
     const hs_calib_entry *sib = cal && g->same_chip_as[0] ? hs_calib_for(cal, g->same_chip_as) : NULL;
+    char er[64];
+    int partial = 0;
+    if (sib && !sib->gpu[0]) sib = NULL;
     if (!e) {
         snprintf(out, n, "datasheet roofline (no calibration)");
-    } else if (e->gpu[0] && e->cv.layer_med < 0 && sib && sib->gpu[0]) {
-        /* tables of some ops only (the H200's GEMMs) */
-        snprintf(out, n, "measured: %d model%s (some ops), rest as %s (same chip)", e->n_tables,
-                 e->n_tables == 1 ? "" : "s", sib->gpu);
+        return;
+    }
+    for (int op = 0; e->gpu[0] && op < HS_OP_COUNT; op++) partial |= e->fit.k[op].from < 0;
+    if (partial) {
+        /* models with a table use it for its ops; the rest, and every
+         * other model, come from back */
+        const hs_calib_entry *back = sib ? sib : hs_calib_for(cal, "");
+        err_text(back, er, sizeof er);
+        if (back == e || !back) snprintf(out, n, "measured: some ops of %.60s", e->models);
+        else if (back->gpu[0]) snprintf(out, n, "some ops of %.60s measured; rest as %s (same chip)%s", e->models, back->gpu, er);
+        else snprintf(out, n, "some ops of %.60s measured; rest transferred%s", e->models, er);
     } else if (e->gpu[0] && e->n_tables == 1) {
-        snprintf(out, n, "measured: 1 model (%.40s), not cross-validated", e->models);
+        snprintf(out, n, "measured: 1 model (%.60s), not cross-validated", e->models);
     } else if (e->gpu[0]) {
-        snprintf(out, n, "measured: %d models, a new model +-%.0f%%", e->n_tables, e->cv.layer_med);
-    } else if (sib && sib->gpu[0]) {
-        if (sib->cv.layer_med >= 0 && sib->n_tables > 1)
-            snprintf(out, n, "as %s (same chip), +-%.0f%%", sib->gpu, sib->cv.layer_med);
-        else
-            snprintf(out, n, "as %s (same chip)", sib->gpu);
-    } else if (e->cv.fold_med >= 0) {
-        snprintf(out, n, "transferred, +-%.0f%% (%.0f-%.0f%% by GPU)", e->cv.fold_med, e->cv.fold_lo,
-                 e->cv.fold_hi);
+        err_text(e, er, sizeof er);
+        /* er is ", +-X%" */
+        snprintf(out, n, "measured: %d models%s%s", e->n_tables, er[0] ? ", a new model " : "", er[0] ? er + 2 : "");
+    } else if (sib) {
+        err_text(sib, er, sizeof er);
+        snprintf(out, n, "as %s (same chip)%s", sib->gpu, er);
     } else {
-        snprintf(out, n, "transferred");
+        err_text(e, er, sizeof er);
+        snprintf(out, n, "transferred%s", er);
     }
 }
 
@@ -114,19 +136,29 @@ static int list_gpus(void)
 {
     char **names, cpath[1024];
     int n, bad = 0;
-    hs_calib *cal = malloc(sizeof *cal);
+    hs_calib *cal = NULL;
     hs_err cerr = {0};
+    struct stat st;
     if (list_json("profiles/gpus", &names, &n)) {
         fprintf(stderr, "hetsim: cannot read %s/profiles/gpus\n", hs_data_root());
-        free(cal);
         return 2;
     }
+    /* as a run reads it (perf/measured.c): a missing file (or not a
+     * regular one) is no calibration; a bad one is reported, and the
+     * listing goes on without it */
     snprintf(cpath, sizeof cpath, "%s/profiles/calibration.json", hs_data_root());
-    if (cal && hs_calib_load(cal, cpath, &cerr)) {
-        /* a listing still lists; runs report the bad file themselves */
-        if (cerr.code != HS_EIO) fprintf(stderr, "hetsim: %s\n", cerr.msg);
-        free(cal);
-        cal = NULL;
+    if (stat(cpath, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (!(cal = malloc(sizeof *cal))) {
+            fprintf(stderr, "hetsim: out of memory\n");
+            free_names(names, n);
+            return 2;
+        }
+        if (hs_calib_load(cal, cpath, &cerr)) {
+            fprintf(stderr, "hetsim: %s\n", cerr.msg);
+            free(cal);
+            cal = NULL;
+            bad = 1;
+        }
     }
     /* node/net: the links a cluster shorthand gives a node of this GPU
      * (inside the node, and per GPU between nodes); latency model: where a
@@ -142,7 +174,7 @@ static int list_gpus(void)
             continue;
         }
         {
-            char src[160];
+            char src[256];
             gpu_source(cal, &g, src, sizeof src);
             printf("%-14s %10.1f %8.0f %9.0f %10.1f %8.2f %10.1f %7.1f %9.1f %6.1f  %s\n", g.name, g.flops16 / 1e12,
                    g.mem_bytes / 1073741824.0, g.mem_bw / 1e9, g.nvlink_bw / 1e9, g.price_per_hour,
