@@ -71,6 +71,18 @@ if hs_run 0 "run --cluster 1x8xl40s" run --db "$db" --requests 200 --cluster 1x8
         "x > 0 && (x - $want)^2 < 1e-18"
     check_grep "trust line: the range over the GPUs held out" "$T/out" \
         '^trust     l40s: transferred from .*uncalibrated \(\+-[0-9]+% per layer, [0-9]+-[0-9]+% by GPU held out\)$'
+    check_eq "l40s (tensor cores) is not called extrapolated" "$(grep -c 'no tensor cores' "$T/out")" 0
+fi
+
+# 2a'. A GPU without tensor cores (the P100: FP16 GEMMs at its FP32 rate)
+# on a transfer fitted on tensor-core GPUs says it is extrapolated; the
+# L40S above does not.
+if hs_run 0 "run --cluster 1x2xp100-12g" run --db "$T/p100.db" --requests 20 --cluster 1x2xp100-12g \
+        --model llama-2-7b; then
+    check_grep "trust line: p100 extrapolated" "$T/out" \
+        '^trust     p100-12g: transferred from [a-z0-9,-]+, uncalibrated, no tensor cores \(extrapolated\) \(\+-[0-9]+% per layer'
+    check_eq "replicas row says so too" \
+        "$(q "$T/p100.db" "select count(*) from replicas where calibration like '%no tensor cores (extrapolated)%'")" 1
 fi
 
 # 2b. H100s run on their shipped measured tables: no warning.

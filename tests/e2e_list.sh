@@ -78,6 +78,7 @@ if hs_run 0 "list gpus: link defaults" list gpus; then
     check_grep "list gpus: a800 borrows its chip" "$T/out" '^a800-80g .*  as a100-80g \(same chip\), \+-[0-9]+%$'
     check_grep "list gpus: h200 ops and its chip" "$T/out" '^h200 .*  some ops of [a-z0-9,.-]+ measured; rest as h100-sxm-80g \(same chip\), \+-[0-9]+%$'
     check_grep "list gpus: l40 transferred" "$T/out" '^l40 .*  transferred, \+-[0-9]+% \([0-9]+-[0-9]+% by GPU\)$'
+    check_grep "list gpus: p100, no tensor cores" "$T/out" '^p100-12g .*  transferred, \+-[0-9]+% \([0-9]+-[0-9]+% by GPU\); no tensor cores: extrapolated$'
     check_grep "list gpus: one table, not cross-validated" "$T/out" '^rtx-3090 .*  measured: 1 model \(llama-2-7b\), not cross-validated$'
 fi
 # A data root without calibration.json lists the roofline; a broken one

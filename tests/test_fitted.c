@@ -633,6 +633,32 @@ static void test_compare(const hs_model *m7)
     }
 }
 
+/* A fit of tensor-core GPUs is an extrapolation on a GPU without them
+ * (the P100), not on one with them, and not once a GPU without them is
+ * among those fitted on. */
+static void test_extrapolates_tc(void)
+{
+    hs_fit f;
+    hs_gpu p100, a100, custom;
+    hs_err err = {0};
+    memset(&f, 0, sizeof f);
+    CHECK_OK(hs_gpu_find(&p100, "p100-12g", &err), &err);
+    CHECK_OK(hs_gpu_find(&a100, "a100-80g", &err), &err);
+    CHECK(!hs_gpu_tensor_cores(&p100) && hs_gpu_tensor_cores(&a100));
+    f.n_gpus = 2;
+    snprintf(f.gpus[0], sizeof f.gpus[0], "a100-80g");
+    snprintf(f.gpus[1], sizeof f.gpus[1], "no-such-gpu"); /* not found: counts as having them */
+    CHECK_INT(hs_fit_extrapolates_tc(&f, &p100), 1);
+    CHECK_INT(hs_fit_extrapolates_tc(&f, &a100), 0);
+    snprintf(f.gpus[1], sizeof f.gpus[1], "p100-12g");
+    CHECK_INT(hs_fit_extrapolates_tc(&f, &p100), 0);
+    /* a GPU file without an FP32 rate is taken to have tensor cores */
+    custom = p100;
+    custom.flops32 = 0;
+    CHECK(hs_gpu_tensor_cores(&custom));
+    CHECK_INT(hs_fit_extrapolates_tc(&f, &custom), 0);
+}
+
 int main(void)
 {
     hs_model m7, m70, m13;
@@ -650,5 +676,6 @@ int main(void)
     test_builder(&m7);
     test_compare(&m7);
     test_crossval();
+    test_extrapolates_tc();
     return hs_check_result();
 }

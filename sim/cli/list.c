@@ -128,7 +128,8 @@ static void gpu_source(const hs_calib *cal, const hs_gpu *g, char *out, size_t n
         snprintf(out, n, "as %s (same chip)%s", sib->gpu, er);
     } else {
         err_text(e, er, sizeof er);
-        snprintf(out, n, "transferred%s", er);
+        snprintf(out, n, "transferred%s%s", er,
+                 hs_fit_extrapolates_tc(&e->fit, g) ? "; no tensor cores: extrapolated" : "");
     }
 }
 

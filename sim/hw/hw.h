@@ -62,6 +62,12 @@ static inline const char *hs_gpu_chip(const hs_gpu *g)
 {
     return g->same_chip_as[0] ? g->same_chip_as : g->name;
 }
+/* 0 when its FP16 GEMMs run at its FP32 rate (no tensor cores, the
+ * P100); 1 otherwise, or when the file gives no FP32 rate. */
+static inline int hs_gpu_tensor_cores(const hs_gpu *g)
+{
+    return !(g->flops32 > 0 && g->flops16 <= g->flops32);
+}
 /* Loads by name (or path), see hs_resolve. */
 int hs_gpu_find(hs_gpu *g, const char *name, hs_err *err);
 

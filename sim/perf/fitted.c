@@ -128,6 +128,17 @@ static int trained_on(const hs_fit *f, const hs_gpu *g)
     return 0;
 }
 
+int hs_fit_extrapolates_tc(const hs_fit *f, const hs_gpu *g)
+{
+    if (hs_gpu_tensor_cores(g)) return 0;
+    for (int i = 0; i < f->n_gpus; i++) {
+        hs_gpu t;
+        hs_err err = {0};
+        if (!hs_gpu_find(&t, f->gpus[i], &err) && !hs_gpu_tensor_cores(&t)) return 0;
+    }
+    return 1;
+}
+
 double hs_fit_op_us(const hs_fit *f, int op, const hs_model *m, const hs_gpu *g,
                     int tp, int bits, double tokens)
 {

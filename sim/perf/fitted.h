@@ -81,6 +81,12 @@ typedef struct hs_fit {
                                             fit machinery set it) */
 } hs_fit;
 
+/* 1 when g has no tensor cores and none of the GPUs f was fitted on lacks
+ * them (GPU files looked up by name; one not found counts as having
+ * them): f's GEMM efficiencies, ramp over tokens included, come from
+ * tensor-core kernels, so on g they are an extrapolation. */
+int hs_fit_extrapolates_tc(const hs_fit *f, const hs_gpu *g);
+
 /* One training table with the model and GPU it was measured on. */
 typedef struct hs_fit_input {
     const hs_ptable *t;

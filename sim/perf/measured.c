@@ -397,7 +397,8 @@ static void note_source(bctx *b, const src *s)
             snprintf(from + l, sizeof from - l, "%s%s", i ? "," : "", s->fit->gpus[i]);
         }
         e = entry_err(s->ce, range, sizeof range);
-        snprintf(one, sizeof one, "%s: transferred from %s, uncalibrated", s->g->name, from);
+        snprintf(one, sizeof one, "%s: transferred from %s, uncalibrated%s", s->g->name, from,
+                 hs_fit_extrapolates_tc(s->fit, s->g) ? ", no tensor cores (extrapolated)" : "");
         b->uncalibrated = 1;
     } else {
         snprintf(one, sizeof one, "%s: datasheet roofline, uncalibrated", s->g->name);
