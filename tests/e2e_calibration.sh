@@ -12,6 +12,8 @@
 #  2. --cluster 1x8xl40s: one "hetsim: warning:" line naming l40s and
 #     "uncalibrated"; replicas rows "transferred from ..., uncalibrated" with
 #     the expected error of the shipped transfer entry;
+#     --cluster 1x2xp100-12g: "..., uncalibrated, no tensor cores
+#     (extrapolated)" on the trust line and in replicas (the L40S's lacks it);
 #     --cluster h100x8: no warning, "measured table" (shipped H100 tables);
 #     --cluster 1x8xa100-40g: "fitted on a100-80g (same chip)" with
 #     a100-80g's expected error (same_chip_as in its GPU file);

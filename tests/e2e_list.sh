@@ -111,6 +111,11 @@ for e in c["entries"]:
     if e["gpu"] == "":
         for k in ("gpu_fold_median_ape", "gpu_fold_min_ape", "gpu_fold_max_ape", "gpu_folds"):
             e["cv"].pop(k, None)
+# a P100 entry of some ops only (a copy of the H200's GEMMs): the rest
+# comes from the tensor-core transfer
+p100 = json.loads(json.dumps([e for e in c["entries"] if e["gpu"] == "h200"][0]))
+p100["gpu"] = "p100-12g"
+c["entries"].append(p100)
 json.dump(c, open(sys.argv[2] + "/calibration.json", "w"))
 for name, edit in (("a30", {"same_chip_as": "a100-80g"}), ("h200", {"same_chip_as": None})):
     p = sys.argv[2] + "/gpus/%s.json" % name
@@ -124,6 +129,7 @@ if HETSIM_ROOT="$T/root" hs_run 0 "list gpus, edited calibration and GPU files" 
     check_grep "a30 on the a100 chip: its own table" "$T/out" '^a30 .*  measured: 1 model \(llama-2-7b\), not cross-validated$'
     check_grep "h200 without its chip: rest transferred" "$T/out" '^h200 .*  some ops of [a-z0-9,.-]+ measured; rest transferred, \+-[0-9]+%$'
     check_grep "transfer without by-GPU figures: pooled" "$T/out" '^l40 .*  transferred, \+-[0-9]+%$'
+    check_grep "p100 ops measured, rest extrapolated" "$T/out" '^p100-12g .*  some ops of [a-z0-9,.-]+ measured; rest transferred, \+-[0-9]+%; no tensor cores: extrapolated$'
 fi
 
 if hs_run 2 "list nonsense" list nonsense; then

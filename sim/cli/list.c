@@ -116,7 +116,9 @@ static void gpu_source(const hs_calib *cal, const hs_gpu *g, char *out, size_t n
         err_text(back, er, sizeof er);
         if (back == e || !back) snprintf(out, n, "measured: some ops of %.60s", e->models);
         else if (back->gpu[0]) snprintf(out, n, "some ops of %.60s measured; rest as %s (same chip)%s", e->models, back->gpu, er);
-        else snprintf(out, n, "some ops of %.60s measured; rest transferred%s", e->models, er);
+        else
+            snprintf(out, n, "some ops of %.60s measured; rest transferred%s%s", e->models, er,
+                     hs_fit_extrapolates_tc(&back->fit, g) ? "; no tensor cores: extrapolated" : "");
     } else if (e->gpu[0] && e->n_tables == 1) {
         snprintf(out, n, "measured: 1 model (%.60s), not cross-validated", e->models);
     } else if (e->gpu[0]) {

@@ -376,7 +376,8 @@ static void note_source(bctx *b, const src *s)
             snprintf(by, sizeof by, "fitted on %.32s%s", s->back_ce->gpu,
                      strcmp(s->back_ce->gpu, s->g->same_chip_as) ? "" : " (same chip)");
         else
-            snprintf(by, sizeof by, "transferred");
+            snprintf(by, sizeof by, "transferred%s",
+                     hs_fit_extrapolates_tc(&s->back_ce->fit, s->g) ? ", no tensor cores (extrapolated)" : "");
         e = entry_err(s->back_ce, range, sizeof range);
         snprintf(one, sizeof one, "%.32s: measured table, other ops %s, uncalibrated", s->g->name, by);
         b->uncalibrated = 1;
@@ -409,7 +410,9 @@ static void note_source(bctx *b, const src *s)
         snprintf(one + l, sizeof one - l, " (+-%.0f%% per layer%s)", e, range);
         if (e > b->exp_err) b->exp_err = e;
     }
-    snprintf(b->prov + len, sizeof b->prov - len, "%s%s", len ? "; " : "", one);
+    /* many GPU types can fill it: a cut line ends in "..." */
+    if (snprintf(b->prov + len, sizeof b->prov - len, "%s%s", len ? "; " : "", one) >= (int)(sizeof b->prov - len))
+        memcpy(b->prov + sizeof b->prov - 4, "...", 4);
 }
 
 static double op_us(const src *s, const bctx *b, int op, int tp, int bits, double tokens)
