@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e_hetis.sh - Hetis through the CLI: `hetsim plan --planner hetis` emits
 # attention workers (the paper's roles for Llama-2-70B: P100s), `hetsim run
-# --policy hetis` replays the deployment and reports the dispatcher, the
+# --policy hetis` replays the deployment and reports the dispatcher (and
+# the workers' GPU on the trust line), the
 # baselines plan on the same cluster, and attention workers under another
 # policy are refused with one line.
 set -u
@@ -18,6 +19,12 @@ hs_run 0 "run hetis" run --deployment "$T/d.json" --policy hetis "${common[@]}" 
 check_grep "dispatcher report" "$T/err" '^hetis: [0-9]+ dispatches'
 check_grep "an attention worker" "$T/err" 'attention GPU 8: cap'
 check_grep "summary" "$T/out" 'Successful requests: +60'
+# the trust line and the replicas row name the workers' GPU too: the P100s,
+# transferred and flagged as without tensor cores
+check_grep "trust line names the P100 workers" "$T/out" '^trust .*p100-12g: transferred from .*no tensor cores \(extrapolated\)'
+check_eq "replicas row too" "$(q "$T/r.db" "select count(*) from replicas where calibration like '%p100-12g: transferred%'")" \
+    "$(q "$T/r.db" "select count(*) from replicas")"
+check_grep "and the run warns of it" "$T/err" '^hetsim: warning: .*p100-12g.*uncalibrated'
 hs_run 2 "attention workers need policy hetis" run --deployment "$T/d.json" --policy vllm "${common[@]}" \
     --requests 5 --db "$T/r2.db" --quiet
 check_grep "one-line refusal" "$T/err" '^hetsim: deployment: 4 attention workers need a policy that offloads attention \(hetis; policy is vllm\)'

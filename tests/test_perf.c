@@ -462,6 +462,33 @@ static void test_gqa(const hs_cluster *c)
     free(l);
 }
 
+/* hs_perf_merge_calib: the other build's GPU types join, the ones already
+ * named keep their text, the larger expected error and the uncalibrated
+ * mark carry over, and a full line ends in "...". */
+static void test_merge_calib(void)
+{
+    static hs_perf a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    snprintf(a.calib, sizeof a.calib, "a100-80g: measured table");
+    a.expected_err = -1;
+    snprintf(b.calib, sizeof b.calib, "p100-12g: transferred, uncalibrated (+-18%% per layer); a100-80g: other");
+    b.expected_err = 18;
+    b.uncalibrated = 1;
+    hs_perf_merge_calib(&a, &b);
+    CHECK_STR(a.calib, "a100-80g: measured table; p100-12g: transferred, uncalibrated (+-18% per layer)");
+    CHECK_REL(a.expected_err, 18, 1e-12);
+    CHECK_INT(a.uncalibrated, 1);
+    hs_perf_merge_calib(&a, &b); /* nothing new */
+    CHECK_STR(a.calib, "a100-80g: measured table; p100-12g: transferred, uncalibrated (+-18% per layer)");
+    memset(a.calib, 'x', sizeof a.calib - 10);
+    a.calib[sizeof a.calib - 10] = '\0';
+    snprintf(b.calib, sizeof b.calib, "t4: transferred");
+    hs_perf_merge_calib(&a, &b);
+    CHECK_INT((int)strlen(a.calib), (int)sizeof a.calib - 1);
+    CHECK_STR(a.calib + sizeof a.calib - 4, "...");
+}
+
 int main(void)
 {
     hs_model m;
@@ -473,6 +500,7 @@ int main(void)
     CHECK_OK(hs_cluster_find(&dgx2, "dgx-a100x2", &err), &err);
     if (!dgx || !dgx2) return hs_check_result();
     test_cfg();
+    test_merge_calib();
     test_allreduce(dgx, dgx2);
     test_errors_and_free(&m, dgx);
     test_single_a100(&m, dgx);

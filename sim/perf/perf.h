@@ -251,6 +251,13 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
                   int max_seqs, hs_err *err);
 void hs_perf_free(hs_perf *p);
 
+/* Adds from's per-GPU-type sources (calib) to into's, keeping the types
+ * into already names, with its expected error when larger and its
+ * uncalibrated mark: a replica that uses devices priced by another build
+ * (Hetis's attention workers) reports where their numbers came from too.
+ * A full calib ends in "...". */
+void hs_perf_merge_calib(hs_perf *into, const hs_perf *from);
+
 /* The stage's 5-term prefill-attention fit over sums of chunks: causal
  * pairs q, chunk x prefix pairs x, prefix tokens pre, new tokens n. */
 static inline double hs_perf_pre_fit_ns(const hs_perf_stage *st, double q, double x, double pre,

@@ -258,6 +258,27 @@ int hs__prov_has(const char *prov, const char *gpu)
     return 0;
 }
 
+void hs_perf_merge_calib(hs_perf *into, const hs_perf *from)
+{
+    for (const char *seg = from->calib; *seg;) {
+        const char *end = strstr(seg, "; "), *colon = strchr(seg, ':');
+        size_t n = end ? (size_t)(end - seg) : strlen(seg), len = strlen(into->calib);
+        char gpu[64];
+        if (colon && colon < seg + n && (size_t)(colon - seg) < sizeof gpu) {
+            memcpy(gpu, seg, (size_t)(colon - seg));
+            gpu[colon - seg] = '\0';
+            if (!hs__prov_has(into->calib, gpu) &&
+                snprintf(into->calib + len, sizeof into->calib - len, "%s%.*s", len ? "; " : "", (int)n, seg) >=
+                    (int)(sizeof into->calib - len))
+                memcpy(into->calib + sizeof into->calib - 4, "...", 4);
+        }
+        if (!end) break;
+        seg = end + 2;
+    }
+    if (from->expected_err > into->expected_err) into->expected_err = from->expected_err;
+    into->uncalibrated |= from->uncalibrated;
+}
+
 double hs_allreduce_s(const hs_cluster *c, const int *gpus, int n,
                       double bytes, double link_eff)
 {

@@ -153,6 +153,7 @@ static int attach_one(hs_replica *rp, const hs_deploy *d, int32_t idx, const hs_
             break;
         }
         dev_from_perf(w, &pf.stage[0], 1, m->kv_heads);
+        hs_perf_merge_calib(&rp->perf, &pf); /* the trust line names the workers' GPUs too */
         hs_perf_free(&pf);
         w->link_bw = hs_cluster_bw(c, lay->stage[s].gpus[0], a->gpu);
         w->link_lat = hs_cluster_lat(c, lay->stage[s].gpus[0], a->gpu);
