@@ -368,7 +368,17 @@ static void test_load_errors(void)
         CHECK_NEAR(c.e[1].cv.layer_med, -1, 0);            /* no cv: not measured */
         CHECK_INT(c.e[1].fit.n_gpus, 2);
         CHECK(hs_calib_for(&c, "h100-sxm-80g") == &c.e[1]);
+        CHECK_NEAR(e->par[HS_FP_HBM], 1, 0); /* no hbm_factor: 1 */
     }
+    /* an sm_term kind's HBM factor loads; another kind may not have one */
+    CHECK_OK(hs_calib_load(&c, hs_test_tmpfile("cal", fx_variant(good_calib, "\"memory_only\": true",
+                                                                 "\"memory_only\": true, \"sm_term\": true, \"hbm_factor\": 0.8")),
+                           &err), &err);
+    if (c.n == 2) CHECK_NEAR(c.e[0].fit.k[HS_OP_EMB].par[HS_FP_HBM], 0.8, 0);
+    bad_calib(__LINE__, fx_variant(good_calib, "\"memory_only\": true", "\"memory_only\": true, \"hbm_factor\": 0.8"),
+              HS_EPARSE, kinds, "hbm_factor: only sm_term kinds");
+    bad_calib(__LINE__, fx_variant(good_calib, "\"memory_only\": true", "\"memory_only\": true, \"sm_term\": true, \"hbm_factor\": 0"),
+              HS_ERANGE, kinds, "hbm_factor");
 
     bad_calib(__LINE__, fx_variant(good_calib, "\"par\": [1.5, 0.7, 1, 4, 0.25, 0, 1000]", "\"par\": [1.5, 0.7, 1, 4, 0.25, 0]"),
               HS_EPARSE, kinds, "par: expected 7 numbers");

@@ -108,6 +108,11 @@ static void test_all_gpus(void)
          * tensor cores (the P100) */
         CHECK(g.flops32 >= 5e12 && g.flops32 <= g.flops16);
         CHECK(g.flops32 < g.flops16 || !strcmp(g.name, "p100-12g"));
+        /* every shipped GPU names its memory: HBM on the data-centre
+         * chips (GA100, GH100, GV100, GP100), GDDR elsewhere */
+        CHECK_INT(g.hbm, !strncmp(g.name, "a100", 4) || !strncmp(g.name, "a800", 4) || !strcmp(g.name, "a30") ||
+                             !strncmp(g.name, "h100", 4) || !strcmp(g.name, "h200") || !strncmp(g.name, "v100", 4) ||
+                             !strncmp(g.name, "p100", 4));
         CHECK(g.mem_bytes >= 8.0 * 1073741824.0 && g.mem_bytes <= 256.0 * 1073741824.0);
         CHECK(g.mem_bw >= 1e11 && g.mem_bw <= 1e13);
         /* every shipped GPU can use the cross-GPU memory-op model: 40-200
@@ -296,6 +301,11 @@ static void test_gpu_errors(void)
     CHECK_OK(hs_gpu_load(&g, ok, &err), &err);
     CHECK_REL(g.flops16, 100e12, 1e-12);
     CHECK(g.flops32 == 0); /* optional, not given */
+    CHECK(g.hbm == 0);     /* memory not given: GDDR's factor (none) */
+    CHECK_OK(hs_gpu_load(&g, write_tmp(gpu_text("mem_bw_gbs", "\"mem_bw_gbs\": 900, \"memory\": \"HBM3e\"")), &err), &err);
+    CHECK(g.hbm == 1);
+    gpu_bad(gpu_text("mem_bw_gbs", "\"mem_bw_gbs\": 900, \"memory\": \"HBM9\""), HS_EPARSE, "memory",
+            "is not HBM2");
     CHECK(g.mem_bytes == 24.0 * 1073741824.0);
     gpu_bad(gpu_text("fp16_tflops", "\"fp16_tflops\": 100, \"fp32_tflops\": 150"), HS_EPARSE, "fp32_tflops",
             "above fp16_tflops");

@@ -37,7 +37,7 @@ int hs_resolve(char *buf, size_t cap, const char *dir, const char *name,
 
 /* The on-disk schema; converted to SI units after loading. */
 typedef struct gpu_json {
-    char name[32], display[64], price_source[512], same_chip_as[32];
+    char name[32], display[64], price_source[512], same_chip_as[32], memory[16];
     double fp16_tflops, fp32_tflops, int8_tops, mem_gib, mem_bw_gbs, nvlink_gbs, pcie_gbs,
         tdp_w, price_per_hour, boost_mhz, intra_bw_gbs, intra_latency_us, inter_bw_gbs, inter_latency_us;
     int bf16, sms;
@@ -71,6 +71,8 @@ static const hs_field gpu_fields[] = {
      * another: with no measurement of its own it borrows that GPU's
      * calibration, evaluated with its own datasheet figures. */
     HS_FIELD_STR(gpu_json, same_chip_as, 0, "", "GPU profile with the same chip, whose calibration it borrows"),
+    /* Optional: the memory-bound ops' transfer model scales by it (perf/fitted.h). */
+    HS_FIELD_STR(gpu_json, memory, 0, "", "memory technology: HBM2, HBM2e, HBM3, HBM3e, GDDR5, GDDR5X, GDDR6, GDDR6X or GDDR7"),
     {0},
 };
 
@@ -103,6 +105,15 @@ int hs_gpu_load(hs_gpu *g, const char *path, hs_err *err)
     if ((j.sms > 0) != (j.boost_mhz > 0))
         return hs_errf(err, HS_EPARSE, "%s: %s: give sms and boost_mhz together (or neither)", path,
                        j.sms > 0 ? "boost_mhz" : "sms");
+    if (j.memory[0]) {
+        static const char *const known[] = {"HBM2", "HBM2e", "HBM3", "HBM3e", "GDDR5", "GDDR5X", "GDDR6", "GDDR6X", "GDDR7"};
+        int ok = 0;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= !strcmp(j.memory, known[i]);
+        if (!ok)
+            return hs_errf(err, HS_EPARSE, "%s: memory: \"%s\" is not HBM2, HBM2e, HBM3, HBM3e, GDDR5, GDDR5X, GDDR6, GDDR6X or GDDR7",
+                           path, j.memory);
+    }
+    g->hbm = !strncmp(j.memory, "HBM", 3);
     g->sm_rate = j.sms * j.boost_mhz * 1e6;
     g->flops16 = j.fp16_tflops * 1e12;
     g->flops32 = j.fp32_tflops * 1e12;

@@ -26,6 +26,8 @@ typedef struct hs_gpu {
     double mem_bw;         /* bytes/s */
     double sm_rate;        /* SM cycles per second: SMs x boost clock (0: not
                               given); elementwise kernels scale with it */
+    int hbm;               /* 1: HBM memory (the file's "memory": HBM2, HBM2e,
+                              HBM3, HBM3e); 0: GDDR or not given */
     double nvlink_bw;      /* bytes/s per direction, 0: none */
     double pcie_bw;        /* bytes/s per direction */
     double tdp_w;          /* W */

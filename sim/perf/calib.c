@@ -66,10 +66,11 @@ static cJSON *entry_json(const hs_calib_entry *e)
               !cJSON_AddNumberToObject(ko, "rows", kf->rows) ||
               !cJSON_AddBoolToObject(ko, "memory_only", kf->memory_only) ||
               (kf->sm_term && !cJSON_AddBoolToObject(ko, "sm_term", 1)) ||
+              (kf->sm_term && !cJSON_AddNumberToObject(ko, "hbm_factor", kf->par[HS_FP_HBM])) ||
               !cJSON_AddNumberToObject(ko, "fit_median_ape", kf->st.med_ape) ||
               !cJSON_AddNumberToObject(ko, "fit_p90_ape", kf->st.p90_ape) ||
               !(par = cJSON_AddArrayToObject(ko, "par"));
-        for (int i = 0; !bad && i < HS_FP_COUNT; i++) {
+        for (int i = 0; !bad && i < HS_FP_HBM; i++) {  /* the HBM factor apart, above */
             cJSON *v = cJSON_CreateNumber(kf->par[i]);
             bad = !v || !cJSON_AddItemToArray(par, v);
         }
@@ -124,9 +125,20 @@ static int load_kind(hs_fit *f, const cJSON *ko, const char *where, hs_err *err)
     if ((rc = hs_json_num_opt(ko, "fit_median_ape", 0, 1e6, &f->k[k].st.med_ape, where, err)) ||
         (rc = hs_json_num_opt(ko, "fit_p90_ape", 0, 1e6, &f->k[k].st.p90_ape, where, err)))
         return rc;
+    /* a file without it (written before it was fitted) keeps factor 1 */
+    f->k[k].par[HS_FP_HBM] = 1;
+    /* fitted as a log like par, clamped to exp(+-40): a factor at the top
+     * says the SM term never binds on HBM GPUs for this kind */
+    {
+        char w2[800];
+        snprintf(w2, sizeof w2, "%.700s (%s)", where, name);
+        if ((rc = hs_json_num_opt(ko, "hbm_factor", 1e-18, 1e18, &f->k[k].par[HS_FP_HBM], w2, err))) return rc;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(ko, "hbm_factor") && !f->k[k].sm_term)
+        return hs_errf(err, HS_EPARSE, "%s (%s): hbm_factor: only sm_term kinds have it", where, name);
     par = cJSON_GetObjectItemCaseSensitive(ko, "par");
-    if (!cJSON_IsArray(par) || cJSON_GetArraySize(par) != HS_FP_COUNT)
-        return hs_errf(err, HS_EPARSE, "%s (%s): par: expected %d numbers", where, name, HS_FP_COUNT);
+    if (!cJSON_IsArray(par) || cJSON_GetArraySize(par) != HS_FP_HBM)
+        return hs_errf(err, HS_EPARSE, "%s (%s): par: expected %d numbers", where, name, HS_FP_HBM);
     for (const cJSON *p = par->child; p; p = p->next, i++) {
         /* k_c may be 0 (no cache term); every other parameter is > 0 */
         if (!cJSON_IsNumber(p) || !isfinite(p->valuedouble) || p->valuedouble < 0 ||

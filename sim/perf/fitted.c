@@ -95,12 +95,12 @@ static double smax(double a, double b, double p)
 
 /* sm > 0: the memory-only form fitted across GPUs (see fitted.h), the
  * bytes bound by DRAM or by the SMs issuing them, whichever is slower. */
-static double eval_pw(const double *par, const hs_work *w, double peak, double bw, double sm)
+static double eval_pw(const double *par, const hs_work *w, double peak, double bw, double sm, int hbm)
 {
     double em = par[HS_FP_EMI] + par[HS_FP_KC] / (par[HS_FP_BC] + w->bytes);
     double tm = w->bytes / (bw * em) * 1e6, s = tm;
     if (sm > 0) {
-        s = smax(w->bytes / (sm * par[HS_FP_EC]) * 1e6, tm, par[HS_FP_P]);
+        s = smax(w->bytes / (sm * par[HS_FP_EC] * (hbm ? par[HS_FP_HBM] : 1.0)) * 1e6, tm, par[HS_FP_P]);
     } else if (w->flops > 0) {
         double ec = par[HS_FP_EC] * w->x / (w->x + par[HS_FP_TH]);
         s = smax(w->flops / (peak * ec) * 1e6, tm, par[HS_FP_P]);
@@ -110,12 +110,12 @@ static double eval_pw(const double *par, const hs_work *w, double peak, double b
 
 double hs_fit_eval(const double *par, const hs_work *w, const hs_gpu *g)
 {
-    return eval_pw(par, w, g->flops16, g->mem_bw, 0);
+    return eval_pw(par, w, g->flops16, g->mem_bw, 0, 0);
 }
 
 double hs_fit_eval_sm(const double *par, const hs_work *w, const hs_gpu *g)
 {
-    return g->sm_rate > 0 ? eval_pw(par, w, g->flops16, g->mem_bw, g->sm_rate) : 0;
+    return g->sm_rate > 0 ? eval_pw(par, w, g->flops16, g->mem_bw, g->sm_rate, g->hbm) : 0;
 }
 
 /* A GPU on the same chip as a training GPU counts as seen: its kernels
@@ -171,6 +171,7 @@ double hs_fit_attn_us(const hs_fit *f, int kind, const hs_model *m, const hs_gpu
 typedef struct sample {
     hs_work w;
     double peak, bw, sm;      /* FLOP/s, bytes/s, SM cycles/s of its GPU */
+    int hbm;                  /* its GPU has HBM (hs_gpu.hbm) */
     double us;                /* measured */
 } sample;
 
@@ -217,7 +218,7 @@ static void to_par(const fitctx *c, const gsl_vector *th, double *par)
 static double row_err(const fitctx *c, const double *par, size_t i)
 {
     const sample *s = &c->s[i];
-    return log(eval_pw(par, &s->w, s->peak, s->bw, c->sm_form ? s->sm : 0) / s->us);
+    return log(eval_pw(par, &s->w, s->peak, s->bw, c->sm_form ? s->sm : 0, s->hbm) / s->us);
 }
 
 static int resid(const gsl_vector *th, void *vc, gsl_vector *f)
@@ -248,12 +249,14 @@ static int jac(const gsl_vector *th, void *vc, gsl_matrix *J)
         double tm = w->bytes / (c->s[i].bw * em) * 1e6, dS_dtm = 1, S = tm, pred;
         size_t j = 0;
         if (c->sm_form) {
-            /* S = smax_p(ts, tm), ts = B / (sm * ec); p is fixed */
-            double p = par[HS_FP_P], ts = w->bytes / (c->s[i].sm * par[HS_FP_EC]) * 1e6;
+            /* S = smax_p(ts, tm), ts = B / (sm * ec * hbm factor); p is fixed */
+            double f = c->s[i].hbm ? par[HS_FP_HBM] : 1.0;
+            double p = par[HS_FP_P], ts = w->bytes / (c->s[i].sm * par[HS_FP_EC] * f) * 1e6;
             double hi = ts > tm ? ts : tm, Q = pow(ts / hi, p) + pow(tm / hi, p);
             S = hi * pow(Q, 1.0 / p);
             dS_dtm = pow(tm / S, p - 1);
             d[HS_FP_EC] = -pow(ts / S, p - 1) * ts / par[HS_FP_EC];
+            d[HS_FP_HBM] = c->s[i].hbm ? -pow(ts / S, p - 1) * ts / par[HS_FP_HBM] : 0;
         } else if (w->flops > 0) {
             double p = par[HS_FP_P], ece = par[HS_FP_EC] * w->x / (w->x + par[HS_FP_TH]);
             double tc = w->flops / (c->s[i].peak * ece) * 1e6, hi = tc > tm ? tc : tm;
@@ -468,8 +471,9 @@ static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only, 
     double best = INFINITY, ymin = INFINITY, par0[HS_FP_COUNT], par[HS_FP_COUNT];
     double cand[4][HS_FP_COUNT], cand_scale[4] = {-1, -1, -1, -1};
     double *v = malloc(n * sizeof *v), ec90, em50, em90, x10, x50, b25, b75, k50 = 1, k90 = 1;
-    size_t nc = 0;
+    size_t nc = 0, hbm_rows = 0;
     if (!v) return -1;
+    for (size_t i = 0; i < n; i++) hbm_rows += s[i].hbm != 0;
     for (size_t i = 0; i < n; i++) if (s[i].us < ymin) ymin = s[i].us;
     for (size_t i = 0; i < n; i++)
         if (s[i].w.flops > 0) v[nc++] = s[i].w.flops / s[i].peak * 1e6 / s[i].us;
@@ -496,11 +500,15 @@ static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only, 
     par0[HS_FP_EMI] = em90;
     par0[HS_FP_KC] = 0;
     par0[HS_FP_BC] = b25 > 1 ? b25 : 1;
+    par0[HS_FP_HBM] = 1;
     for (int a = 0; a < 2; a++)
         for (int b = 0; b < 2; b++) {
             double cost;
             if (sm_form) {
                 c.free_mask = 1u << HS_FP_C0 | 1u << HS_FP_EC | 1u << HS_FP_EMI;
+                /* the HBM factor only where both kinds of memory are in
+                 * the rows (one kind alone cannot tell it from ec) */
+                if (hbm_rows && hbm_rows < n) c.free_mask |= 1u << HS_FP_HBM;
                 par0[HS_FP_EC] = a ? k90 : k50;
                 par0[HS_FP_EMI] = clampd(b ? em90 : em50, 0.05, 0.85);
                 par0[HS_FP_P] = 4;
@@ -571,7 +579,7 @@ static int fit_kind(hs_kindfit *kf, const sample *s, size_t n, int memory_only, 
             return -1;
         }
         for (size_t i = 0; i < n; i++) {
-            pred[i] = eval_pw(kf->par, &s[i].w, s[i].peak, s[i].bw, sm_form ? s[i].sm : 0);
+            pred[i] = eval_pw(kf->par, &s[i].w, s[i].peak, s[i].bw, sm_form ? s[i].sm : 0, s[i].hbm);
             meas[i] = s[i].us;
         }
         hs_fitstat_compute(&kf->st, pred, meas, (int)n);
@@ -647,6 +655,7 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
                     s[ns].peak = in[i].g->flops16;
                     s[ns].bw = in[i].g->mem_bw;
                     s[ns].sm = in[i].g->sm_rate;
+                    s[ns].hbm = in[i].g->hbm;
                     s[ns++].us = d->us;
                 }
             } else {
@@ -658,6 +667,7 @@ int hs_fit_run(hs_fit *f, const hs_fit_input *in, int n, hs_err *err)
                     s[ns].peak = in[i].g->flops16;
                     s[ns].bw = in[i].g->mem_bw;
                     s[ns].sm = in[i].g->sm_rate;
+                    s[ns].hbm = in[i].g->hbm;
                     s[ns++].us = d->us;
                 }
             }
@@ -732,7 +742,10 @@ void hs_fit_print(const hs_fit *f, FILE *out)
     }
     if (any_sm)
         fprintf(out, "memory-only kinds fitted across GPUs: ec is bytes per SM cycle (the SMs' issue bound), "
-                     "em_inf <= %.2f\n", EM_MAX);
+                     "em_inf <= %.2f; on HBM GPUs ec times:", EM_MAX);
+    for (int k = 0; any_sm && k < HS_FK_COUNT; k++)
+        if (f->k[k].sm_term) fprintf(out, " %s %.3f", hs_fit_kind_name(k), f->k[k].par[HS_FP_HBM]);
+    if (any_sm) fprintf(out, "\n");
     for (int k = 0; k < HS_FK_COUNT; k++)
         if (f->k[k].unsettled)
             fprintf(out, "%s: the robust fit stopped at %d passes, its predictions still moving\n",
