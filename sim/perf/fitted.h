@@ -45,11 +45,11 @@
 
 #include "perf/table.h"
 
-/* HS_FP_HBM: memory-only kinds fitted across GPUs (sm_term) only, the SM
- * rate's factor on GPUs with HBM (hs_gpu.hbm): these kernels wait on
- * memory latency, longer per SM cycle on HBM2e than on GDDR (the A100's
- * emb gathers 0.48 elements per SM cycle, the A40's 0.57); 1 elsewhere.
- * Stored apart from "par" (calibration.json "hbm_factor"). */
+/* HS_FP_HBM: emb fitted across GPUs (sm_term) only, the SM rate's factor
+ * on GPUs with HBM (hs_gpu.hbm): its gather waits on memory latency,
+ * longer per SM cycle on HBM2e than on GDDR (the A100's emb gathers 0.49
+ * elements per SM cycle, the A40's 0.57); 1 for every other kind and
+ * GPU.  Stored apart from "par" (calibration.json "hbm_factor"). */
 enum {
     HS_FP_C0, HS_FP_EC, HS_FP_TH, HS_FP_P, HS_FP_EMI, HS_FP_KC, HS_FP_BC, HS_FP_HBM,
     HS_FP_COUNT
