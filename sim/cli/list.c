@@ -80,16 +80,14 @@ static int list_models(void)
     return bad ? 2 : 0;
 }
 
-/* " +-X% (lo-hi% by GPU)": an entry's cross-validated error as a run's
- * trust line states it (perf/measured.c entry_err); "" when unknown. */
+/* ", +-X% (lo-hi% by GPU)": an entry's cross-validated error as a run's
+ * trust line states it (hs_calib_expected_err); "" when unknown. */
 static void err_text(const hs_calib_entry *e, char *out, size_t n)
 {
+    double lo, hi, x = hs_calib_expected_err(e, &lo, &hi);
     out[0] = '\0';
-    if (!e) return;
-    if (!e->gpu[0] && e->cv.fold_med >= 0)
-        snprintf(out, n, ", +-%.0f%% (%.0f-%.0f%% by GPU)", e->cv.fold_med, e->cv.fold_lo, e->cv.fold_hi);
-    else if (e->cv.layer_med >= 0)
-        snprintf(out, n, ", +-%.0f%%", e->cv.layer_med);
+    if (x >= 0 && lo >= 0) snprintf(out, n, ", +-%.0f%% (%.0f-%.0f%% by GPU)", x, lo, hi);
+    else if (x >= 0) snprintf(out, n, ", +-%.0f%%", x);
 }
 
 /* Where a run's kernel times for GPU g come from by default, chosen as

@@ -244,6 +244,16 @@ out:
     return rc;
 }
 
+double hs_calib_expected_err(const hs_calib_entry *e, double *lo, double *hi)
+{
+    *lo = *hi = -1;
+    if (!e) return -1;
+    if (e->gpu[0] || e->cv.fold_med < 0) return e->cv.layer_med;
+    *lo = e->cv.fold_lo;
+    *hi = e->cv.fold_hi;
+    return e->cv.fold_med;
+}
+
 const hs_calib_entry *hs_calib_for(const hs_calib *c, const char *gpu)
 {
     const hs_calib_entry *t = NULL;

@@ -55,6 +55,13 @@ int hs_calib_write(const hs_calib *c, const char *path, hs_err *err);
  * entry; NULL when there is neither. */
 const hs_calib_entry *hs_calib_for(const hs_calib *c, const char *gpu);
 
+/* The error to expect of e's predictions, % per layer (< 0: unknown, e
+ * NULL included): for the transfer entry, what one new GPU should expect,
+ * the median over the GPUs held out (each counted once; the pooled figure
+ * weighs them by rows), with their least and greatest in *lo and *hi;
+ * otherwise its leave-one-model-out median, *lo = *hi = -1. */
+double hs_calib_expected_err(const hs_calib_entry *e, double *lo, double *hi);
+
 /* Builds the calibration from the tables named by dirs (hs_fit_data_load),
  * with cross-validation; prints what it fits and measures to log.  Slow
  * (seconds): a command, never a run. */

@@ -351,10 +351,9 @@ fail:
  * range ("" otherwise). */
 static double entry_err(const hs_calib_entry *ce, char *range, size_t n)
 {
-    if (!ce) return -1;
-    if (ce->gpu[0] || ce->cv.fold_med < 0) return ce->cv.layer_med;
-    snprintf(range, n, ", %.0f-%.0f%% by GPU held out", ce->cv.fold_lo, ce->cv.fold_hi);
-    return ce->cv.fold_med;
+    double lo, hi, e = hs_calib_expected_err(ce, &lo, &hi);
+    if (lo >= 0) snprintf(range, n, ", %.0f-%.0f%% by GPU held out", lo, hi);
+    return e;
 }
 
 /* Records where one GPU type's numbers came from (once per type) and the
@@ -362,7 +361,6 @@ static double entry_err(const hs_calib_entry *ce, char *range, size_t n)
 static void note_source(bctx *b, const src *s)
 {
     char one[256], from[96] = "", range[48] = "";
-    size_t len = strlen(b->prov);
     double e = -1;
     int own = s->ce && s->ce->gpu[0];
     if (hs__prov_has(b->prov, s->g->name)) return;
@@ -410,9 +408,7 @@ static void note_source(bctx *b, const src *s)
         snprintf(one + l, sizeof one - l, " (+-%.0f%% per layer%s)", e, range);
         if (e > b->exp_err) b->exp_err = e;
     }
-    /* many GPU types can fill it: a cut line ends in "..." */
-    if (snprintf(b->prov + len, sizeof b->prov - len, "%s%s", len ? "; " : "", one) >= (int)(sizeof b->prov - len))
-        memcpy(b->prov + sizeof b->prov - 4, "...", 4);
+    hs__prov_append(b->prov, sizeof b->prov, one, strlen(one)); /* many GPU types can fill it */
 }
 
 static double op_us(const src *s, const bctx *b, int op, int tp, int bits, double tokens)

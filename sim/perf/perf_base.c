@@ -258,19 +258,23 @@ int hs__prov_has(const char *prov, const char *gpu)
     return 0;
 }
 
+void hs__prov_append(char *prov, size_t cap, const char *seg, size_t n)
+{
+    size_t len = strlen(prov);
+    if (snprintf(prov + len, cap - len, "%s%.*s", len ? "; " : "", (int)n, seg) >= (int)(cap - len))
+        memcpy(prov + cap - 4, "...", 4);
+}
+
 void hs_perf_merge_calib(hs_perf *into, const hs_perf *from)
 {
     for (const char *seg = from->calib; *seg;) {
         const char *end = strstr(seg, "; "), *colon = strchr(seg, ':');
-        size_t n = end ? (size_t)(end - seg) : strlen(seg), len = strlen(into->calib);
+        size_t n = end ? (size_t)(end - seg) : strlen(seg);
         char gpu[64];
         if (colon && colon < seg + n && (size_t)(colon - seg) < sizeof gpu) {
             memcpy(gpu, seg, (size_t)(colon - seg));
             gpu[colon - seg] = '\0';
-            if (!hs__prov_has(into->calib, gpu) &&
-                snprintf(into->calib + len, sizeof into->calib - len, "%s%.*s", len ? "; " : "", (int)n, seg) >=
-                    (int)(sizeof into->calib - len))
-                memcpy(into->calib + sizeof into->calib - 4, "...", 4);
+            if (!hs__prov_has(into->calib, gpu)) hs__prov_append(into->calib, sizeof into->calib, seg, n);
         }
         if (!end) break;
         seg = end + 2;

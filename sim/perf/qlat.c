@@ -1,7 +1,6 @@
 /* qlat.c - per-layer latency by GPU, bit-width and phase; see qlat.h. */
 #include "perf/qlat.h"
 
-
 void hs_qlat_factors(const hs_gpu *g, int bits, double *compute, double *mem_read)
 {
     switch (bits) {

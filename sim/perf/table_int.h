@@ -59,6 +59,9 @@ int hs__table_dirs(const char *dirs, char ***out, int *n, hs_err *err);
  * a segment for GPU type `gpu` (the exact name before a ':', not a
  * substring: "a40" is not in "l40s: ..." nor in "... from a100-80g,a40"). */
 int hs__prov_has(const char *prov, const char *gpu);
+/* Appends the n bytes at seg to the "; "-separated prov of cap bytes; a
+ * line that no longer fits is cut and ends in "...". */
+void hs__prov_append(char *prov, size_t cap, const char *seg, size_t n);
 
 /* Percentile (0..100) of v[0..n-1] by linear interpolation; sorts v. */
 double hs__percentile(double *v, int n, double pct);
