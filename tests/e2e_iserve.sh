@@ -24,6 +24,7 @@ fi
 hs_run 2 "unknown intent" iserve rank --model llama-2-7b --intent fastest
 hs_run 2 "unknown model" iserve run --models llama-2-7b,no-such-model
 hs_run 2 "rate out of range" iserve run --models llama-2-7b --rate 1.5
+hs_run 2 "alpha out of range" iserve run --models llama-2-7b --alpha 4.5 && check_grep "naming the range" "$T/err" "alpha 4.5 must be in \[0, 4\]"
 
 if hs_run 0 "rank min-memory" iserve rank --model llama-2-7b --intent min-memory --top 1; then
     check_grep "lowest memory is (1,1) at 4 bits" "$T/out" "^  1 tp1-pp1-(int4|gptq4)"
@@ -59,6 +60,13 @@ if hs_run 0 "run stored in a database" iserve run --models llama-2-7b,gpt-j-6b -
                               limit 2 - (select count(*) % 2 from requests) offset (select (count(*) - 1) / 2 from requests))")" \
             "$(sed -n 's/.* p50_s=\([0-9.]*\).*/\1/p' "$T/out")"
     fi
+    # The default interference is the shipped co-location measurement's
+    # least-squares alpha (slowdown = 1 + alpha (k - 1) over k >= 2), not a
+    # number of its own: refitting the file must give the run's alpha.
+    fit=$(awk -F, 'NR > 1 && $2 > 1 { x = $2 - 1; n += ($5 - 1) * x; d += x * x }
+                   END { if (d > 0) printf "%.2f", n / d }' "$HS_ROOT/profiles/exec/colocate/h200-llama-2-7b.csv")
+    check_num "the co-location measurement fits an alpha over 1 ($fit)" "${fit:-0}" 'x > 1'
+    check_eq "the run's default alpha is that fit" "$(sed -n 's/.* alpha=\([0-9.]*\).*/\1/p' "$T/out" | awk '{ printf "%.2f", $1 }')" "$fit"
     hs_run 0 "report reads the iserve rows" report --db "$T/i.db" --out "$T/rep"
 fi
 if hs_run 0 "capacity search" iserve run --models llama-2-7b,gpt-j-6b --preset azure-code --duration 600 --capacity 0.9; then

@@ -64,8 +64,9 @@ static void usage(FILE *fp)
             "  --deploy-batch K     models deployed at a time (1)\n"
             "  --slo-factor K       request SLO = K x its latency on the base layout (5)\n"
             "  --alpha A            interference: k busy models on a GPU each run at 1/(1+A(k-1));\n"
-            "                       1 (default): time slicing without MPS, as iServe runs; 0.2: the\n"
-            "                       measured MPS slowdown; 0: none (docs/iserve.md gives the sources)\n"
+            "                       %.2f (default): time slicing without MPS, as iServe runs, measured\n"
+            "                       on an H200; 1: free context switches; 0.2: the published MPS\n"
+            "                       slowdown; 0: none (docs/iserve.md gives the sources)\n"
             "  --capacity P         search the highest --rate (bisection, 1/1024) whose SLO attainment\n"
             "                       is at least P, report it as capacity_* and run at it\n"
             "  --usable F           fraction of GPU memory models may use (0.95)\n"
@@ -77,7 +78,8 @@ static void usage(FILE *fp)
             "                       (vllm, sarathi, static): each instance re-served by an engine\n"
             "  --passes N           batching: mean-field interference rounds (3)\n"
             "  --db PATH            also store the run (runs, replicas = instances, summary)\n"
-            "  --verbose            per-configuration / per-instance lines\n");
+            "  --verbose            per-configuration / per-instance lines\n",
+            HS_ISV_ALPHA);
 }
 
 static int parse(isv_args *a, int argc, char **argv, hs_err *err)
@@ -96,7 +98,7 @@ static int parse(isv_args *a, int argc, char **argv, hs_err *err)
     a->deploy_every = 300;
     a->deploy_batch = 1;
     a->slo_factor = 5;
-    a->alpha = 1;
+    a->alpha = HS_ISV_ALPHA;
     a->duration = 3600;
     a->usable = 0.95;
     a->seed = 1;

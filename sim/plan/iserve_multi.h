@@ -13,13 +13,18 @@
  * instances on a GPU, each progresses at
  *     rate = 1 / (1 + alpha (k - 1))
  * of its solo speed; an instance spanning several GPUs advances at the rate
- * of its most contended GPU.  The default alpha = 1 is the documented
- * mechanism of iServe's setup (one TensorRT-LLM process per LLM, no MPS):
- * without MPS a GPU runs one process's context at a time (NVIDIA's MPS
- * documentation), so k busy processes each get 1/k of it, context switches
- * not counted.  alpha ~ 0.2 is the one published LLM co-location figure we
- * found, under MPS (two vLLM processes on an A100: TPOT +19.5%); alpha 0
- * is no interference.  docs/iserve.md gives the sources.
+ * of its most contended GPU.  The default, HS_ISV_ALPHA = 1.22, is measured
+ * in iServe's setup (one process per LLM, no MPS): batch-1 decode of
+ * Llama-2-7B replayed by 1-4 hetsim-exec processes at once on an H200
+ * (tools/gpu-run colocate), each process's decode steps per second of wall
+ * time; least squares over k = 2-4 of two runs, residuals within 4%
+ * (profiles/exec/colocate/h200-llama-2-7b.csv).  Above 1 because time
+ * slicing is not free: k processes together keep 87% of one's throughput.
+ * alpha 1 is time slicing with free context switches (NVIDIA's MPS
+ * documentation: without MPS a GPU runs one process's context at a time);
+ * alpha ~ 0.2 is the one published LLM co-location figure we found, under
+ * MPS (two vLLM processes on an A100: TPOT +19.5%); alpha 0 is no
+ * interference.  docs/iserve.md gives the sources.
  * Rates change only at starts and completions, so the run is an exact fluid
  * processor-sharing simulation driven by those events.
  *
@@ -85,8 +90,11 @@ void hs_loadmon_free(hs_loadmon *mo);
 void hs_loadmon_push(hs_loadmon *mo, const double *busy_frac);
 double hs_loadmon_load(const hs_loadmon *mo, int gpu);
 
+/* measured default of hs_multi_cfg.alpha, see above */
+#define HS_ISV_ALPHA 1.22
+
 typedef struct hs_multi_cfg {
-    double alpha;       /* interference, see above (1) */
+    double alpha;       /* interference, see above (HS_ISV_ALPHA) */
     double usable;      /* fraction of each GPU's memory models may use (0.95) */
     double slo_factor;  /* request SLO = factor x its solo latency on the model's base layout (5) */
     double rate;        /* fraction of trace arrivals kept, (0, 1] */

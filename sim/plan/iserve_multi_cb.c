@@ -11,8 +11,8 @@
  *     s_i = 1 + alpha * sum_{j != i sharing a GPU with i} u_j
  * where u_j is j's busy fraction (decode iterations plus prefills, over the
  * run's span) measured in the previous pass; pass 1 runs with s = 1 and
- * `passes` rounds iterate towards the fixed point.  With alpha = 1 and one
- * always-busy neighbour this is the FCFS mode's factor 2 (time slicing).
+ * `passes` rounds iterate towards the fixed point.  With one always-busy
+ * neighbour this is the FCFS mode's factor 1 + alpha.
  *
  * KV memory: an instance's KV blocks are its own one-context reservation plus
  * an equal share of each of its GPUs' memory left after every co-located
