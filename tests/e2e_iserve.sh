@@ -52,6 +52,10 @@ if hs_run 0 "run stored in a database" iserve run --models llama-2-7b,gpt-j-6b -
         kept=$(sed -n 's/.* kept=\([0-9]*\).*/\1/p' "$T/out")
         check_eq "one requests row per kept arrival" "$(sqlite3 "$T/i.db" 'select count(*) from requests')" "$kept"
         check_eq "rows name their instance" "$(sqlite3 "$T/i.db" 'select count(*) from requests where replica not in (select id from replicas)')" 0
+        # the calibrated model by default: the A6000 priced as its chip, the A40,
+        # with that entry's expected error, on every instance
+        check_eq "instances on the calibrated model, A6000 as the A40's chip" \
+            "$(sqlite3 "$T/i.db" "select count(*) from replicas where perf_model = 'auto' and calibration like 'rtx-a6000: fitted on a40 (same chip)%' and expected_err_pct > 0")" 2
         check_eq "rows' SLO agrees with the summary" \
             "$(sqlite3 "$T/i.db" "select printf('%.4f', avg(slo_met)) from requests")" \
             "$(sed -n 's/.* slo_attainment=\([0-9.]*\).*/\1/p' "$T/out")"
@@ -67,6 +71,7 @@ if hs_run 0 "run stored in a database" iserve run --models llama-2-7b,gpt-j-6b -
                    END { if (d > 0) printf "%.2f", n / d }' "$HS_ROOT/profiles/exec/colocate/h200-llama-2-7b.csv")
     check_num "the co-location measurement fits an alpha over 1 ($fit)" "${fit:-0}" 'x > 1'
     check_eq "the run's default alpha is that fit" "$(sed -n 's/.* alpha=\([0-9.]*\).*/\1/p' "$T/out" | awk '{ printf "%.2f", $1 }')" "$fit"
+    check_grep "trust line" "$T/out" '^trust   rtx-a6000: fitted on a40 \(same chip\)'
     hs_run 0 "report reads the iserve rows" report --db "$T/i.db" --out "$T/rep"
 fi
 if hs_run 0 "capacity search" iserve run --models llama-2-7b,gpt-j-6b --preset azure-code --duration 600 --capacity 0.9; then

@@ -32,7 +32,7 @@ if hs_run 0 "llmpq plan c1" llmpq plan --model opt-13b --cluster llmpq-c1 --s 12
 fi
 # The offline batch in the main engine (pq policy, B = 32 requests at t = 0,
 # prompts fixed at 512, 100 tokens each) agrees with the offline pipeline
-# simulation on an FP16 plan (both FP16: same roofline ingredients) within 10%.
+# simulation on an FP16 plan (both FP16 on the calibrated model) within 10%.
 # LLM-PQ's cost model has no serving-engine host cost, so the engine runs
 # without one here (perf.engine none).
 if hs_run 0 "fp16 plan c6" llmpq plan --model opt-13b --cluster llmpq-c6 --bits 16 --heuristic --out "$T/p16.json" --simulate; then
@@ -48,6 +48,21 @@ if hs_run 0 "fp16 plan c6" llmpq plan --model opt-13b --cluster llmpq-c6 --bits 
         check_num "engine ($eng s) within 10% of the pipeline simulation ($des s)" "$eng" "x > 0.9 * $des && x < 1.1 * $des"
     fi
 fi
+# The FP16 layer is the calibrated model's, and the plan says where it came
+# from: the T4's measured OPT-30B table, the transfer for the V100; the
+# datasheet roofline on request; a bad key is one line naming it.
+if hs_run 0 "c3 plan, calibrated" llmpq plan --model opt-30b --cluster llmpq-c3 --heuristic --limit 2; then
+    check_grep "trust line names the T4 table and the V100 transfer" "$T/out" \
+        '^trust   t4: measured table; v100-32g: transferred from .*; attention and embedding on the roofline'
+    cal=$(grep -o 'est_s=[0-9.]*' "$T/out" | cut -d= -f2)
+    if hs_run 0 "c3 plan, roofline" llmpq plan --model opt-30b --cluster llmpq-c3 --heuristic --limit 2 --set perf.model=roofline; then
+        check_grep "roofline trust line" "$T/out" '^trust   datasheet roofline \(perf.model roofline\)'
+        check_num "the T4s' measured FP16 is slower than their roofline ($cal vs $(grep -o 'est_s=[0-9.]*' "$T/out" | cut -d= -f2) s)" \
+            "$cal" "x > $(grep -o 'est_s=[0-9.]*' "$T/out" | cut -d= -f2)"
+    fi
+fi
+hs_run 2 "bad perf key" llmpq plan --model opt-13b --cluster llmpq-c1 --set perf.nope=1 &&
+    check_grep "names the key" "$T/err" 'nope'
 if hs_run 0 "list planners" list planners; then
     for p in llmpq pipeedge uniform-pp; do check_grep "planner $p listed" "$T/out" "^$p "; done
 fi

@@ -7,6 +7,7 @@
 #include "hw/hw.h"
 #include "llm/quant.h"
 #include "perf/qlat.h"
+#include "perf/table.h"
 #include "plan/llmpq.h"
 #include "plan/plan.h"
 #include "plan/llmpq_pipe.h"
@@ -102,14 +103,14 @@ static void test_latency_orderings(void)
     CHECK_OK(hs_gpu_find(&v100, "v100-32g", &err), &err);
     CHECK_OK(hs_gpu_find(&t4, "t4", &err), &err);
     /* V100: INT8 slower than FP16 in both phases */
-    CHECK(hs_qlat_prefill_s(&m, &v100, 8, 8, 512, 16, &pc) > hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc));
-    CHECK(hs_qlat_decode_s(&m, &v100, 8, 8, 562, 16, &pc) > hs_qlat_decode_s(&m, &v100, 16, 8, 562, 16, &pc));
+    CHECK(hs_qlat_prefill_s(&m, &v100, 8, 8, 512, 16, &pc, NULL) > hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc, NULL));
+    CHECK(hs_qlat_decode_s(&m, &v100, 8, 8, 562, 16, &pc, NULL) > hs_qlat_decode_s(&m, &v100, 16, 8, 562, 16, &pc, NULL));
     /* T4: INT8 prefill within 15% of FP16 (the paper's Fig. 5); decode
      * 1.2-1.3x FP16 on INT8 tensor cores (LLM.int8's published BLOOM-176B
      * timings) */
-    CHECK_REL(hs_qlat_prefill_s(&m, &t4, 8, 8, 512, 16, &pc), hs_qlat_prefill_s(&m, &t4, 16, 8, 512, 16, &pc), 0.15);
+    CHECK_REL(hs_qlat_prefill_s(&m, &t4, 8, 8, 512, 16, &pc, NULL), hs_qlat_prefill_s(&m, &t4, 16, 8, 512, 16, &pc, NULL), 0.15);
     {
-        double r = hs_qlat_decode_s(&m, &t4, 8, 8, 562, 16, &pc) / hs_qlat_decode_s(&m, &t4, 16, 8, 562, 16, &pc);
+        double r = hs_qlat_decode_s(&m, &t4, 8, 8, 562, 16, &pc, NULL) / hs_qlat_decode_s(&m, &t4, 16, 8, 562, 16, &pc, NULL);
         CHECK(r > 1.15 && r < 1.35);
     }
     /* V100 (no INT8 tensor cores): bitsandbytes casts the weights to FP16
@@ -117,14 +118,14 @@ static void test_latency_orderings(void)
      * decode step (weight-bound) takes about 2.5x FP16's, a prefill of 8 x
      * 512 tokens (compute-bound) a few percent more */
     {
-        double rd = hs_qlat_decode_s(&m, &v100, 8, 8, 562, 16, &pc) / hs_qlat_decode_s(&m, &v100, 16, 8, 562, 16, &pc);
-        double rp = hs_qlat_prefill_s(&m, &v100, 8, 8, 512, 16, &pc) / hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc);
+        double rd = hs_qlat_decode_s(&m, &v100, 8, 8, 562, 16, &pc, NULL) / hs_qlat_decode_s(&m, &v100, 16, 8, 562, 16, &pc, NULL);
+        double rp = hs_qlat_prefill_s(&m, &v100, 8, 8, 512, 16, &pc, NULL) / hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc, NULL);
         CHECK(rd > 2.0 && rd < 2.5);
         CHECK(rp > 1.0 && rp < 1.15);
     }
     /* GPTQ: faster than FP16 for one decode sequence, not in prefill */
-    CHECK(hs_qlat_decode_s(&m, &v100, 4, 1, 562, 16, &pc) < 0.6 * hs_qlat_decode_s(&m, &v100, 16, 1, 562, 16, &pc));
-    CHECK(hs_qlat_prefill_s(&m, &v100, 4, 8, 512, 16, &pc) > hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc));
+    CHECK(hs_qlat_decode_s(&m, &v100, 4, 1, 562, 16, &pc, NULL) < 0.6 * hs_qlat_decode_s(&m, &v100, 16, 1, 562, 16, &pc, NULL));
+    CHECK(hs_qlat_prefill_s(&m, &v100, 4, 8, 512, 16, &pc, NULL) > hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc, NULL));
     /* GPTQ dequantises and accumulates on CUDA cores: its prefill follows
      * the GPU file's FP32 rate (fp32_tflops), not the FP16 GEMM peak.  On
      * a V100 each row's pass over the packed weights is memory-bound; at a
@@ -133,13 +134,117 @@ static void test_latency_orderings(void)
         hs_gpu slow = v100;
         slow.flops32 = v100.flops32 / 1000;
         CHECK(v100.flops32 > 0);
-        CHECK(hs_qlat_prefill_s(&m, &slow, 4, 8, 512, 16, &pc) > 10 * hs_qlat_prefill_s(&m, &v100, 4, 8, 512, 16, &pc));
-        CHECK_REL(hs_qlat_prefill_s(&m, &slow, 16, 8, 512, 16, &pc), hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc),
+        CHECK(hs_qlat_prefill_s(&m, &slow, 4, 8, 512, 16, &pc, NULL) > 10 * hs_qlat_prefill_s(&m, &v100, 4, 8, 512, 16, &pc, NULL));
+        CHECK_REL(hs_qlat_prefill_s(&m, &slow, 16, 8, 512, 16, &pc, NULL), hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc, NULL),
                   1e-12);
     }
     /* prefill grows faster than linearly in s (attention), decode with ctx */
-    CHECK(hs_qlat_prefill_s(&m, &v100, 16, 1, 2048, 16, &pc) > 4 * hs_qlat_prefill_s(&m, &v100, 16, 1, 512, 16, &pc));
-    CHECK(hs_qlat_decode_s(&m, &v100, 16, 8, 1500, 16, &pc) > hs_qlat_decode_s(&m, &v100, 16, 8, 600, 16, &pc));
+    CHECK(hs_qlat_prefill_s(&m, &v100, 16, 1, 2048, 16, &pc, NULL) > 4 * hs_qlat_prefill_s(&m, &v100, 16, 1, 512, 16, &pc, NULL));
+    CHECK(hs_qlat_decode_s(&m, &v100, 16, 8, 1500, 16, &pc, NULL) > hs_qlat_decode_s(&m, &v100, 16, 8, 600, 16, &pc, NULL));
+}
+
+/* The calibrated FP16 layer (qlat.h): FP16 is the latency model's, every
+ * other width keeps its kernel model's ratio to FP16. */
+static void test_qlat_cal(void)
+{
+    hs_err err = {0};
+    hs_model m;
+    hs_cluster *c = NULL;
+    hs_perf_cfg pc, roof;
+    hs_qlat_cal *cal = NULL;
+    hs_ptable *tab = NULL;
+    const hs_gpu *t4 = NULL, *v100 = NULL;
+    hs_perf_cfg_defaults(&pc);
+    roof = pc;
+    snprintf(roof.model, sizeof roof.model, "roofline");
+    CHECK_OK(hs_model_find(&m, "opt-30b", &err), &err);
+    CHECK_OK(hs_cluster_find(&c, "llmpq-c3", &err), &err);   /* 3 x T4 + V100 */
+    if (!c) return;
+    for (int i = 0; i < c->n_gpus; i++) {
+        const hs_gpu *g = hs_cluster_gpu(c, i);
+        if (!strcmp(g->name, "t4")) t4 = g;
+        if (!strcmp(g->name, "v100-32g")) v100 = g;
+    }
+    CHECK(t4 && v100);
+    if (!t4 || !v100) goto out;
+    /* the roofline builds nothing */
+    CHECK_OK(hs_qlat_cal_build(&cal, &m, c, &roof, 4096, 8, &err), &err);
+    CHECK(cal == NULL);
+    CHECK(!strcmp(hs_qlat_cal_source(NULL, NULL), "datasheet roofline"));
+    CHECK_INT(hs_qlat_cal_build(&cal, &m, c, &pc, 0, 8, &err), HS_ERANGE);
+    CHECK_OK(hs_qlat_cal_build(&cal, &m, c, &pc, 4096, 8, &err), &err);
+    if (!cal) goto out;
+    {
+        double e;
+        const char *src = hs_qlat_cal_source(cal, &e);
+        /* the T4's OPT-30B table ships; the V100 has none of its own */
+        CHECK(strstr(src, "t4: measured table") != NULL);
+        CHECK(strstr(src, "v100-32g: transferred") != NULL);
+        CHECK(e > 0);
+    }
+    /* FP16 on the T4 is its measured table: the layer's ops summed (norms
+     * and adds twice), where the roofline is far off
+     * (a 70 W board at 44% of its datasheet peak, profiles/README.md) */
+    {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/profiles/t4/opt-30b", hs_test_root());
+        CHECK_OK(hs_ptable_read(&tab, dir, &err), &err);
+    }
+    if (tab) {
+        double us = 0;
+        for (int op = 0; op < HS_OP_COUNT; op++) {
+            hs_curve cv;
+            /* OPT's positions are learned: Vidur's tables time a RoPE it never runs */
+            if (op == HS_OP_EMB || op == HS_OP_LM_HEAD || op == HS_OP_ROPE || !hs_ptable_has_op(tab, op, 1, 16))
+                continue;
+            /* the curve a run reads (outliers smoothed), at a measured count */
+            CHECK_OK(hs_ptable_op_curve(tab, op, 1, 16, &cv, &err), &err);
+            us += (op == HS_OP_NORM || op == HS_OP_ADD ? 2 : 1) * hs_curve_eval(&cv, 2048);
+            hs_curve_free(&cv);
+        }
+        CHECK(us > 0);
+        CHECK_REL(hs_qlat_dense_s(&m, t4, 16, 2048, &pc, cal), us * 1e-6, 1e-6);
+        CHECK(hs_qlat_dense_s(&m, t4, 16, 2048, &pc, cal) > 1.5 * hs_qlat_dense_s(&m, t4, 16, 2048, &roof, NULL));
+        hs_ptable_destroy(tab);
+    }
+    /* INT8 keeps its kernel model's ratio to FP16 at every count, on both
+     * GPUs (the tensor-core and the cast path); GPTQ takes the ratio at one
+     * token at every count; beyond the tabulated counts FP16 keeps the
+     * ratio at the last one */
+    for (int gi = 0; gi < 2; gi++) {
+        const hs_gpu *g = gi ? v100 : t4;
+        double r1 = hs_qlat_dense_s(&m, g, 16, 1, &pc, cal) / hs_qlat_dense_s(&m, g, 16, 1, &roof, NULL);
+        double rmax = hs_qlat_dense_s(&m, g, 16, 4096, &pc, cal) / hs_qlat_dense_s(&m, g, 16, 4096, &roof, NULL);
+        for (int t = 1; t <= 4096; t *= 8) {
+            double r16 = hs_qlat_dense_s(&m, g, 16, t, &pc, cal) / hs_qlat_dense_s(&m, g, 16, t, &roof, NULL);
+            CHECK_REL(hs_qlat_dense_s(&m, g, 8, t, &pc, cal) / hs_qlat_dense_s(&m, g, 16, t, &pc, cal),
+                      hs_qlat_dense_s(&m, g, 8, t, &roof, NULL) / hs_qlat_dense_s(&m, g, 16, t, &roof, NULL), 1e-9);
+            CHECK_REL(hs_qlat_dense_s(&m, g, 4, t, &pc, cal), hs_qlat_dense_s(&m, g, 4, t, &roof, NULL) * r1, 1e-9);
+            CHECK(r16 > 0.3 && r16 < 3);
+        }
+        CHECK_REL(hs_qlat_dense_s(&m, g, 16, 8192, &pc, cal), hs_qlat_dense_s(&m, g, 16, 8192, &roof, NULL) * rmax, 1e-9);
+        /* attention stays on the roofline: prefill minus its dense ops */
+        CHECK_REL(hs_qlat_prefill_s(&m, g, 16, 8, 512, 16, &pc, cal) - hs_qlat_dense_s(&m, g, 16, 4096, &pc, cal),
+                  hs_qlat_prefill_s(&m, g, 16, 8, 512, 16, &roof, NULL) - hs_qlat_dense_s(&m, g, 16, 4096, &roof, NULL),
+                  1e-9);
+        /* the head: tabulated up to max_seqs, linear beyond */
+        CHECK_REL(hs_qlat_head_s(&m, g, 16, &pc, cal), 2 * hs_qlat_head_s(&m, g, 8, &pc, cal), 1e-9);
+        CHECK(hs_qlat_head_s(&m, g, 8, &pc, cal) > hs_qlat_head_s(&m, g, 1, &pc, cal));
+    }
+    /* the plan search records where its FP16 times came from */
+    {
+        hs_pq_cfg cfg;
+        hs_pq_plan p;
+        hs_pq_cfg_defaults(&cfg);
+        cfg.total_limit_s = 2;
+        CHECK_OK(hs_pq_plan_search(&m, c, &cfg, &pc, HS_PQ_PIPEEDGE, &p, &err), &err);
+        CHECK(strstr(p.latency, "t4: measured table") != NULL);
+        CHECK_OK(hs_pq_plan_search(&m, c, &cfg, &roof, HS_PQ_PIPEEDGE, &p, &err), &err);
+        CHECK(p.latency[0] == '\0');
+    }
+out:
+    hs_qlat_cal_free(cal);
+    hs_cluster_destroy(c);
 }
 
 /* xorshift: deterministic instances */
@@ -357,16 +462,28 @@ static void test_pipe_exact(void)
     jb.nbits[0][hs_bits_index(16)] = 30;
     jb.nbits[0][hs_bits_index(8)] = 10;
     jb.B = 1, jb.s = 64, jb.n = 3, jb.eta = 1, jb.xi = 1, jb.kv_bits = 16;
-    CHECK_OK(hs_pipe_offline(&m, c, &pc, &jb, &r, &err), &err);
-    want = 30 * hs_qlat_prefill_s(&m, g, 16, 1, 64, 16, &pc) + 10 * hs_qlat_prefill_s(&m, g, 8, 1, 64, 16, &pc) +
-           hs_qlat_embed_s(&m, g, 64, &pc) + hs_qlat_head_s(&m, g, 1, &pc);
-    CHECK_NEAR(r.prefill_s, want, 1e-8);
-    for (int t = 1; t < 3; t++)
-        want += 30 * hs_qlat_decode_s(&m, g, 16, 1, 64 + t, 16, &pc) +
-                10 * hs_qlat_decode_s(&m, g, 8, 1, 64 + t, 16, &pc) + hs_qlat_embed_s(&m, g, 1, &pc) +
-                hs_qlat_head_s(&m, g, 1, &pc);
-    CHECK_NEAR(r.latency_s, want, 1e-8);
-    CHECK_INT(r.events, 6);
+    /* on the calibrated layer (perf.model auto, the default), then on the
+     * roofline: the pipeline sums the per-layer costs exactly */
+    for (int roof = 0; roof < 2; roof++) {
+        hs_qlat_cal *cal = NULL;
+        if (roof) snprintf(pc.model, sizeof pc.model, "roofline");
+        CHECK_OK(hs_qlat_cal_build(&cal, &m, c, &pc, 64, 1, &err), &err);
+        CHECK(roof ? cal == NULL : cal != NULL);
+        CHECK_OK(hs_pipe_offline(&m, c, &pc, &jb, &r, &err), &err);
+        CHECK(roof ? r.latency[0] == '\0' : strstr(r.latency, "v100-32g: ") == r.latency);
+        want = 30 * hs_qlat_prefill_s(&m, g, 16, 1, 64, 16, &pc, cal) +
+               10 * hs_qlat_prefill_s(&m, g, 8, 1, 64, 16, &pc, cal) + hs_qlat_embed_s(&m, g, 64, &pc) +
+               hs_qlat_head_s(&m, g, 1, &pc, cal);
+        CHECK_NEAR(r.prefill_s, want, 1e-8);
+        for (int t = 1; t < 3; t++)
+            want += 30 * hs_qlat_decode_s(&m, g, 16, 1, 64 + t, 16, &pc, cal) +
+                    10 * hs_qlat_decode_s(&m, g, 8, 1, 64 + t, 16, &pc, cal) + hs_qlat_embed_s(&m, g, 1, &pc) +
+                    hs_qlat_head_s(&m, g, 1, &pc, cal);
+        CHECK_NEAR(r.latency_s, want, 1e-8);
+        CHECK_INT(r.events, 6);
+        hs_qlat_cal_free(cal);
+    }
+    hs_perf_cfg_defaults(&pc);
     /* bigger micro-batches of the same work do not slow one GPU down here */
     jb.B = 8, jb.eta = 1, jb.xi = 8;
     CHECK_OK(hs_pipe_offline(&m, c, &pc, &jb, &r, &err), &err);
@@ -426,6 +543,7 @@ int main(void)
     hs_test_root();
     test_fig7();
     test_latency_orderings();
+    test_qlat_cal();
     test_ilp_vs_brute();
     test_pipe_exact();
     test_search();

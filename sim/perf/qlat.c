@@ -1,4 +1,9 @@
 /* qlat.c - per-layer latency by GPU, bit-width and phase; see qlat.h. */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "perf/qlat.h"
 
 void hs_qlat_factors(const hs_gpu *g, int bits, double *compute, double *mem_read)
@@ -103,8 +108,125 @@ static qctx mk(const hs_gpu *g, int bits, const hs_perf_cfg *pc)
     return c;
 }
 
+/* ---- the calibrated FP16 layer ---------------------------------------------- */
+
+typedef struct qcal_type {
+    char gpu[32];
+    double *dense;            /* [max_tokens + 1] ns: one FP16 layer's dense ops */
+    double *head;             /* [max_seqs + 1] ns: LM head and final norm */
+} qcal_type;
+
+struct hs_qlat_cal {
+    int n, max_tokens, max_seqs;
+    qcal_type *t;
+    hs_perf *prov;            /* the builds' provenance (calib, expected_err) */
+};
+
+void hs_qlat_cal_free(hs_qlat_cal *q)
+{
+    if (!q) return;
+    for (int i = 0; q->t && i < q->n; i++) {
+        free(q->t[i].dense);
+        free(q->t[i].head);
+    }
+    free(q->t);
+    free(q->prov);
+    free(q);
+}
+
+int hs_qlat_cal_build(hs_qlat_cal **out, const hs_model *m, const hs_cluster *c,
+                      const hs_perf_cfg *pc, int max_tokens, int max_seqs, hs_err *err)
+{
+    hs_perf_cfg cfg = *pc;
+    hs_qlat_cal *q;
+    int rc = 0;
+    *out = NULL;
+    if (!strcmp(pc->model, "roofline")) return 0;
+    if (max_tokens < 1 || max_seqs < 1)
+        return hs_errf(err, HS_ERANGE, "calibrated layer: need max_tokens and max_seqs >= 1 (got %d, %d)",
+                       max_tokens, max_seqs);
+    /* the kernels alone: a serving engine's host cost is not LPTorch's */
+    snprintf(cfg.engine, sizeof cfg.engine, "none");
+    if (!(q = calloc(1, sizeof *q)) || !(q->t = calloc((size_t)c->n_types, sizeof *q->t)) ||
+        !(q->prov = calloc(1, sizeof *q->prov))) {
+        hs_qlat_cal_free(q);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
+    q->max_tokens = max_tokens;
+    q->max_seqs = max_seqs;
+    q->prov->expected_err = -1;
+    for (int k = 0; k < c->n_types && !rc; k++) {
+        hs_layout l;
+        hs_perf p;
+        int id = 0;
+        while (c->gpu_type[id] != k) id++;
+        /* two one-layer stages on the GPU: the second carries no embedding
+         * (a first stage's) and its head array holds the LM head */
+        memset(&l, 0, sizeof l);
+        l.pp = 2;
+        l.kv_bits = 16;
+        for (int s = 0; s < 2; s++) {
+            l.stage[s].tp = 1;
+            l.stage[s].layers = 1;
+            l.stage[s].bits = 16;
+            l.stage[s].gpus[0] = id;
+        }
+        if ((rc = hs_perf_build(&p, &cfg, m, c, &l, max_tokens, max_seqs, err))) break;
+        snprintf(q->t[k].gpu, sizeof q->t[k].gpu, "%s", c->types[k].name);
+        q->t[k].dense = p.stage[1].dense;
+        q->t[k].head = p.stage[1].head;
+        p.stage[1].dense = p.stage[1].head = NULL;
+        q->n = k + 1;
+        hs_perf_merge_calib(q->prov, &p);
+        hs_perf_free(&p);
+    }
+    if (rc) {
+        hs_qlat_cal_free(q);
+        return rc;
+    }
+    *out = q;
+    return 0;
+}
+
+const char *hs_qlat_cal_source(const hs_qlat_cal *q, double *expected_err)
+{
+    if (expected_err) *expected_err = q ? q->prov->expected_err : -1;
+    return q ? q->prov->calib : "datasheet roofline";
+}
+
+static const qcal_type *cal_for(const hs_qlat_cal *q, const hs_gpu *g)
+{
+    if (!q) return NULL;
+    for (int i = 0; i < q->n; i++)
+        if (!strcmp(q->t[i].gpu, g->name)) return &q->t[i];
+    assert(!"hs_qlat: a GPU of another cluster than the calibrated layer's");
+    return NULL;
+}
+
+/* Calibrated FP16 dense ops over their roofline at t tokens (beyond the
+ * table, the ratio at its last count: both are linear in t there). */
+static double cal_ratio(const qcal_type *ct, const hs_qlat_cal *q, const hs_model *m,
+                        const hs_gpu *g, const hs_perf_cfg *pc, double t)
+{
+    qctx c16 = mk(g, 16, pc);
+    long i = (long)(t + 0.5);
+    if (i < 1) i = 1;
+    if (i > q->max_tokens) i = q->max_tokens;
+    return ct->dense[i] * 1e-9 / dense_s(&c16, m, (double)i);
+}
+
+double hs_qlat_dense_s(const hs_model *m, const hs_gpu *g, int bits, double t,
+                       const hs_perf_cfg *pc, const hs_qlat_cal *q)
+{
+    qctx c = mk(g, bits, pc);
+    const qcal_type *ct = cal_for(q, g);
+    double d = dense_s(&c, m, t);
+    if (!ct) return d;
+    return d * cal_ratio(ct, q, m, g, pc, bits < 8 ? 1 : t);
+}
+
 double hs_qlat_prefill_s(const hs_model *m, const hs_gpu *g, int bits, int v, int s,
-                         int kv_bits, const hs_perf_cfg *pc)
+                         int kv_bits, const hs_perf_cfg *pc, const hs_qlat_cal *cal)
 {
     qctx c = mk(g, bits, pc);
     double t = (double)v * s, q = (double)m->heads * m->head_dim;
@@ -116,17 +238,17 @@ double hs_qlat_prefill_s(const hs_model *m, const hs_gpu *g, int bits, int v, in
                        (double)v * m->heads * s * (double)s * 2.0 * 3 +
                            t * kv * 2 * kv_bits / 8.0,
                        pc->attn_eff, 1.0);
-    return dense_s(&c, m, t) + attn;
+    return hs_qlat_dense_s(m, g, bits, t, pc, cal) + attn;
 }
 
 double hs_qlat_decode_s(const hs_model *m, const hs_gpu *g, int bits, int v, double ctx,
-                        int kv_bits, const hs_perf_cfg *pc)
+                        int kv_bits, const hs_perf_cfg *pc, const hs_qlat_cal *cal)
 {
     qctx c = mk(g, bits, pc);
     double q = (double)m->heads * m->head_dim, kv = (double)m->kv_heads * m->head_dim;
     double attn = op_s(&c, 4.0 * v * ctx * q, 0, (double)v * ctx * kv * 2 * kv_bits / 8.0,
                        pc->attn_eff, 1.0);
-    return dense_s(&c, m, v) + attn;
+    return hs_qlat_dense_s(m, g, bits, v, pc, cal) + attn;
 }
 
 double hs_qlat_embed_s(const hs_model *m, const hs_gpu *g, double tokens, const hs_perf_cfg *pc)
@@ -135,9 +257,14 @@ double hs_qlat_embed_s(const hs_model *m, const hs_gpu *g, double tokens, const 
     return op_s(&c, 0, 0, tokens * m->hidden * 2.0 * 2, 1.0, 1.0);
 }
 
-double hs_qlat_head_s(const hs_model *m, const hs_gpu *g, int v, const hs_perf_cfg *pc)
+double hs_qlat_head_s(const hs_model *m, const hs_gpu *g, int v, const hs_perf_cfg *pc,
+                      const hs_qlat_cal *cal)
 {
     qctx c = mk(g, 16, pc);
+    const qcal_type *ct = cal_for(cal, g);
+    if (ct && v >= 1)
+        return v <= cal->max_seqs ? ct->head[v] * 1e-9
+                                  : ct->head[cal->max_seqs] * 1e-9 * v / cal->max_seqs;
     return gemm_s(&c, v, m->hidden, m->vocab) +
            op_s(&c, 0, 0, (double)v * m->hidden * 2.0 * 2, 1.0, 1.0);
 }

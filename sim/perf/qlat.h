@@ -25,7 +25,18 @@
  * and far slower in prefill (the paper's Fig. 5: "lower bits are not
  * always faster"; its Uniform rows 6.5-18x slower than PipeEdge).
  * Attention is FP16 on every bit-width (KV stays FP16 unless kv_bits is
- * 8). */
+ * 8).
+ *
+ * On the calibrated model (perf.model other than roofline; hs_qlat_cal)
+ * the FP16 layer's dense ops and LM head are the latency model's, as a
+ * run of the main engine prices them (measured table, else the GPU's
+ * fit, its chip's, else the transfer), and every other width keeps its
+ * kernel model as a ratio to FP16: its roofline time x calibrated FP16 /
+ * roofline FP16 at the same tokens.  GPTQ's kernel streams the weights
+ * once per row, as a decode GEMV does, so its layer takes the ratio at
+ * one token.  Attention (eager, the scores written and read back) and
+ * the embedding stay on the roofline: no table times LLM-PQ's eager
+ * kernels. */
 #ifndef HS_QLAT_H
 #define HS_QLAT_H
 
@@ -33,20 +44,51 @@
 #include "llm/model.h"
 #include "perf/perf.h"
 
+/* The calibrated FP16 layer of each GPU type of a cluster (see above). */
+typedef struct hs_qlat_cal hs_qlat_cal;
+
+/* Builds it for model m on every GPU type of c, tokens 1..max_tokens
+ * exactly (more: the ratio at max_tokens) and LM heads of 1..max_seqs
+ * sequences (more: linear in them).  *out = NULL under perf.model
+ * roofline: the kernel models alone. */
+int hs_qlat_cal_build(hs_qlat_cal **out, const hs_model *m, const hs_cluster *c,
+                      const hs_perf_cfg *pc, int max_tokens, int max_seqs, hs_err *err);
+void hs_qlat_cal_free(hs_qlat_cal *q);
+/* The token counts to tabulate for an offline batch of B prompts of s
+ * tokens: its largest prefill pass, at most 65,536 (FP16's ratio to the
+ * roofline is flat long before). */
+static inline int hs_qlat_cal_tokens(int B, int s)
+{
+    long t = (long)B * s;
+    return t < 1 ? 1 : t > 65536 ? 65536 : (int)t;
+}
+/* Where the FP16 times come from, per GPU type, as a run's trust line
+ * gives it ("t4: measured table; v100-32g: transferred ..."), and the
+ * expected error per layer, % (< 0: unknown); "datasheet roofline" for
+ * NULL. */
+const char *hs_qlat_cal_source(const hs_qlat_cal *q, double *expected_err);
+
 /* Kernel factors of `bits` on GPU g (compute, weight read; see above). */
 void hs_qlat_factors(const hs_gpu *g, int bits, double *compute, double *mem_read);
 
 /* One decoder layer, seconds.  Prefill: v sequences of s new tokens each
  * (no cached prefix).  Decode: v sequences, one token each, attending to
- * ctx cached tokens. */
+ * ctx cached tokens.  cal: the calibrated FP16 layer, NULL: roofline. */
 double hs_qlat_prefill_s(const hs_model *m, const hs_gpu *g, int bits, int v, int s,
-                         int kv_bits, const hs_perf_cfg *pc);
+                         int kv_bits, const hs_perf_cfg *pc, const hs_qlat_cal *cal);
 double hs_qlat_decode_s(const hs_model *m, const hs_gpu *g, int bits, int v, double ctx,
-                        int kv_bits, const hs_perf_cfg *pc);
+                        int kv_bits, const hs_perf_cfg *pc, const hs_qlat_cal *cal);
+/* The dense ops of one decoder layer (linear layers, norms, adds, the
+ * activation) for t tokens, seconds: the kernel model of `bits`, on the
+ * calibrated model scaled by FP16's calibrated / roofline time (GPTQ's
+ * rows at one token's ratio). */
+double hs_qlat_dense_s(const hs_model *m, const hs_gpu *g, int bits, double t,
+                       const hs_perf_cfg *pc, const hs_qlat_cal *cal);
 /* Embedding lookup for `tokens` tokens, and the LM head (+ final norm) on
  * v sequences' last positions, FP16, seconds. */
 double hs_qlat_embed_s(const hs_model *m, const hs_gpu *g, double tokens,
                        const hs_perf_cfg *pc);
-double hs_qlat_head_s(const hs_model *m, const hs_gpu *g, int v, const hs_perf_cfg *pc);
+double hs_qlat_head_s(const hs_model *m, const hs_gpu *g, int v, const hs_perf_cfg *pc,
+                      const hs_qlat_cal *cal);
 
 #endif

@@ -80,7 +80,7 @@ typedef struct hs_isv_opts {
     int out1, out2;        /* its two output lengths (16, 128) */
     int ctx;               /* context the KV memory is sized for (2048) */
     double gpu_overhead;   /* bytes per GPU: CUDA context + allocator (0.6 GiB) */
-    hs_perf_cfg perf;      /* latency model ("roofline" by default) */
+    hs_perf_cfg perf;      /* latency model (the calibrated one, "auto", by default) */
 } hs_isv_opts;
 
 void hs_isv_opts_defaults(hs_isv_opts *o);

@@ -70,7 +70,9 @@ static void usage(FILE *fp)
             "  --capacity P         search the highest --rate (bisection, 1/1024) whose SLO attainment\n"
             "                       is at least P, report it as capacity_* and run at it\n"
             "  --usable F           fraction of GPU memory models may use (0.95)\n"
-            "  --perf-model M       latency model behind the measurements (roofline)\n"
+            "  --perf-model M       latency model behind the measurements: auto (default), the\n"
+            "                       calibrated model (measured tables, else fitted, else\n"
+            "                       transferred); roofline: the datasheet alone\n"
             "  --reference M        estimate: the full model's latency through model M (e.g. auto:\n"
             "                       measured tables where they ship), not the fingerprints' own\n"
             "  --seed N             thinning and model assignment (1)\n"
@@ -86,7 +88,7 @@ static int parse(isv_args *a, int argc, char **argv, hs_err *err)
 {
     memset(a, 0, sizeof *a);
     a->cluster = "iserve-a6000x8";
-    a->perf_model = "roofline";
+    a->perf_model = "auto";
     a->serving = "fcfs";
     a->passes = 3;
     a->intent = HS_ISV_MIN_COST;
@@ -201,6 +203,19 @@ static void opts_of(const isv_args *a, hs_isv_opts *o)
 {
     hs_isv_opts_defaults(o);
     snprintf(o->perf.model, sizeof o->perf.model, "%s", a->perf_model);
+}
+
+/* One line: where the deployed instances' kernel times came from, per GPU
+ * type, and the largest expected error, as a main run's trust line. */
+static void print_trust(const hs_multi *mm)
+{
+    hs_perf acc;
+    const hs_perf *p;
+    memset(&acc, 0, sizeof acc);
+    acc.expected_err = -1;
+    for (int i = 0; (p = hs_multi_inst_perf(mm, i)) || hs_multi_inst_layout(mm, i); i++)
+        if (p) hs_perf_merge_calib(&acc, p);
+    if (acc.calib[0]) printf("trust   %s\n", acc.calib);
 }
 
 /* Estimated vs "measured" (the full model through the same models). */
@@ -398,7 +413,9 @@ static int store_run(const isv_args *a, double rate, hs_multi *mm, const hs_mode
         if (!l) break;
         hs_layout_gpus_str(l, c, gpus, sizeof gpus);
         snprintf(role, sizeof role, "%s %s", ms[model].name, lab);
-        row = (hs_replica_row){i, role, gpus, l->stage[0].tp, l->pp, l->stage[0].bits, 0, a->perf_model, "", -1, ""};
+        const hs_perf *pf = hs_multi_inst_perf(mm, i);
+        row = (hs_replica_row){i, role, gpus, l->stage[0].tp, l->pp, l->stage[0].bits, 0, a->perf_model,
+                               pf ? pf->calib : "", pf ? pf->expected_err : -1, ""};
         rc = hs_db_replica(db, run, &row, err);
     }
     for (int64_t i = 0; !rc; i++) {
@@ -537,6 +554,7 @@ static int do_run(const isv_args *a, hs_model *ms, int nm, const hs_cluster *c, 
            (long long)r.unserved, r.p50_s, r.p95_s, r.p99_s, r.mean_s, r.ttft_p50_s,
            r.slo_attainment, r.mem_gib, r.cost, r.gpu_hours, r.gpu_throughput, r.duration_s,
            profile_s);
+    print_trust(mm);
     if (a->db && (rc = store_run(a, rate, mm, ms, c, &r, a->capacity > 0 ? &cap : NULL, profile_s,
                                  hs_wall_s() - t_start, err)))
         goto out;

@@ -66,8 +66,7 @@ void hs_isv_opts_defaults(hs_isv_opts *o)
     o->out2 = 128;
     o->ctx = 2048;
     o->gpu_overhead = 0.6 * 1073741824.0;
-    hs_perf_cfg_defaults(&o->perf);
-    snprintf(o->perf.model, sizeof o->perf.model, "roofline");
+    hs_perf_cfg_defaults(&o->perf);   /* the calibrated model (auto) */
 }
 
 int hs_isv_cfg_valid(const hs_model *m, const hs_isv_cfg *c, int n_gpus)

@@ -115,8 +115,7 @@ void hs_multi_cfg_defaults(hs_multi_cfg *c)
     c->rate = 1.0;
     c->max_prompt = 1024;
     c->seed = 1;
-    hs_perf_cfg_defaults(&c->perf);
-    snprintf(c->perf.model, sizeof c->perf.model, "roofline");
+    hs_perf_cfg_defaults(&c->perf);   /* the calibrated model (auto) */
 }
 
 int hs_multi_create(hs_multi **out, const hs_multi_cfg *cfg, const hs_cluster *c,
@@ -650,6 +649,11 @@ const char *hs_multi_inst_label(const hs_multi *mm, int i, int *model, int *n_gp
 const hs_layout *hs_multi_inst_layout(const hs_multi *mm, int i)
 {
     return i >= 0 && i < mm->n_in ? &mm->in[i].layout : NULL;
+}
+
+const hs_perf *hs_multi_inst_perf(const hs_multi *mm, int i)
+{
+    return i >= 0 && i < mm->n_in && mm->in[i].solo.perf.pp ? &mm->in[i].solo.perf : NULL;
 }
 
 int hs_multi_request(const hs_multi *mm, int64_t i, hs_req_record *rec, int *model, int *slo_met)

@@ -178,6 +178,10 @@ const char *hs_multi_inst_label(const hs_multi *mm, int i, int *model, int *n_gp
 /* Instance i's layout (NULL past the end). */
 const hs_layout *hs_multi_inst_layout(const hs_multi *mm, int i);
 
+/* Instance i's latency model, for where its times came from (calib,
+ * expected_err): NULL past the end or when it was never built. */
+const hs_perf *hs_multi_inst_perf(const hs_multi *mm, int i);
+
 /* After a run: request i (0.. kept - 1: the served ones in arrival order,
  * then those of undeployed models) as a record for the requests table:
  * replica = instance index (-1: never routed), first_sched = start of

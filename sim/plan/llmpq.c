@@ -71,6 +71,7 @@ typedef struct ctx {
     const hs_cluster *c;
     const hs_pq_cfg *cfg;
     const hs_perf_cfg *pc;
+    hs_qlat_cal *cal;        /* the calibrated FP16 layer; NULL: roofline */
     double *omega;           /* [layers * HS_NBITS] */
     int U, usize[1024], ufirst[1024];
 } ctx;
@@ -111,13 +112,14 @@ static void build_inst(const ctx *x, const int *ord, int N, int eta, int xi, hs_
                      hs_qmem_peak(m, eta, xi, cfg->s, cfg->n, j == 0) -
                      (j == 0 ? hs_qmem_embed(m) : 0);
         for (int k = 0; k < nb; k++) {
-            in->lpre[j][k] = hs_qlat_prefill_s(m, g, in->bits[k], eta, cfg->s, cfg->kv_bits, x->pc);
+            in->lpre[j][k] = hs_qlat_prefill_s(m, g, in->bits[k], eta, cfg->s, cfg->kv_bits, x->pc, x->cal);
             in->ldec[j][k] = hs_qlat_decode_s(m, g, in->bits[k], xi, cfg->s + cfg->n / 2.0,
-                                              cfg->kv_bits, x->pc);
+                                              cfg->kv_bits, x->pc, x->cal);
         }
         if (j == 0) {
-            in->cpre[j] = hs_qlat_embed_s(m, g, (double)eta * cfg->s, x->pc) + hs_qlat_head_s(m, g, eta, x->pc);
-            in->cdec[j] = hs_qlat_embed_s(m, g, xi, x->pc) + hs_qlat_head_s(m, g, xi, x->pc);
+            in->cpre[j] = hs_qlat_embed_s(m, g, (double)eta * cfg->s, x->pc) +
+                          hs_qlat_head_s(m, g, eta, x->pc, x->cal);
+            in->cdec[j] = hs_qlat_embed_s(m, g, xi, x->pc) + hs_qlat_head_s(m, g, xi, x->pc, x->cal);
         }
         if (N > 1) {
             int a = ord[j], b = ord[(j + 1) % N];
@@ -200,7 +202,7 @@ static int cand_cmp(const void *a, const void *b)
 int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *cfg,
                       const hs_perf_cfg *pc, int kind, hs_pq_plan *out, hs_err *err)
 {
-    ctx x = {m, c, cfg, pc, NULL, 0, {0}, {0}};
+    ctx x = {m, c, cfg, pc, NULL, NULL, 0, {0}, {0}};
     int N = c->n_gpus, sig[HS_MAX_PP], gsig[HS_MAX_PP], ord[HS_MAX_PP], rc = 0, found = 0;
     int *dev = NULL, *bi = NULL, group = cfg->group > 0 ? cfg->group : 1;
     double *om_unit = NULL, t0 = now_s(), best = INFINITY;
@@ -226,6 +228,14 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
     if (!(cfg->mem_frac > 0 && cfg->mem_frac <= 1) || !(cfg->reserve_bytes >= 0))
         return hs_errf(err, HS_EINVAL, "llmpq: memory fraction %g (0..1] or reserve %g bytes (>= 0) out of range",
                        cfg->mem_frac, cfg->reserve_bytes);
+    if ((rc = hs_qlat_cal_build(&x.cal, m, c, pc, hs_qlat_cal_tokens(cfg->B, cfg->s), cfg->B, err)))
+        goto out;
+    if (x.cal) {
+        double e;
+        const char *src = hs_qlat_cal_source(x.cal, &e);
+        snprintf(out->latency, sizeof out->latency, "%s", src);
+        out->latency_err = e;
+    }
     if (!(x.omega = malloc(sizeof *x.omega * m->layers * HS_NBITS)) ||
         !(om_unit = malloc(sizeof *om_unit * m->layers * HS_NBITS)) ||
         !(dev = malloc(sizeof *dev * m->layers)) || !(bi = malloc(sizeof *bi * m->layers))) {
@@ -372,6 +382,7 @@ out:
     hs_progress_end(&pg);
     out->solve_s = now_s() - t0;
     free(cands);
+    hs_qlat_cal_free(x.cal);
     free(x.omega);
     free(om_unit);
     free(dev);

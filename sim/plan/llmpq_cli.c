@@ -4,14 +4,17 @@
  *   hetsim llmpq plan  --model M --cluster C [--planner llmpq|pipeedge|uniform-pp]
  *                      [--B 32 --s 512 --n 100 --theta 1 --group 1 --heuristic
  *                       --ilp-limit 10 --limit 60 --eta E --xi X --bits 16,8,4,3
- *                       --omega FILE --out FILE --simulate]
+ *                       --omega FILE --out FILE --simulate --set perf.KEY=VALUE]
  *   hetsim llmpq simulate --model M --cluster C --plan FILE [--B --s --n --eta --xi]
+ *                      [--set perf.KEY=VALUE]
  *   hetsim llmpq omega (--weights F.safetensors [--calib C.json] [--stochastic]
  *                       | --default --model M) [--model M] --out FILE
  * `plan` writes the deployment JSON (with per-layer bits) and prints one
  * summary line to stdout: planner, order, eta, xi, bits histogram,
  * objective, solver time, and with --simulate the pipeline simulation's
- * latency and throughput. */
+ * latency and throughput; then a `trust` line: where the FP16 layer's
+ * times come from (the calibrated latency model unless perf.model is
+ * roofline; qlat.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +30,14 @@ static void usage(FILE *fp)
             "         [--B 32] [--s 512] [--n 100] [--theta 1] [--group 1] [--heuristic]\n"
             "         [--ilp-limit 2] [--limit 15] [--mip-gap 0.01] [--eta E] [--xi X] [--bits 16,8,4,3]\n"
             "         [--mem-frac 0.95] [--reserve-mib 1930] [--omega FILE] [--out FILE] [--simulate]\n"
+            "         [--set perf.KEY=VALUE ...]\n"
             "       hetsim llmpq simulate --model M --cluster C --plan FILE [--B --s --n --eta --xi]\n"
+            "         [--set perf.KEY=VALUE ...]\n"
             "       hetsim llmpq omega (--weights F.safetensors [--calib C.json] [--stochastic]\n"
-            "                           | --default --model M) --out FILE\n");
+            "                           | --default --model M) --out FILE\n"
+            "The FP16 layer's times are the calibrated latency model's (measured tables, else\n"
+            "fitted, else transferred; the trust line names which); --set perf.model=roofline\n"
+            "prices every width on the datasheet roofline alone.\n");
 }
 
 typedef struct opts {
@@ -37,6 +45,7 @@ typedef struct opts {
     int simulate, stochastic, dflt;
     int set_B, set_s, set_n;   /* given on the command line (simulate keeps the plan's otherwise) */
     hs_pq_cfg cfg;
+    hs_perf_cfg pc;            /* --set perf.KEY=VALUE */
 } opts;
 
 static int num(const char *flag, const char *v, double lo, double hi, double *out, hs_err *err)
@@ -54,6 +63,7 @@ static int parse(int argc, char **argv, opts *o, hs_err *err)
 {
     memset(o, 0, sizeof *o);
     hs_pq_cfg_defaults(&o->cfg);
+    hs_perf_cfg_defaults(&o->pc);
     o->planner = "llmpq";
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -90,6 +100,12 @@ static int parse(int argc, char **argv, opts *o, hs_err *err)
         if (!strcmp(a, "--reserve-mib")) {
             if ((rc = num(a, v, 0, 1 << 20, &x, err))) return rc;
             o->cfg.reserve_bytes = x * 1024 * 1024;
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--set")) {
+            if (!v) return hs_errf(err, HS_EINVAL, "--set: needs perf.KEY=VALUE");
+            if ((rc = hs_perf_cfg_set_arg(&o->pc, v, err))) return rc;
             i++;
             continue;
         }
@@ -143,17 +159,22 @@ static void print_plan(const hs_pq_plan *p, const hs_cluster *c, FILE *fp)
     fprintf(fp, " eta=%d xi=%d bits16/8/4/3=%d/%d/%d/%d", p->eta, p->xi, cnt[0], cnt[1], cnt[2], cnt[3]);
 }
 
-static int simulate(const hs_model *m, const hs_cluster *c, const hs_pq_plan *p,
-                    const hs_pq_cfg *cfg, hs_err *err)
+/* The trust line: where the FP16 layer's times come from. */
+static void print_trust(const char *src, double err_pct)
 {
-    hs_perf_cfg pc;
+    printf("trust   %s", *src ? src : "datasheet roofline (perf.model roofline)");
+    if (*src && err_pct >= 0 && !strstr(src, "% per layer")) printf(" (+-%.0f%% per layer)", err_pct);
+    printf("; attention and embedding on the roofline (eager kernels)\n");
+}
+
+static int simulate(const hs_model *m, const hs_cluster *c, const hs_pq_plan *p,
+                    const hs_pq_cfg *cfg, const hs_perf_cfg *pc, hs_pipe_result *r, hs_err *err)
+{
     hs_pipe_job jb;
-    hs_pipe_result r;
     int rc;
-    hs_perf_cfg_defaults(&pc);
     job_of(p, cfg, &jb);
-    if ((rc = hs_pipe_offline(m, c, &pc, &jb, &r, err))) return rc;
-    printf(" latency_s=%.2f throughput=%.2f prefill_s=%.2f", r.latency_s, r.throughput, r.prefill_s);
+    if ((rc = hs_pipe_offline(m, c, pc, &jb, r, err))) return rc;
+    printf(" latency_s=%.2f throughput=%.2f prefill_s=%.2f", r->latency_s, r->throughput, r->prefill_s);
     return 0;
 }
 
@@ -207,12 +228,13 @@ int hs_llmpq_command(int argc, char **argv)
         if (p.n && !o.set_n) o.cfg.n = p.n;
         if (p.kv_bits) o.cfg.kv_bits = p.kv_bits;
         if (!p.eta || !p.xi) { rc = hs_errf(&err, HS_EINVAL, "%s: no llmpq.eta/xi; give --eta and --xi", o.plan); goto fail; }
+        hs_pipe_result r;
         print_plan(&p, c, stdout);
-        if ((rc = simulate(&m, c, &p, &o.cfg, &err))) goto fail;
+        if ((rc = simulate(&m, c, &p, &o.cfg, &o.pc, &r, &err))) goto fail;
         printf("\n");
+        print_trust(r.latency, r.latency_err);
     } else {
         hs_pq_plan p;
-        hs_perf_cfg pc;
         int kind = !strcmp(o.planner, "llmpq") ? HS_PQ_LLMPQ
                    : !strcmp(o.planner, "pipeedge") ? HS_PQ_PIPEEDGE
                    : !strcmp(o.planner, "uniform-pp") ? HS_PQ_UNIFORM : -1;
@@ -222,8 +244,7 @@ int hs_llmpq_command(int argc, char **argv)
             if ((rc = hs_omega_read(o.omega, m.layers, om, &err))) goto fail;
             o.cfg.omega = om;
         }
-        hs_perf_cfg_defaults(&pc);
-        rc = hs_pq_plan_search(&m, c, &o.cfg, &pc, kind, &p, &err);
+        rc = hs_pq_plan_search(&m, c, &o.cfg, &o.pc, kind, &p, &err);
         printf("planner=%s model=%s cluster=%s ", o.planner, m.name, c->name);
         if (rc == HS_ENOFIT) {
             printf("result=oom solve_s=%.3f\n", p.solve_s);
@@ -235,8 +256,12 @@ int hs_llmpq_command(int argc, char **argv)
         printf(" objective=%.3f est_s=%.2f quality=%.4f solve_s=%.3f instances=%d ilps=%d limited=%d source=%s",
                p.obj, p.est_s, p.quality, p.solve_s, p.n_inst, p.n_ilp, p.n_timeout,
                kind != HS_PQ_LLMPQ ? "dp" : p.from_ilp ? "ilp" : "heuristic");
-        if (o.simulate && (rc = simulate(&m, c, &p, &o.cfg, &err))) goto fail;
+        if (o.simulate) {
+            hs_pipe_result r;
+            if ((rc = simulate(&m, c, &p, &o.cfg, &o.pc, &r, &err))) goto fail;
+        }
         printf("\n");
+        print_trust(p.latency, p.latency_err);
         if (o.out) {
             char *txt = hs_pq_deploy_json(&p, &m, c, &o.cfg);
             FILE *f = txt ? fopen(o.out, "w") : NULL;

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,15 +73,15 @@ static hs_ns ns_of(double s)
 /* Compute time of stage j for v sequences (prefill of s tokens, or decode
  * at context ctx). */
 static double stage_s(const hs_model *m, const hs_cluster *c, const hs_perf_cfg *pc,
-                      const hs_pipe_job *jb, int j, int pre, int v, double ctx)
+                      const hs_qlat_cal *cal, const hs_pipe_job *jb, int j, int pre, int v, double ctx)
 {
     const hs_gpu *g = hs_cluster_gpu(c, jb->dev[j]);
     double t = 0;
     for (int k = 0; k < HS_NBITS; k++) {
         if (!jb->nbits[j][k]) continue;
         t += jb->nbits[j][k] *
-             (pre ? hs_qlat_prefill_s(m, g, hs_bits_set[k], v, jb->s, jb->kv_bits, pc)
-                  : hs_qlat_decode_s(m, g, hs_bits_set[k], v, ctx, jb->kv_bits, pc));
+             (pre ? hs_qlat_prefill_s(m, g, hs_bits_set[k], v, jb->s, jb->kv_bits, pc, cal)
+                  : hs_qlat_decode_s(m, g, hs_bits_set[k], v, ctx, jb->kv_bits, pc, cal));
     }
     if (j == 0) t += hs_qlat_embed_s(m, g, pre ? (double)v * jb->s : v, pc);
     return t;
@@ -93,6 +94,7 @@ int hs_pipe_offline(const hs_model *m, const hs_cluster *c, const hs_perf_cfg *p
     heap h = {0};
     hs_ns sfree[HS_MAX_PP] = {0}, lfree[HS_MAX_PP] = {0}, end_all = 0, pre_all = 0;
     int *left = NULL;       /* per decode micro-batch: sequences without a first token */
+    hs_qlat_cal *cal = NULL; /* the calibrated FP16 layer; NULL: roofline */
     memset(res, 0, sizeof *res);
     if (N < 1 || N > HS_MAX_PP || jb->B < 1 || jb->s < 1 || jb->n < 1 || jb->eta < 1 ||
         jb->xi < 1)
@@ -104,7 +106,14 @@ int hs_pipe_offline(const hs_model *m, const hs_cluster *c, const hs_perf_cfg *p
                            j, jb->dev[j], c->name);
     npre = (jb->B + jb->eta - 1) / jb->eta;
     ndec = (jb->B + jb->xi - 1) / jb->xi;
-    if (!(left = malloc(sizeof *left * ndec))) return hs_errf(err, HS_ENOMEM, "out of memory");
+    if ((rc = hs_qlat_cal_build(&cal, m, c, pc, hs_qlat_cal_tokens(jb->eta, jb->s), jb->B, err))) return rc;
+    if (cal) {
+        snprintf(res->latency, sizeof res->latency, "%s", hs_qlat_cal_source(cal, &res->latency_err));
+    } else res->latency_err = -1;
+    if (!(left = malloc(sizeof *left * ndec))) {
+        hs_qlat_cal_free(cal);
+        return hs_errf(err, HS_ENOMEM, "out of memory");
+    }
     for (int d = 0; d < ndec; d++)
         left[d] = (d + 1) * jb->xi <= jb->B ? jb->xi : jb->B - d * jb->xi;
     for (int k = 0; k < npre && !rc; k++)
@@ -116,8 +125,8 @@ int hs_pipe_offline(const hs_model *m, const hs_cluster *c, const hs_perf_cfg *p
                        : (it.mb + 1 <= ndec - 1 || jb->B % jb->xi == 0 ? jb->xi : jb->B % jb->xi);
         hs_ns start = it.t > sfree[j] ? it.t : sfree[j], end;
         double dur = it.kind == K_HEAD
-                         ? hs_qlat_head_s(m, hs_cluster_gpu(c, jb->dev[0]), v, pc)
-                         : stage_s(m, c, pc, jb, j, it.pre, v, (double)jb->s + it.step);
+                         ? hs_qlat_head_s(m, hs_cluster_gpu(c, jb->dev[0]), v, pc, cal)
+                         : stage_s(m, c, pc, cal, jb, j, it.pre, v, (double)jb->s + it.step);
         end = start + ns_of(dur);
         sfree[j] = end;
         res->busy_s[j] += dur;
@@ -154,6 +163,7 @@ int hs_pipe_offline(const hs_model *m, const hs_cluster *c, const hs_perf_cfg *p
     }
     free(h.a);
     free(left);
+    hs_qlat_cal_free(cal);
     if (rc) return hs_errf(err, rc, "out of memory in the pipeline simulation");
     res->latency_s = end_all / 1e9;
     res->prefill_s = pre_all / 1e9;
