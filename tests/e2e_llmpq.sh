@@ -10,6 +10,7 @@ if hs_run 0 "llmpq plan c1" llmpq plan --model opt-13b --cluster llmpq-c1 --s 12
     check_grep "plan line" "$T/out" '^planner=llmpq model=opt-13b cluster=llmpq-c1 order=v100-32g:40 '
     check_grep "plan simulated" "$T/out" 'latency_s=[0-9.]+ throughput=[0-9.]+'
     check_grep "deployment has layer_bits" "$T/plan.json" '"layer_bits"'
+    check_grep "deployment says where its FP16 times came from" "$T/plan.json" '"latency":[[:space:]]*"v100-32g: transferred from '
     lat=$(grep -o 'latency_s=[0-9.]*' "$T/out" | cut -d= -f2)
     if hs_run 0 "llmpq simulate" llmpq simulate --model opt-13b --cluster llmpq-c1 --plan "$T/plan.json" --s 128 --n 20; then
         check_eq "simulate replays the same latency" "$(grep -o 'latency_s=[0-9.]*' "$T/out" | cut -d= -f2)" "$lat"

@@ -504,6 +504,7 @@ static void bench_paper(void)
         {"gpt-3-39b", "exegpt-a40x16", 0},
         {"gpt-3-101b", "exegpt-a100x16", 1},
         {"gpt-3-175b", "exegpt-a100x16", 1},
+        {"gpt-3-341b", "exegpt-a100x16", 1},
     };
     static const char *const small_tasks[] = {"S", "T", "C1"}, *const large_tasks[] = {"G", "C1", "C2"};
     double sum[2] = {0, 0};

@@ -167,7 +167,7 @@ int hs_qlat_cal_build(hs_qlat_cal **out, const hs_model *m, const hs_cluster *c,
         l.kv_bits = 16;
         for (int s = 0; s < 2; s++) {
             l.stage[s].tp = 1;
-            l.stage[s].layers = 1;
+            l.stage[s].layers = s;      /* the first holds only the embedding */
             l.stage[s].bits = 16;
             l.stage[s].gpus[0] = id;
         }
@@ -220,9 +220,13 @@ double hs_qlat_dense_s(const hs_model *m, const hs_gpu *g, int bits, double t,
 {
     qctx c = mk(g, bits, pc);
     const qcal_type *ct = cal_for(q, g);
-    double d = dense_s(&c, m, t);
-    if (!ct) return d;
-    return d * cal_ratio(ct, q, m, g, pc, bits < 8 ? 1 : t);
+    /* GPTQ runs its own FP32 matrix-vector kernel, not cuBLAS: no table
+     * times it and FP16's calibrated ratio says nothing of it (on a GPU
+     * whose FP16 is extrapolated, the P100, a one-token ratio of 3.5
+     * would have made its prefill 22x FP16's), so it stays on the
+     * datasheet with its published read factor */
+    if (!ct || bits < 8) return dense_s(&c, m, t);
+    return dense_s(&c, m, t) * cal_ratio(ct, q, m, g, pc, t);
 }
 
 double hs_qlat_prefill_s(const hs_model *m, const hs_gpu *g, int bits, int v, int s,
@@ -262,9 +266,13 @@ double hs_qlat_head_s(const hs_model *m, const hs_gpu *g, int v, const hs_perf_c
 {
     qctx c = mk(g, 16, pc);
     const qcal_type *ct = cal_for(cal, g);
-    if (ct && v >= 1)
-        return v <= cal->max_seqs ? ct->head[v] * 1e-9
-                                  : ct->head[cal->max_seqs] * 1e-9 * v / cal->max_seqs;
+    if (ct && v >= 1) {
+        int n = cal->max_seqs;
+        if (v <= n) return ct->head[v] * 1e-9;
+        /* beyond the table: on along its last slope (the head is mostly a
+         * fixed read of its weights, not proportional to v) */
+        return (ct->head[n] + (v - n) * (n > 1 ? ct->head[n] - ct->head[n - 1] : 0)) * 1e-9;
+    }
     return gemm_s(&c, v, m->hidden, m->vocab) +
            op_s(&c, 0, 0, (double)v * m->hidden * 2.0 * 2, 1.0, 1.0);
 }

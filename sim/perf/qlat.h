@@ -32,9 +32,10 @@
  * run of the main engine prices them (measured table, else the GPU's
  * fit, its chip's, else the transfer), and every other width keeps its
  * kernel model as a ratio to FP16: its roofline time x calibrated FP16 /
- * roofline FP16 at the same tokens.  GPTQ's kernel streams the weights
- * once per row, as a decode GEMV does, so its layer takes the ratio at
- * one token.  Attention (eager, the scores written and read back) and
+ * roofline FP16 at the same tokens.  GPTQ's kernel is its own FP32
+ * matrix-vector product, not cuBLAS, so no table or fit of FP16 GEMMs
+ * says anything of it: it stays on the datasheet with its published read
+ * factor.  Attention (eager, the scores written and read back) and
  * the embedding stay on the roofline: no table times LLM-PQ's eager
  * kernels. */
 #ifndef HS_QLAT_H
@@ -49,7 +50,8 @@ typedef struct hs_qlat_cal hs_qlat_cal;
 
 /* Builds it for model m on every GPU type of c, tokens 1..max_tokens
  * exactly (more: the ratio at max_tokens) and LM heads of 1..max_seqs
- * sequences (more: linear in them).  *out = NULL under perf.model
+ * sequences (more: on along the last slope).  GPUs are matched by name:
+ * pass the cluster's own hs_gpu entries.  *out = NULL under perf.model
  * roofline: the kernel models alone. */
 int hs_qlat_cal_build(hs_qlat_cal **out, const hs_model *m, const hs_cluster *c,
                       const hs_perf_cfg *pc, int max_tokens, int max_seqs, hs_err *err);
@@ -80,8 +82,8 @@ double hs_qlat_decode_s(const hs_model *m, const hs_gpu *g, int bits, int v, dou
                         int kv_bits, const hs_perf_cfg *pc, const hs_qlat_cal *cal);
 /* The dense ops of one decoder layer (linear layers, norms, adds, the
  * activation) for t tokens, seconds: the kernel model of `bits`, on the
- * calibrated model scaled by FP16's calibrated / roofline time (GPTQ's
- * rows at one token's ratio). */
+ * calibrated model scaled by FP16's calibrated / roofline time (GPTQ on
+ * the datasheet). */
 double hs_qlat_dense_s(const hs_model *m, const hs_gpu *g, int bits, double t,
                        const hs_perf_cfg *pc, const hs_qlat_cal *cal);
 /* Embedding lookup for `tokens` tokens, and the LM head (+ final norm) on

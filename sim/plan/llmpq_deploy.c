@@ -69,6 +69,8 @@ char *hs_pq_deploy_json(const hs_pq_plan *p, const hs_model *m, const hs_cluster
     cJSON_AddNumberToObject(x, "theta", cfg->theta);
     cJSON_AddNumberToObject(x, "objective_s", p->obj);
     cJSON_AddNumberToObject(x, "quality", p->quality);
+    /* where the plan's FP16 times came from (qlat.h), as its trust line said */
+    cJSON_AddStringToObject(x, "latency", p->latency[0] ? p->latency : "datasheet roofline");
     res = cJSON_Print(root);
     cJSON_Delete(root);
     return res;

@@ -95,6 +95,7 @@ int hs_pipe_offline(const hs_model *m, const hs_cluster *c, const hs_perf_cfg *p
     hs_ns sfree[HS_MAX_PP] = {0}, lfree[HS_MAX_PP] = {0}, end_all = 0, pre_all = 0;
     int *left = NULL;       /* per decode micro-batch: sequences without a first token */
     hs_qlat_cal *cal = NULL; /* the calibrated FP16 layer; NULL: roofline */
+    int tmax, smax;
     memset(res, 0, sizeof *res);
     if (N < 1 || N > HS_MAX_PP || jb->B < 1 || jb->s < 1 || jb->n < 1 || jb->eta < 1 ||
         jb->xi < 1)
@@ -106,7 +107,13 @@ int hs_pipe_offline(const hs_model *m, const hs_cluster *c, const hs_perf_cfg *p
                            j, jb->dev[j], c->name);
     npre = (jb->B + jb->eta - 1) / jb->eta;
     ndec = (jb->B + jb->xi - 1) / jb->xi;
-    if ((rc = hs_qlat_cal_build(&cal, m, c, pc, hs_qlat_cal_tokens(jb->eta, jb->s), jb->B, err))) return rc;
+    /* every pass priced exactly: prefills of eta prompts, decodes of xi
+     * tokens, heads of up to max(B, eta, xi) sequences */
+    tmax = hs_qlat_cal_tokens(jb->eta, jb->s);
+    if (jb->xi > tmax) tmax = jb->xi;
+    smax = jb->B > jb->eta ? jb->B : jb->eta;
+    if (jb->xi > smax) smax = jb->xi;
+    if ((rc = hs_qlat_cal_build(&cal, m, c, pc, tmax, smax, err))) return rc;
     if (cal) {
         snprintf(res->latency, sizeof res->latency, "%s", hs_qlat_cal_source(cal, &res->latency_err));
     } else res->latency_err = -1;

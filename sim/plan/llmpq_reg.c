@@ -14,7 +14,9 @@ static int plan_kind(const hs_plan_req *q, hs_deploy *out, int kind, hs_err *err
     hs_pq_plan p;
     int rc;
     hs_pq_cfg_defaults(&cfg);
-    hs_perf_cfg_defaults(&pc);
+    /* the run's perf options (--set perf.*) price the plan too */
+    if (q->perf) pc = *q->perf;
+    else hs_perf_cfg_defaults(&pc);
     cfg.kv_bits = q->engine ? q->engine->kv_bits : 16;
     if (q->max_model_len > 0 && q->max_model_len < cfg.s + cfg.n) {
         cfg.n = q->max_model_len / 6 > 0 ? q->max_model_len / 6 : 1;
