@@ -24,6 +24,19 @@ fi
 hs_run 2 "unknown intent" iserve rank --model llama-2-7b --intent fastest
 hs_run 2 "unknown model" iserve run --models llama-2-7b,no-such-model
 hs_run 2 "rate out of range" iserve run --models llama-2-7b --rate 1.5
+# INT4's measured speed drives the INT4 deployments min-memory picks: at
+# FP16's speed (ratio 1) the same run is slower; a ratio out of range is one line
+if hs_run 0 "min-memory, INT4 as measured" iserve run --models llama-2-7b,llama-2-13b --preset azure-code \
+    --duration 300 --intent min-memory; then
+    p41=$(sed -n 's/.* p50_s=\([0-9.]*\).*/\1/p' "$T/out")
+    if hs_run 0 "min-memory, INT4 at FP16's speed" iserve run --models llama-2-7b,llama-2-13b --preset azure-code \
+        --duration 300 --intent min-memory --int4-ratio 1; then
+        check_num "INT4 at FP16's speed is slower ($p41 s, then $(sed -n 's/.* p50_s=\([0-9.]*\).*/\1/p' "$T/out") s)" \
+            "$(sed -n 's/.* p50_s=\([0-9.]*\).*/\1/p' "$T/out")" "x > $p41"
+    fi
+fi
+hs_run 2 "int4 ratio out of range" iserve run --models llama-2-7b --int4-ratio 0 &&
+    check_grep "naming the range" "$T/err" 'ratio must be in \(0, 10\]'
 hs_run 2 "alpha out of range" iserve run --models llama-2-7b --alpha 4.5 && check_grep "naming the range" "$T/err" "alpha 4.5 must be in \[0, 4\]"
 
 if hs_run 0 "rank min-memory" iserve rank --model llama-2-7b --intent min-memory --top 1; then

@@ -688,6 +688,52 @@ static void test_planner_intents(const hs_cluster *c)
     CHECK(pl->plan(&q, &d, &err) == HS_EINVAL && strstr(err.msg, "placement"));
 }
 
+/* Each variant's measured decode latency over FP16 (hs_isv_variant
+ * lat_ratio) is what its instances get: a one-sequence decode step of the
+ * variant's layout over the same layout's at 16 bits, whatever share of
+ * the step the weights are (INT4 at 0.4086 is the paper's 59.14% lower
+ * latency), on one GPU and across a pipeline. */
+static void test_variant_ratios(const hs_cluster *c)
+{
+    hs_err err = {0, ""};
+    hs_model m;
+    hs_perf_cfg pc;
+    hs_perf_cfg_defaults(&pc);
+    CHECK_OK(hs_model_find(&m, "llama-2-7b", &err), &err);
+    for (int pp = 1; pp <= 2; pp++)
+        for (int v = 0; v < HS_ISV_NVAR; v++) {
+            const hs_isv_variant *var = hs_isv_var(v);
+            hs_layout lq, l16;
+            hs_solo sq, s16;
+            int prompt = 255;   /* its first decode step attends 256 = max_prompt / 2 */
+            memset(&lq, 0, sizeof lq);
+            lq.pp = pp;
+            lq.kv_bits = var->kv_bits;
+            for (int s = 0; s < pp; s++) {
+                lq.stage[s].tp = 1;
+                lq.stage[s].layers = m.layers / pp;
+                lq.stage[s].bits = var->bits;
+                lq.stage[s].gpus[0] = s;
+            }
+            l16 = lq;
+            l16.kv_bits = 16;
+            for (int s = 0; s < pp; s++) l16.stage[s].bits = 16;
+            CHECK_OK(hs_solo_build(&sq, &pc, &m, c, &lq, 512, var->lat_ratio, 0, &err), &err);
+            CHECK_OK(hs_solo_build(&s16, &pc, &m, c, &l16, 512, 1.0, 0, &err), &err);
+            {
+                double dq = hs_solo_req_ns(&sq, prompt, 2, NULL) - hs_solo_req_ns(&sq, prompt, 1, NULL);
+                double d16 = hs_solo_req_ns(&s16, prompt, 2, NULL) - hs_solo_req_ns(&s16, prompt, 1, NULL);
+                CHECK_REL(dq / d16, var->lat_ratio, 1e-9);
+            }
+            hs_solo_free(&sq);
+            hs_solo_free(&s16);
+        }
+    /* the sourced figures themselves */
+    CHECK_REL(hs_isv_var(hs_isv_var_find(HS_ISV_INT4, 16, HS_ISV_PRUNE_NONE))->lat_ratio, 1 - 0.5914, 1e-3);
+    CHECK_REL(hs_isv_var(hs_isv_var_find(HS_ISV_GPTQ4, 16, HS_ISV_PRUNE_NONE))->lat_ratio, 18.87 / 25.53, 1e-3);
+    CHECK_REL(hs_isv_var(hs_isv_var_find(HS_ISV_INT8, 16, HS_ISV_PRUNE_NONE))->lat_ratio, 287.0 / 230, 0.01);
+}
+
 int main(void)
 {
     hs_cluster *c = NULL;
@@ -696,6 +742,7 @@ int main(void)
     CHECK_OK(hs_cluster_find(&c, "iserve-a6000x8", &err), &err);
     if (!c) return hs_check_result();
     test_estimator_linear();
+    test_variant_ratios(c);
     test_space();
     test_rank(c);
     test_place(c);

@@ -105,22 +105,53 @@ static void test_latency_orderings(void)
     /* V100: INT8 slower than FP16 in both phases */
     CHECK(hs_qlat_prefill_s(&m, &v100, 8, 8, 512, 16, &pc, NULL) > hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc, NULL));
     CHECK(hs_qlat_decode_s(&m, &v100, 8, 8, 562, 16, &pc, NULL) > hs_qlat_decode_s(&m, &v100, 16, 8, 562, 16, &pc, NULL));
-    /* T4: INT8 prefill within 15% of FP16 (the paper's Fig. 5); decode
-     * 1.2-1.3x FP16 on INT8 tensor cores (LLM.int8's published BLOOM-176B
-     * timings) */
+    /* T4: INT8 prefill within 15% of FP16 (the paper's Fig. 5) */
     CHECK_REL(hs_qlat_prefill_s(&m, &t4, 8, 8, 512, 16, &pc, NULL), hs_qlat_prefill_s(&m, &t4, 16, 8, 512, 16, &pc, NULL), 0.15);
+    /* LLM.int8 on INT8 tensor cores reproduces both measurements its two
+     * terms come from (qlat.h HS_QLAT_INT8_CALL_S): BLOOM-176B on A100s
+     * decodes at 1.25x FP16 per token at batch 1 (1.22-1.29x at 8-32), and
+     * Llama-2-7B on an A10G in 164 ms per token (FP16 37 ms); the A10G's
+     * FP16 from its measured table (the calibrated layer) */
     {
-        double r = hs_qlat_decode_s(&m, &t4, 8, 8, 562, 16, &pc, NULL) / hs_qlat_decode_s(&m, &t4, 16, 8, 562, 16, &pc, NULL);
-        CHECK(r > 1.15 && r < 1.35);
+        hs_model bloom, llama;
+        hs_gpu a100;
+        hs_cluster *a10 = NULL;
+        hs_qlat_cal *cal = NULL;
+        CHECK_OK(hs_model_find(&bloom, "bloom-176b", &err), &err);
+        CHECK_OK(hs_model_find(&llama, "llama-2-7b", &err), &err);
+        CHECK_OK(hs_gpu_find(&a100, "a100-80g", &err), &err);
+        CHECK_INT(hs_model_linear_calls(&bloom), 4);
+        CHECK_INT(hs_model_linear_calls(&llama), 7);
+        CHECK_INT(hs_model_linear_calls(&m), 6);
+        {
+            double r = hs_qlat_decode_s(&bloom, &a100, 8, 1, 512, 16, &pc, NULL) /
+                       hs_qlat_decode_s(&bloom, &a100, 16, 1, 512, 16, &pc, NULL);
+            CHECK(r > 1.15 && r < 1.40);
+        }
+        CHECK_OK(hs_cluster_find(&a10, "1xa10", &err), &err);
+        if (a10) CHECK_OK(hs_qlat_cal_build(&cal, &llama, a10, &pc, 16, 1, &err), &err);
+        if (cal) {
+            /* per token, the 32 layers: INT8 within 20% of the 164 ms; FP16's
+             * kernels under the 37 ms, which also holds the eager framework's
+             * host time (the embedding, the head, Python) */
+            const hs_gpu *g = hs_cluster_gpu(a10, 0);
+            double i8 = 32 * hs_qlat_decode_s(&llama, g, 8, 1, 256, 16, &pc, cal);
+            double f16 = 32 * hs_qlat_decode_s(&llama, g, 16, 1, 256, 16, &pc, cal);
+            CHECK(i8 > 0.164 * 0.8 && i8 < 0.164 * 1.2);
+            CHECK(f16 > 0.037 * 0.6 && f16 < 0.037);
+        }
+        hs_qlat_cal_free(cal);
+        hs_cluster_destroy(a10);
     }
     /* V100 (no INT8 tensor cores): bitsandbytes casts the weights to FP16
-     * first, 3 bytes of traffic per weight before the FP16 GEMM's 2, so a
-     * decode step (weight-bound) takes about 2.5x FP16's, a prefill of 8 x
-     * 512 tokens (compute-bound) a few percent more */
+     * first, 3 bytes of traffic per weight before the FP16 GEMM's 2, and
+     * pays its host cost per call, so a decode step of 8 sequences
+     * (weight-bound) takes 2-5x FP16's, a prefill of 8 x 512 tokens
+     * (compute-bound) a few percent more */
     {
         double rd = hs_qlat_decode_s(&m, &v100, 8, 8, 562, 16, &pc, NULL) / hs_qlat_decode_s(&m, &v100, 16, 8, 562, 16, &pc, NULL);
         double rp = hs_qlat_prefill_s(&m, &v100, 8, 8, 512, 16, &pc, NULL) / hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc, NULL);
-        CHECK(rd > 2.0 && rd < 2.5);
+        CHECK(rd > 2.0 && rd < 5.0);
         CHECK(rp > 1.0 && rp < 1.15);
     }
     /* GPTQ: faster than FP16 for one decode sequence, not in prefill */
@@ -216,8 +247,10 @@ static void test_qlat_cal(void)
         double rmax = hs_qlat_dense_s(&m, g, 16, 4096, &pc, cal) / hs_qlat_dense_s(&m, g, 16, 4096, &roof, NULL);
         for (int t = 1; t <= 4096; t *= 8) {
             double r16 = hs_qlat_dense_s(&m, g, 16, t, &pc, cal) / hs_qlat_dense_s(&m, g, 16, t, &roof, NULL);
-            CHECK_REL(hs_qlat_dense_s(&m, g, 8, t, &pc, cal) / hs_qlat_dense_s(&m, g, 16, t, &pc, cal),
-                      hs_qlat_dense_s(&m, g, 8, t, &roof, NULL) / hs_qlat_dense_s(&m, g, 16, t, &roof, NULL), 1e-9);
+            double call = hs_model_linear_calls(&m) * HS_QLAT_INT8_CALL_S;   /* never scaled */
+            CHECK_REL((hs_qlat_dense_s(&m, g, 8, t, &pc, cal) - call) / hs_qlat_dense_s(&m, g, 16, t, &pc, cal),
+                      (hs_qlat_dense_s(&m, g, 8, t, &roof, NULL) - call) / hs_qlat_dense_s(&m, g, 16, t, &roof, NULL),
+                      1e-9);
             CHECK_REL(hs_qlat_dense_s(&m, g, 4, t, &pc, cal), hs_qlat_dense_s(&m, g, 4, t, &roof, NULL), 1e-12);
             CHECK(r16 > 0.3 && r16 < 3);
         }
@@ -232,6 +265,15 @@ static void test_qlat_cal(void)
                       8 * (hs_qlat_head_s(&m, g, 8, &pc, cal) - hs_qlat_head_s(&m, g, 7, &pc, cal)), 1e-9);
         CHECK(hs_qlat_head_s(&m, g, 16, &pc, cal) < 2 * hs_qlat_head_s(&m, g, 8, &pc, cal));
         CHECK(hs_qlat_head_s(&m, g, 8, &pc, cal) > hs_qlat_head_s(&m, g, 1, &pc, cal));
+        /* a table of one row grows as the roofline does */
+        {
+            hs_qlat_cal *one = NULL;
+            CHECK_OK(hs_qlat_cal_build(&one, &m, c, &pc, 16, 1, &err), &err);
+            if (one)
+                CHECK_REL(hs_qlat_head_s(&m, g, 8, &pc, one) / hs_qlat_head_s(&m, g, 1, &pc, one),
+                          hs_qlat_head_s(&m, g, 8, &roof, NULL) / hs_qlat_head_s(&m, g, 1, &roof, NULL), 1e-9);
+            hs_qlat_cal_free(one);
+        }
     }
     /* A GPU whose FP16 is extrapolated (the P100: no tensor cores, priced by
      * the transfer, 3.5x its roofline for one token): GPTQ's prefill stays
@@ -242,15 +284,17 @@ static void test_qlat_cal(void)
         hs_qlat_cal *cal4 = NULL;
         CHECK_OK(hs_cluster_find(&c4, "llmpq-c4", &err), &err);   /* V100 + 3 x P100 */
         if (c4) CHECK_OK(hs_qlat_cal_build(&cal4, &m, c4, &pc, 4096, 8, &err), &err);
-        for (int i = 0; c4 && cal4 && i < c4->n_gpus; i++) {
+        int found = 0;
+        for (int i = 0; c4 && cal4 && i < c4->n_gpus && !found; i++) {
             const hs_gpu *g = hs_cluster_gpu(c4, i);
             double rc, rr;
             if (strcmp(g->name, "p100-12g")) continue;
+            found = 1;
             rc = hs_qlat_dense_s(&m, g, 4, 4096, &pc, cal4) / hs_qlat_dense_s(&m, g, 16, 4096, &pc, cal4);
             rr = hs_qlat_dense_s(&m, g, 4, 4096, &roof, NULL) / hs_qlat_dense_s(&m, g, 16, 4096, &roof, NULL);
             CHECK(rc < 2 * rr && rc > rr / 2);
-            break;
         }
+        CHECK(found);
         hs_qlat_cal_free(cal4);
         hs_cluster_destroy(c4);
     }

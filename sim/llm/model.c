@@ -25,6 +25,7 @@ static const hs_field model_fields[] = {
     HS_FIELD_STR(hs_model, norm, 1, NULL, "rmsnorm or layernorm"),
     HS_FIELD_STR(hs_model, position, 1, NULL, "rope, learned, alibi, relative"),
     F(parallel_attn, HS_F_BOOL, 0, 1, "attention and MLP in parallel"),
+    HS_FIELD_NUM(hs_model, qkv_fused, HS_F_BOOL, 0, 0, 0, 1, "Q, K and V one linear layer in the reference implementation"),
     F(vocab, HS_F_INT, 1, 1 << 24, "vocabulary size"),
     F(max_seq_len, HS_F_INT, 1, 1 << 24, "context window, tokens"),
     F(tied_embeddings, HS_F_BOOL, 0, 1, "LM head shares the embedding"),
@@ -96,6 +97,11 @@ static double mlp_params(const hs_model *m)
 static double norm_params(const hs_model *m, int n)
 {
     return (double)n * m->hidden * (strcmp(m->norm, "layernorm") ? 1 : 2);
+}
+
+int hs_model_linear_calls(const hs_model *m)
+{
+    return (m->qkv_fused ? 1 : 3) + 1 + (m->ffn_gated ? 3 : 2);
 }
 
 double hs_model_layer_params(const hs_model *m)

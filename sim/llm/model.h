@@ -27,6 +27,8 @@ typedef struct hs_model {
     char norm[12];
     char position[12];
     int parallel_attn;
+    int qkv_fused;          /* the reference implementation runs Q, K and V as
+                               one linear layer (BLOOM, Falcon); 0: three */
     int vocab;
     int max_seq_len;
     int tied_embeddings;
@@ -37,6 +39,12 @@ typedef struct hs_model {
 int hs_model_load(hs_model *m, const char *path, hs_err *err);
 /* By name (models/<name>.json) or path. */
 int hs_model_find(hs_model *m, const char *name, hs_err *err);
+
+/* Linear layers (GEMM calls) of one decoder layer as its reference
+ * implementation (Hugging Face transformers) runs them: Q, K, V (one when
+ * qkv_fused), the attention output, and two or three MLP matrices.  What a
+ * per-call cost (bitsandbytes' LLM.int8) multiplies. */
+int hs_model_linear_calls(const hs_model *m);
 
 /* Parameter counts (elements). */
 double hs_model_layer_params(const hs_model *m);    /* one decoder layer */

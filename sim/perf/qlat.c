@@ -10,17 +10,19 @@ void hs_qlat_factors(const hs_gpu *g, int bits, double *compute, double *mem_rea
 {
     switch (bits) {
     /* bitsandbytes LLM.int8 on INT8 tensor cores (compute capability
-     * 7.5+): the weight read 0.40 makes an INT8 decode step 1.25x an FP16
-     * one, as measured end to end (BLOOM-176B on A100s: 1.22-1.29x per
-     * token at batch 1-32, Hugging Face's BLOOM inference benchmark;
-     * smaller models are slower still); compute 0.95 keeps the paper's
-     * Fig. 5 prefill ordering (comparable to FP16 on a T4).  Below 7.5
-     * (V100, P100) bitsandbytes casts the INT8 weights to 16 bits and runs
-     * an FP16 matmul (its 0.37.0 changelog; the releases before assert on
-     * these GPUs, bitsandbytes #18, so LLM-PQ's V100 runs used it): no
-     * factor, gemm_s times the cast and the FP16 GEMM. */
+     * 7.5+): the INT8 weights are read as fast as FP16's bytes (read 1: a
+     * decode step reads half FP16's bytes), and every linear-layer call
+     * pays a fixed host cost (HS_QLAT_INT8_CALL_S, qlat.h: bitsandbytes'
+     * Python matmul, its outlier split and a wait on the GPU), which two
+     * independent measurements put at 0.63-0.65 ms; compute 0.95 keeps the
+     * paper's Fig. 5 prefill ordering (comparable to FP16 on a T4).  Below
+     * 7.5 (V100, P100) bitsandbytes casts the INT8 weights to 16 bits and
+     * runs an FP16 matmul (its 0.37.0 changelog; the releases before
+     * assert on these GPUs, bitsandbytes #18, so LLM-PQ's V100 runs used
+     * it): no factor, gemm_s times the cast and the FP16 GEMM, and the
+     * same host cost per call. */
     case 8:
-        if (g->ops8 > 0) { *compute = 0.95; *mem_read = 0.40; }
+        if (g->ops8 > 0) { *compute = 0.95; *mem_read = 1.0; }
         else { *compute = 1.0; *mem_read = 1.0; }
         return;
     /* GPTQ's kernel (gemm_s): compute in FP32 on CUDA cores, so no compute
@@ -160,8 +162,8 @@ int hs_qlat_cal_build(hs_qlat_cal **out, const hs_model *m, const hs_cluster *c,
         hs_perf p;
         int id = 0;
         while (c->gpu_type[id] != k) id++;
-        /* two one-layer stages on the GPU: the second carries no embedding
-         * (a first stage's) and its head array holds the LM head */
+        /* two stages on the GPU: the first holds only the embedding, the
+         * second one layer and, in its head array, the LM head */
         memset(&l, 0, sizeof l);
         l.pp = 2;
         l.kv_bits = 16;
@@ -225,8 +227,11 @@ double hs_qlat_dense_s(const hs_model *m, const hs_gpu *g, int bits, double t,
      * whose FP16 is extrapolated, the P100, a one-token ratio of 3.5
      * would have made its prefill 22x FP16's), so it stays on the
      * datasheet with its published read factor */
-    if (!ct || bits < 8) return dense_s(&c, m, t);
-    return dense_s(&c, m, t) * cal_ratio(ct, q, m, g, pc, t);
+    double d = dense_s(&c, m, t);
+    if (ct && bits >= 8) d *= cal_ratio(ct, q, m, g, pc, t);
+    /* LLM.int8's host cost per call is no kernel's: never scaled */
+    if (bits == 8) d += hs_model_linear_calls(m) * HS_QLAT_INT8_CALL_S;
+    return d;
 }
 
 double hs_qlat_prefill_s(const hs_model *m, const hs_gpu *g, int bits, int v, int s,
@@ -266,13 +271,18 @@ double hs_qlat_head_s(const hs_model *m, const hs_gpu *g, int v, const hs_perf_c
 {
     qctx c = mk(g, 16, pc);
     const qcal_type *ct = cal_for(cal, g);
+    double roof = gemm_s(&c, v, m->hidden, m->vocab) + op_s(&c, 0, 0, (double)v * m->hidden * 2.0 * 2, 1.0, 1.0);
     if (ct && v >= 1) {
         int n = cal->max_seqs;
         if (v <= n) return ct->head[v] * 1e-9;
         /* beyond the table: on along its last slope (the head is mostly a
-         * fixed read of its weights, not proportional to v) */
-        return (ct->head[n] + (v - n) * (n > 1 ? ct->head[n] - ct->head[n - 1] : 0)) * 1e-9;
+         * fixed read of its weights, not proportional to v; a noisy table
+         * never makes it fall); one row: as the roofline grows */
+        if (n > 1) {
+            double slope = ct->head[n] - ct->head[n - 1];
+            return (ct->head[n] + (v - n) * (slope > 0 ? slope : 0)) * 1e-9;
+        }
+        return ct->head[1] * 1e-9 * roof / hs_qlat_head_s(m, g, 1, pc, NULL);
     }
-    return gemm_s(&c, v, m->hidden, m->vocab) +
-           op_s(&c, 0, 0, (double)v * m->hidden * 2.0 * 2, 1.0, 1.0);
+    return roof;
 }

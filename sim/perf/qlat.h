@@ -10,11 +10,11 @@
  *
  *   bits  kernel                      model
  *   16    cuBLAS FP16                 roofline
- *    8    bitsandbytes LLM.int8       roofline, weight read x0.40 (decode
- *                                     1.25x FP16: published BLOOM-176B
- *                                     timings); compute x0.45 without INT8
- *                                     tensor cores (V100, P100), x0.95 with
- *                                     (the paper's Fig. 5 orderings)
+ *    8    bitsandbytes LLM.int8       roofline at INT8's bytes, compute
+ *                                     x0.95 (the paper's Fig. 5 orderings),
+ *                                     plus HS_QLAT_INT8_CALL_S per linear
+ *                                     call; without INT8 tensor cores (V100,
+ *                                     P100) a cast to FP16, then FP16
  *    4/3  GPTQ vecquant kernel        one matrix-vector product per input
  *                                     row: packed weights read at x0.61 of
  *                                     mem_eff (GPTQ's 3.25x A100 speed-up),
@@ -44,6 +44,17 @@
 #include "hw/hw.h"
 #include "llm/model.h"
 #include "perf/perf.h"
+
+/* LLM.int8's fixed cost per linear-layer call, seconds: bitsandbytes'
+ * Python matmul splits outliers and waits on the GPU on every call.  Two
+ * end-to-end decode measurements, each with INT8 weights read at FP16's
+ * rate, give it: BLOOM-176B on 8 A100s, 287 against 230 ms per token at
+ * batch 1 (Hugging Face's BLOOM inference benchmark; 70 layers x 4 calls):
+ * 0.63 ms; Llama-2-7B on an A10G, 164 against 37 ms per token (optimum-
+ * quanto PR #62; 32 layers x 7 calls): 0.65 ms.  Measured on INT8
+ * tensor-core GPUs; taken for the V100's cast path too, the same Python
+ * call (profiles/README.md). */
+#define HS_QLAT_INT8_CALL_S 0.64e-3
 
 /* The calibrated FP16 layer of each GPU type of a cluster (see above). */
 typedef struct hs_qlat_cal hs_qlat_cal;

@@ -57,17 +57,23 @@ typedef struct hs_isv_cfg {
     int var;        /* variant index 0..11, see hs_isv_var() */
 } hs_isv_cfg;
 
-/* A variant: weight format, KV bits, pruning, and the factors we assume for
- * what our latency model does not see (kernel overheads of the formats). */
+/* A variant: weight format, KV bits, pruning, and its measured decode
+ * latency against FP16 (the kernels our latency model does not see;
+ * sources in iserve_fp.c). */
 typedef struct hs_isv_variant {
     int wq, kv_bits, prune;
     int bits;             /* weight bits given to the memory/latency models */
-    double lat_factor;    /* multiplies the modelled latency */
+    double lat_ratio;     /* a decode step's latency over FP16's, measured:
+                             hs_solo_build scales the modelled layout to it */
     double wmem_factor;   /* multiplies hidden-layer weight bytes */
     char name[24];        /* "fp16", "int4+kv8", "wanda24" ... */
 } hs_isv_variant;
 
 const hs_isv_variant *hs_isv_var(int var);
+/* Overrides weight format wq's measured decode ratio (its KV8 variant gets
+ * ratio x KV8's) for a sensitivity study: process-wide, before any run.
+ * HS_ERANGE outside (0, 10]. */
+int hs_isv_set_wq_ratio(int wq, double ratio, hs_err *err);
 /* Index of the variant with these settings, -1 when none. */
 /* `hetsim iserve ...` (iserve_cli.c): the process exit code. */
 int hs_iserve_command(int argc, char **argv);

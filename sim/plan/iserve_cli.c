@@ -67,6 +67,8 @@ static void usage(FILE *fp)
             "                       %.2f (default): time slicing without MPS, as iServe runs, measured\n"
             "                       on an H200; 1: free context switches; 0.2: the published MPS\n"
             "                       slowdown; 0: none (docs/iserve.md gives the sources)\n"
+            "  --int4-ratio R       INT4's decode latency over FP16's (0.4086: the paper's 59.14%%\n"
+            "                       lower; sources in profiles/README.md), for sensitivity studies\n"
             "  --capacity P         search the highest --rate (bisection, 1/1024) whose SLO attainment\n"
             "                       is at least P, report it as capacity_* and run at it\n"
             "  --usable F           fraction of GPU memory models may use (0.95)\n"
@@ -155,6 +157,10 @@ static int parse(isv_args *a, int argc, char **argv, hs_err *err)
             else if (!strcmp(o, "--deploy-batch")) a->deploy_batch = (int)x;
             else if (!strcmp(o, "--slo-factor")) a->slo_factor = x;
             else if (!strcmp(o, "--alpha")) a->alpha = x;
+            else if (!strcmp(o, "--int4-ratio")) {
+                int rc = hs_isv_set_wq_ratio(HS_ISV_INT4, x, err);
+                if (rc) return rc;
+            }
             else if (!strcmp(o, "--capacity")) {
                 if (!(x > 0 && x <= 1))
                     return hs_errf(err, HS_ERANGE, "iserve: --capacity %g must be in (0, 1]", x);
@@ -264,7 +270,7 @@ static int do_estimate(const isv_args *a, const hs_model *m, const hs_cluster *c
         if (!hs_isv_est_has(&e, &sp[i])) continue;
         for (int g = 0; g < 64; g++) gpus[g] = g % c->n_gpus;
         hs_isv_layout_even(&l, m, &sp[i], gpus);
-        if ((rc = hs_solo_build(&s, &ref, m, c, &l, o.prompt, hs_isv_var(sp[i].var)->lat_factor, 0, err)))
+        if ((rc = hs_solo_build(&s, &ref, m, c, &l, o.prompt, hs_isv_var(sp[i].var)->lat_ratio, 0, err)))
             break;
         tl = hs_solo_req_ns(&s, o.prompt, o.out2, NULL) / 1e9;
         hs_solo_free(&s);

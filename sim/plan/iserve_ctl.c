@@ -154,7 +154,7 @@ static int deploy_ranked(hs_isv_ctl *k, hs_multi *mm, int model, const hs_isv_cf
             size_t len = strlen(label);
             snprintf(label + len, sizeof label - len, "%s%d", s ? "/" : " L", pl.layout.stage[s].layers);
         }
-        rc = hs_multi_add(mm, model, &pl.layout, hs_isv_var(cfgs[i].var)->lat_factor, 0,
+        rc = hs_multi_add(mm, model, &pl.layout, hs_isv_var(cfgs[i].var)->lat_ratio, 0,
                           pl.charge_b, tb, label, err);
         if (rc == HS_ENOFIT) continue;   /* estimate too low: OOM at load, next one */
         if (rc) return rc;

@@ -1,19 +1,20 @@
 /* iserve_fp.c - iServe's configuration space, the ground truth behind
  * profiling, fingerprint files and the fingerprint estimator (iserve.h).
  *
- * Variant factors: our latency model sees fewer weight bytes for quantised
- * formats but not their kernels, so each format's modelled pass is
- * multiplied by its measured latency against FP16 over its weight bytes
- * (profiles/README.md, "iServe's deployment variants", gives each source):
- *   INT4 (bitsandbytes 4-bit)  0.4086 / 0.25 = x1.63: the paper's own
- *        measurement, INT4 Llama-2 59.14% faster than FP16 (Sec. 8.2);
- *   INT8 (LLM.int8)            1.25 / 0.5 = x2.5: decode at 1.25x FP16,
- *        BLOOM-176B on A100s (Hugging Face's BLOOM inference benchmark,
- *        1.22-1.29x; the largest model measured: smaller ones are slower
- *        still, so INT8 is if anything favoured);
- *   GPTQ4 (AutoGPTQ)           0.739 / 0.25 = x2.96: Llama-7B on an A100
- *        at batch 1, 25.53 against 18.87 tokens/s (AutoGPTQ's README);
- *   KV8                        x1.13: int8 KV makes decode 13-14% slower
+ * Variant ratios: our latency model sees a format's smaller weights but
+ * not its kernels, so each variant carries its measured decode latency
+ * over FP16's and hs_solo_build scales the modelled layout to it (against
+ * the same layout at 16 bits, whatever share of a step the weights are;
+ * profiles/README.md, "iServe's deployment variants", gives each source):
+ *   INT4 (bitsandbytes 4-bit)  0.4086: the paper's own measurement, INT4
+ *        Llama-2 59.14% lower latency than FP16 (Sec. 8.2);
+ *   INT8 (LLM.int8)            1.25: decode at 1.25x FP16, BLOOM-176B on
+ *        A100s (Hugging Face's BLOOM inference benchmark, 1.22-1.29x; the
+ *        largest model measured: smaller ones are slower still, so INT8 is
+ *        if anything favoured);
+ *   GPTQ4 (AutoGPTQ)           0.739: Llama-7B on an A100 at batch 1,
+ *        25.53 against 18.87 tokens/s (AutoGPTQ's README);
+ *   KV8                        1.13: int8 KV makes decode 13-14% slower
  *        (per-token latency of 0.5B and 1.5B models, llama.cpp, flash
  *        attention on; kvquant's measurement);
  * which keep the paper's Sec. 3 orderings (INT4 fastest for large models,
@@ -33,15 +34,16 @@ const char *const hs_isv_wq_names[HS_ISV_NWQ] = {"fp16", "int8", "int4", "gptq4"
 const char *const hs_isv_prune_names[HS_ISV_NPRUNE] = {"none", "sparsegpt", "wanda",
                                                        "wanda24", "wanda48"};
 
-static const hs_isv_variant vars[HS_ISV_NVAR] = {
+/* not const: hs_isv_set_wq_ratio overrides a format's ratio (sensitivity) */
+static hs_isv_variant vars[HS_ISV_NVAR] = {
     {HS_ISV_FP16, 16, HS_ISV_PRUNE_NONE, 16, 1.00, 1.0, "fp16"},
     {HS_ISV_FP16, 8, HS_ISV_PRUNE_NONE, 16, 1.13, 1.0, "fp16+kv8"},
-    {HS_ISV_INT8, 16, HS_ISV_PRUNE_NONE, 8, 2.50, 1.0, "int8"},
-    {HS_ISV_INT8, 8, HS_ISV_PRUNE_NONE, 8, 2.50 * 1.13, 1.0, "int8+kv8"},
-    {HS_ISV_INT4, 16, HS_ISV_PRUNE_NONE, 4, 1.63, 1.0, "int4"},
-    {HS_ISV_INT4, 8, HS_ISV_PRUNE_NONE, 4, 1.63 * 1.13, 1.0, "int4+kv8"},
-    {HS_ISV_GPTQ4, 16, HS_ISV_PRUNE_NONE, 4, 2.96, 1.0, "gptq4"},
-    {HS_ISV_GPTQ4, 8, HS_ISV_PRUNE_NONE, 4, 2.96 * 1.13, 1.0, "gptq4+kv8"},
+    {HS_ISV_INT8, 16, HS_ISV_PRUNE_NONE, 8, 1.25, 1.0, "int8"},
+    {HS_ISV_INT8, 8, HS_ISV_PRUNE_NONE, 8, 1.25 * 1.13, 1.0, "int8+kv8"},
+    {HS_ISV_INT4, 16, HS_ISV_PRUNE_NONE, 4, 0.4086, 1.0, "int4"},
+    {HS_ISV_INT4, 8, HS_ISV_PRUNE_NONE, 4, 0.4086 * 1.13, 1.0, "int4+kv8"},
+    {HS_ISV_GPTQ4, 16, HS_ISV_PRUNE_NONE, 4, 0.739, 1.0, "gptq4"},
+    {HS_ISV_GPTQ4, 8, HS_ISV_PRUNE_NONE, 4, 0.739 * 1.13, 1.0, "gptq4+kv8"},
     {HS_ISV_FP16, 16, HS_ISV_SPARSEGPT, 16, 1.50, 1.0, "sparsegpt"},
     {HS_ISV_FP16, 16, HS_ISV_WANDA, 16, 1.50, 1.0, "wanda"},
     {HS_ISV_FP16, 16, HS_ISV_WANDA24, 16, 1.18, 0.5625, "wanda24"},
@@ -60,6 +62,20 @@ static int tp_index(int tp)
 const hs_isv_variant *hs_isv_var(int var)
 {
     return var >= 0 && var < HS_ISV_NVAR ? &vars[var] : NULL;
+}
+
+int hs_isv_set_wq_ratio(int wq, double ratio, hs_err *err)
+{
+    double kv8 = 1;
+    if (wq < 0 || wq >= HS_ISV_NWQ || !(ratio > 0 && ratio <= 10))
+        return hs_errf(err, HS_ERANGE, "iserve: a weight format's latency ratio must be in (0, 10], got %g", ratio);
+    for (int v = 0; v < HS_ISV_NVAR; v++)
+        if (vars[v].prune == HS_ISV_PRUNE_NONE && vars[v].wq == HS_ISV_FP16 && vars[v].kv_bits == 8)
+            kv8 = vars[v].lat_ratio;
+    for (int v = 0; v < HS_ISV_NVAR; v++)
+        if (vars[v].prune == HS_ISV_PRUNE_NONE && vars[v].wq == wq)
+            vars[v].lat_ratio = vars[v].kv_bits == 16 ? ratio : ratio * kv8;
+    return 0;
 }
 
 int hs_isv_var_find(int wq, int kv_bits, int prune)
@@ -170,7 +186,7 @@ static int measure_one(hs_isv_fp *f, const hs_model *fm, const hs_cluster *c,
     double mem;
     for (int i = 0; i < tp * pp; i++) gpus[i] = i;
     hs_isv_layout_even(&l, fm, &cfg, gpus);
-    if ((rc = hs_solo_build(&t, &o->perf, fm, c, &l, o->prompt, vars[var].lat_factor, 0, err)))
+    if ((rc = hs_solo_build(&t, &o->perf, fm, c, &l, o->prompt, vars[var].lat_ratio, 0, err)))
         return rc;
     mem = hs_isv_layout_bytes(fm, var, &l, o);
     for (int k = 0; k < 2 && !rc; k++) {

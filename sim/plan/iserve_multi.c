@@ -13,21 +13,6 @@
 
 /* ---- solo latency ---- */
 
-int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
-                  const hs_cluster *c, const hs_layout *l, int max_prompt,
-                  double lat_factor, double pass_extra_ns, hs_err *err)
-{
-    memset(s, 0, sizeof *s);
-    s->lat_factor = lat_factor;
-    s->pass_extra_ns = pass_extra_ns;
-    return hs_perf_build(&s->perf, pc, m, c, l, max_prompt, 1, err);
-}
-
-void hs_solo_free(hs_solo *s)
-{
-    if (s && s->perf.pp) hs_perf_free(&s->perf);
-}
-
 static double pass_ns(const hs_solo *t, const hs_batch_shape *b)
 {
     double ns = hs_perf_step_ns(&t->perf, b) + t->pass_extra_ns;
@@ -36,6 +21,56 @@ static double pass_ns(const hs_solo *t, const hs_batch_shape *b)
         if (s + 1 < t->perf.pp) ns += hs_perf_send_ns(&t->perf, s, b->tokens);
     }
     return ns;
+}
+
+/* One sequence's decode step at ctx cached tokens, ns, without the extra
+ * per pass: what the variants' measurements compare. */
+static double decode1_ns(const hs_solo *t, int ctx)
+{
+    hs_batch_shape b;
+    memset(&b, 0, sizeof b);
+    b.tokens = 1;
+    b.samples = 1;
+    b.dec_seqs = 1;
+    b.dec_ctx = ctx;
+    return pass_ns(t, &b) - t->pass_extra_ns;
+}
+
+int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
+                  const hs_cluster *c, const hs_layout *l, int max_prompt,
+                  double lat_ratio, double pass_extra_ns, hs_err *err)
+{
+    int rc, quant = l->kv_bits != 16 || l->layer_bits[0] != 0;
+    memset(s, 0, sizeof *s);
+    s->lat_factor = lat_ratio;
+    for (int i = 0; i < l->pp; i++) quant |= l->stage[i].bits != 16;
+    if ((rc = hs_perf_build(&s->perf, pc, m, c, l, max_prompt, 1, err))) return rc;
+    if (quant) {
+        /* the same layout at 16 bits: the variant's decode step is measured
+         * against it, whatever share of the step its weights are */
+        hs_layout l16 = *l;
+        hs_solo t;
+        double q, f;
+        memset(&t, 0, sizeof t);
+        l16.kv_bits = 16;
+        memset(l16.layer_bits, 0, sizeof l16.layer_bits);
+        for (int i = 0; i < l16.pp; i++) l16.stage[i].bits = 16;
+        if ((rc = hs_perf_build(&t.perf, pc, m, c, &l16, 1, 1, err))) {
+            hs_perf_free(&s->perf);
+            return rc;
+        }
+        q = decode1_ns(s, max_prompt / 2);
+        f = decode1_ns(&t, max_prompt / 2);
+        hs_perf_free(&t.perf);
+        if (q > 0 && f > 0) s->lat_factor = lat_ratio * f / q;
+    }
+    s->pass_extra_ns = pass_extra_ns;
+    return 0;
+}
+
+void hs_solo_free(hs_solo *s)
+{
+    if (s && s->perf.pp) hs_perf_free(&s->perf);
 }
 
 double hs_solo_req_ns(const hs_solo *t, int prompt, int output, double *ttft)
@@ -227,7 +262,7 @@ int hs_multi_schedule(hs_multi *mm, int model, double t_s, hs_err *err)
     return 0;
 }
 
-int hs_multi_add(hs_multi *mm, int model, const hs_layout *l, double lat_factor,
+int hs_multi_add(hs_multi *mm, int model, const hs_layout *l, double lat_ratio,
                  double pass_extra_ns, const double *charge_b, const double *true_b,
                  const char *label, hs_err *err)
 {
@@ -251,11 +286,11 @@ int hs_multi_add(hs_multi *mm, int model, const hs_layout *l, double lat_factor,
     in = &mm->in[mm->n_in];
     memset(in, 0, sizeof *in);
     if ((rc = hs_solo_build(&in->solo, &mm->cfg.perf, &mm->models[model], mm->c, l,
-                            mm->cfg.max_prompt, lat_factor, pass_extra_ns, err)))
+                            mm->cfg.max_prompt, lat_ratio, pass_extra_ns, err)))
         return rc;
     in->model = model;
     in->layout = *l;
-    in->lat_factor = lat_factor;
+    in->lat_factor = in->solo.lat_factor;   /* the batched mode scales its engine alike */
     in->pass_extra_ns = pass_extra_ns;
     in->cur = -1;
     in->qhead = in->qtail = -1;

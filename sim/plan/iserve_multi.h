@@ -69,10 +69,14 @@ typedef struct hs_solo {
     double pass_extra_ns;   /* added to every forward pass (CPU offload) */
 } hs_solo;
 
-/* max_prompt sizes the tables. */
+/* max_prompt sizes the tables.  lat_ratio: the variant's measured decode
+ * latency over FP16's (1: none); lat_factor becomes what makes the
+ * layout's modelled one-sequence decode step lat_ratio times the same
+ * layout's at 16 bits (weights and KV), so the measurement holds whatever
+ * share of the step the weights are. */
 int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
                   const hs_cluster *c, const hs_layout *l, int max_prompt,
-                  double lat_factor, double pass_extra_ns, hs_err *err);
+                  double lat_ratio, double pass_extra_ns, hs_err *err);
 void hs_solo_free(hs_solo *s);
 /* ns; *ttft (may be NULL) gets the first-token part. */
 double hs_solo_req_ns(const hs_solo *s, int prompt, int output, double *ttft);
@@ -128,7 +132,7 @@ int hs_multi_schedule(hs_multi *mm, int model, double t_s, hs_err *err);
  * estimate, NULL: the true bytes); true bytes per GPU come from true_b
  * (indexed like l's GPUs, stage-major).  Returns HS_ENOFIT, changing
  * nothing, when the true bytes would exceed a GPU's usable memory. */
-int hs_multi_add(hs_multi *mm, int model, const hs_layout *l, double lat_factor,
+int hs_multi_add(hs_multi *mm, int model, const hs_layout *l, double lat_ratio,
                  double pass_extra_ns, const double *charge_b, const double *true_b,
                  const char *label, hs_err *err);
 
