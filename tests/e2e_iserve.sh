@@ -67,6 +67,7 @@ if hs_run 0 "run stored in a database" iserve run --models llama-2-7b,gpt-j-6b -
         check_eq "rows name their instance" "$(sqlite3 "$T/i.db" 'select count(*) from requests where replica not in (select id from replicas)')" 0
         # the calibrated model by default: the A6000 priced as its chip, the A40,
         # with that entry's expected error, on every instance
+        check_grep "the run records INT4's ratio" <(sqlite3 "$T/i.db" 'select config from runs') '"int4_ratio":0.4086'
         check_eq "instances on the calibrated model, A6000 as the A40's chip" \
             "$(sqlite3 "$T/i.db" "select count(*) from replicas where perf_model = 'auto' and calibration like 'rtx-a6000: fitted on a40 (same chip)%' and expected_err_pct > 0")" 2
         check_eq "rows' SLO agrees with the summary" \

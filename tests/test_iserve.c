@@ -705,7 +705,7 @@ static void test_variant_ratios(const hs_cluster *c)
             const hs_isv_variant *var = hs_isv_var(v);
             hs_layout lq, l16;
             hs_solo sq, s16;
-            int prompt = 255;   /* its first decode step attends 256 = max_prompt / 2 */
+            int prompt = HS_ISV_RATIO_CTX - 1;   /* its first decode step attends HS_ISV_RATIO_CTX */
             memset(&lq, 0, sizeof lq);
             lq.pp = pp;
             lq.kv_bits = var->kv_bits;

@@ -126,7 +126,7 @@ static void test_latency_orderings(void)
         {
             double r = hs_qlat_decode_s(&bloom, &a100, 8, 1, 512, 16, &pc, NULL) /
                        hs_qlat_decode_s(&bloom, &a100, 16, 1, 512, 16, &pc, NULL);
-            CHECK(r > 1.15 && r < 1.40);
+            CHECK(r > 1.20 && r < 1.40);   /* 1.34: the roofline's FP16 is 6% under the 230 ms */
         }
         CHECK_OK(hs_cluster_find(&a10, "1xa10", &err), &err);
         if (a10) CHECK_OK(hs_qlat_cal_build(&cal, &llama, a10, &pc, 16, 1, &err), &err);
@@ -146,12 +146,12 @@ static void test_latency_orderings(void)
     /* V100 (no INT8 tensor cores): bitsandbytes casts the weights to FP16
      * first, 3 bytes of traffic per weight before the FP16 GEMM's 2, and
      * pays its host cost per call, so a decode step of 8 sequences
-     * (weight-bound) takes 2-5x FP16's, a prefill of 8 x 512 tokens
-     * (compute-bound) a few percent more */
+     * (weight-bound) takes 3-5x FP16's, a prefill of 8 x 512 tokens
+     * (compute-bound) up to 15% more */
     {
         double rd = hs_qlat_decode_s(&m, &v100, 8, 8, 562, 16, &pc, NULL) / hs_qlat_decode_s(&m, &v100, 16, 8, 562, 16, &pc, NULL);
         double rp = hs_qlat_prefill_s(&m, &v100, 8, 8, 512, 16, &pc, NULL) / hs_qlat_prefill_s(&m, &v100, 16, 8, 512, 16, &pc, NULL);
-        CHECK(rd > 2.0 && rd < 5.0);
+        CHECK(rd > 3.0 && rd < 5.0);   /* 2.3 without the cost per call */
         CHECK(rp > 1.0 && rp < 1.15);
     }
     /* GPTQ: faster than FP16 for one decode sequence, not in prefill */

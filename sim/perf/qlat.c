@@ -14,7 +14,7 @@ void hs_qlat_factors(const hs_gpu *g, int bits, double *compute, double *mem_rea
      * decode step reads half FP16's bytes), and every linear-layer call
      * pays a fixed host cost (HS_QLAT_INT8_CALL_S, qlat.h: bitsandbytes'
      * Python matmul, its outlier split and a wait on the GPU), which two
-     * independent measurements put at 0.63-0.65 ms; compute 0.95 keeps the
+     * independent measurements put at 0.61-0.65 ms; compute 0.95 keeps the
      * paper's Fig. 5 prefill ordering (comparable to FP16 on a T4).  Below
      * 7.5 (V100, P100) bitsandbytes casts the INT8 weights to 16 bits and
      * runs an FP16 matmul (its 0.37.0 changelog; the releases before

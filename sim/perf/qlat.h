@@ -49,12 +49,13 @@
  * Python matmul splits outliers and waits on the GPU on every call.  Two
  * end-to-end decode measurements, each with INT8 weights read at FP16's
  * rate, give it: BLOOM-176B on 8 A100s, 287 against 230 ms per token at
- * batch 1 (Hugging Face's BLOOM inference benchmark; 70 layers x 4 calls):
- * 0.63 ms; Llama-2-7B on an A10G, 164 against 37 ms per token (optimum-
- * quanto PR #62; 32 layers x 7 calls): 0.65 ms.  Measured on INT8
- * tensor-core GPUs; taken for the V100's cast path too, the same Python
- * call (profiles/README.md). */
-#define HS_QLAT_INT8_CALL_S 0.64e-3
+ * batch 1 (Hugging Face's BLOOM inference benchmark; (287 - 230 / 2) ms
+ * over 70 layers x 4 calls): 0.61 ms; Llama-2-7B on an A10G, 164 against
+ * 37 ms per token (optimum-quanto PR #62; (164 - 37 / 2) ms over 32 x 7
+ * calls): 0.65 ms; their mean.  Measured on INT8 tensor-core GPUs; taken
+ * for the V100's cast path too, the same Python call, with no V100 figure
+ * published (profiles/README.md). */
+#define HS_QLAT_INT8_CALL_S 0.63e-3
 
 /* The calibrated FP16 layer of each GPU type of a cluster (see above). */
 typedef struct hs_qlat_cal hs_qlat_cal;

@@ -400,11 +400,12 @@ static int store_run(const isv_args *a, double rate, hs_multi *mm, const hs_mode
              "\"preset\":\"%s\",\"rate\":%g,\"duration\":%g,\"system\":\"%s\",\"intent\":\"%s\","
              "\"target\":%g,\"place\":\"%s\",\"tau\":%g,\"deploy_every\":%g,\"deploy_batch\":%d,"
              "\"slo_factor\":%g,\"alpha\":%g,\"usable\":%g,\"serving\":\"%s\",\"passes\":%d,"
-             "\"perf_model\":\"%s\",\"capacity\":%g,\"seed\":%d}",
+             "\"perf_model\":\"%s\",\"capacity\":%g,\"seed\":%d,\"int4_ratio\":%g}",
              a->models, c->name, a->trace ? a->trace : "", a->trace ? "" : (a->preset ? a->preset : "azure-code"),
              rate, a->duration, hs_isv_sys_names[a->system], hs_isv_intent_names[a->intent], a->target,
              hs_isv_place_names[a->place], a->tau, a->deploy_every, a->deploy_batch, a->slo_factor,
-             a->alpha, a->usable, a->serving, a->passes, a->perf_model, a->capacity, a->seed);
+             a->alpha, a->usable, a->serving, a->passes, a->perf_model, a->capacity, a->seed,
+             hs_isv_var(hs_isv_var_find(HS_ISV_INT4, 16, HS_ISV_PRUNE_NONE))->lat_ratio);
     if ((rc = hs_db_open(&db, a->db, err))) return rc;
     {
         hs_run_info ri = {cfg, HS_GIT_REV, "iserve", (uint64_t)a->seed};

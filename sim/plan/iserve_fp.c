@@ -34,16 +34,18 @@ const char *const hs_isv_wq_names[HS_ISV_NWQ] = {"fp16", "int8", "int4", "gptq4"
 const char *const hs_isv_prune_names[HS_ISV_NPRUNE] = {"none", "sparsegpt", "wanda",
                                                        "wanda24", "wanda48"};
 
+#define KV8 1.13   /* int8 KV's decode ratio, above */
+
 /* not const: hs_isv_set_wq_ratio overrides a format's ratio (sensitivity) */
 static hs_isv_variant vars[HS_ISV_NVAR] = {
     {HS_ISV_FP16, 16, HS_ISV_PRUNE_NONE, 16, 1.00, 1.0, "fp16"},
-    {HS_ISV_FP16, 8, HS_ISV_PRUNE_NONE, 16, 1.13, 1.0, "fp16+kv8"},
+    {HS_ISV_FP16, 8, HS_ISV_PRUNE_NONE, 16, KV8, 1.0, "fp16+kv8"},
     {HS_ISV_INT8, 16, HS_ISV_PRUNE_NONE, 8, 1.25, 1.0, "int8"},
-    {HS_ISV_INT8, 8, HS_ISV_PRUNE_NONE, 8, 1.25 * 1.13, 1.0, "int8+kv8"},
+    {HS_ISV_INT8, 8, HS_ISV_PRUNE_NONE, 8, 1.25 * KV8, 1.0, "int8+kv8"},
     {HS_ISV_INT4, 16, HS_ISV_PRUNE_NONE, 4, 0.4086, 1.0, "int4"},
-    {HS_ISV_INT4, 8, HS_ISV_PRUNE_NONE, 4, 0.4086 * 1.13, 1.0, "int4+kv8"},
+    {HS_ISV_INT4, 8, HS_ISV_PRUNE_NONE, 4, 0.4086 * KV8, 1.0, "int4+kv8"},
     {HS_ISV_GPTQ4, 16, HS_ISV_PRUNE_NONE, 4, 0.739, 1.0, "gptq4"},
-    {HS_ISV_GPTQ4, 8, HS_ISV_PRUNE_NONE, 4, 0.739 * 1.13, 1.0, "gptq4+kv8"},
+    {HS_ISV_GPTQ4, 8, HS_ISV_PRUNE_NONE, 4, 0.739 * KV8, 1.0, "gptq4+kv8"},
     {HS_ISV_FP16, 16, HS_ISV_SPARSEGPT, 16, 1.50, 1.0, "sparsegpt"},
     {HS_ISV_FP16, 16, HS_ISV_WANDA, 16, 1.50, 1.0, "wanda"},
     {HS_ISV_FP16, 16, HS_ISV_WANDA24, 16, 1.18, 0.5625, "wanda24"},
@@ -66,15 +68,13 @@ const hs_isv_variant *hs_isv_var(int var)
 
 int hs_isv_set_wq_ratio(int wq, double ratio, hs_err *err)
 {
-    double kv8 = 1;
-    if (wq < 0 || wq >= HS_ISV_NWQ || !(ratio > 0 && ratio <= 10))
+    if (wq <= HS_ISV_FP16 || wq >= HS_ISV_NWQ)
+        return hs_errf(err, HS_EINVAL, "iserve: weight format %d has no ratio to set (FP16 is the reference)", wq);
+    if (!(ratio > 0 && ratio <= 10))
         return hs_errf(err, HS_ERANGE, "iserve: a weight format's latency ratio must be in (0, 10], got %g", ratio);
     for (int v = 0; v < HS_ISV_NVAR; v++)
-        if (vars[v].prune == HS_ISV_PRUNE_NONE && vars[v].wq == HS_ISV_FP16 && vars[v].kv_bits == 8)
-            kv8 = vars[v].lat_ratio;
-    for (int v = 0; v < HS_ISV_NVAR; v++)
         if (vars[v].prune == HS_ISV_PRUNE_NONE && vars[v].wq == wq)
-            vars[v].lat_ratio = vars[v].kv_bits == 16 ? ratio : ratio * kv8;
+            vars[v].lat_ratio = vars[v].kv_bits == 16 ? ratio : ratio * KV8;
     return 0;
 }
 

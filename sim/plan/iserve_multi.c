@@ -40,10 +40,11 @@ int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
                   const hs_cluster *c, const hs_layout *l, int max_prompt,
                   double lat_ratio, double pass_extra_ns, hs_err *err)
 {
-    int rc, quant = l->kv_bits != 16 || l->layer_bits[0] != 0;
+    int rc, quant = l->kv_bits != 16;
     memset(s, 0, sizeof *s);
     s->lat_factor = lat_ratio;
     for (int i = 0; i < l->pp; i++) quant |= l->stage[i].bits != 16;
+    for (int i = 0; i < HS_MAX_LAYERS; i++) quant |= l->layer_bits[i] != 0 && l->layer_bits[i] != 16;
     if ((rc = hs_perf_build(&s->perf, pc, m, c, l, max_prompt, 1, err))) return rc;
     if (quant) {
         /* the same layout at 16 bits: the variant's decode step is measured
@@ -59,8 +60,8 @@ int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
             hs_perf_free(&s->perf);
             return rc;
         }
-        q = decode1_ns(s, max_prompt / 2);
-        f = decode1_ns(&t, max_prompt / 2);
+        q = decode1_ns(s, HS_ISV_RATIO_CTX);
+        f = decode1_ns(&t, HS_ISV_RATIO_CTX);
         hs_perf_free(&t.perf);
         if (q > 0 && f > 0) s->lat_factor = lat_ratio * f / q;
     }

@@ -69,11 +69,18 @@ typedef struct hs_solo {
     double pass_extra_ns;   /* added to every forward pass (CPU offload) */
 } hs_solo;
 
+/* The context (tokens) at which a variant's decode step is matched to its
+ * measured ratio: one point for the estimator's fingerprints and the live
+ * instances alike (a ratio drifts a few percent with the context). */
+#define HS_ISV_RATIO_CTX 512
+
 /* max_prompt sizes the tables.  lat_ratio: the variant's measured decode
  * latency over FP16's (1: none); lat_factor becomes what makes the
- * layout's modelled one-sequence decode step lat_ratio times the same
- * layout's at 16 bits (weights and KV), so the measurement holds whatever
- * share of the step the weights are. */
+ * layout's modelled one-sequence decode step at HS_ISV_RATIO_CTX lat_ratio
+ * times the same layout's at 16 bits (weights and KV), so the measurement
+ * holds whatever share of the step the weights are.  Prefill takes the
+ * same factor: the sources time whole requests or decode steps, none a
+ * prefill alone. */
 int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
                   const hs_cluster *c, const hs_layout *l, int max_prompt,
                   double lat_ratio, double pass_extra_ns, hs_err *err);

@@ -5,9 +5,12 @@
  * blocks (placement=, default first-feasible).  The result is an
  * ordinary deployment (one replica), so continuous batching, routing and
  * the database all apply.  Only the weight/KV formats are offered (pruned
- * variants need a latency factor a deployment JSON does not carry), and a
- * configuration is kept only when the engine's own memory model leaves one
- * full context of KV per lane. */
+ * variants are dense to the engine), and a configuration is kept only when
+ * the engine's own memory model leaves one full context of KV per lane.
+ * The ranking prices each format at its measured ratio to FP16
+ * (hs_isv_variant.lat_ratio); the deployment runs on the engine's own
+ * quantised kernels, which a deployment JSON cannot rescale, so a run of it
+ * prices INT8 and GPTQ4 as the latency model's bytes do, not as measured. */
 #include <stdlib.h>
 #include <string.h>
 
