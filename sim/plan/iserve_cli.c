@@ -219,8 +219,8 @@ static void print_trust(const hs_multi *mm)
     const hs_perf *p;
     memset(&acc, 0, sizeof acc);
     acc.expected_err = -1;
-    for (int i = 0; (p = hs_multi_inst_perf(mm, i)) || hs_multi_inst_layout(mm, i); i++)
-        if (p) hs_perf_merge_calib(&acc, p);
+    for (int i = 0; hs_multi_inst_layout(mm, i); i++)
+        if ((p = hs_multi_inst_perf(mm, i))) hs_perf_merge_calib(&acc, p);
     if (acc.calib[0]) printf("trust   %s\n", acc.calib);
 }
 

@@ -24,7 +24,8 @@ static double pass_ns(const hs_solo *t, const hs_batch_shape *b)
 }
 
 /* One sequence's decode step at ctx cached tokens, ns, without the extra
- * per pass: what the variants' measurements compare. */
+ * per pass (an offload's transfer, not a format's kernel): what the
+ * variants' measurements compare. */
 static double decode1_ns(const hs_solo *t, int ctx)
 {
     hs_batch_shape b;
@@ -85,11 +86,8 @@ double hs_solo_req_ns(const hs_solo *t, int prompt, int output, double *ttft)
     b.pre_self = (double)prompt * (prompt + 1) / 2;
     b.pre_tokens = prompt;
     pre = pass_ns(t, &b) * t->lat_factor;
-    memset(&b, 0, sizeof b);
-    b.tokens = 1;
-    b.samples = 1;
-    b.dec_seqs = 1;
-    a = pass_ns(t, &b);
+    /* the context is added in closed form below */
+    a = decode1_ns(t, 0) + t->pass_extra_ns;
     for (int s = 0; s < t->perf.pp; s++) ctx_coef += t->perf.stage[s].dec_ctx;
     /* Decode step k (1..output-1) attends over prompt + k tokens: linear in
      * the context, so the sum over steps is closed form. */

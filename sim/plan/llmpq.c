@@ -230,12 +230,7 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
                        cfg->mem_frac, cfg->reserve_bytes);
     if ((rc = hs_qlat_cal_build(&x.cal, m, c, pc, hs_qlat_cal_tokens(cfg->B, cfg->s), cfg->B, err)))
         goto out;
-    if (x.cal) {
-        double e;
-        const char *src = hs_qlat_cal_source(x.cal, &e);
-        snprintf(out->latency, sizeof out->latency, "%s", src);
-        out->latency_err = e;
-    }
+    if (x.cal) snprintf(out->latency, sizeof out->latency, "%s", hs_qlat_cal_source(x.cal, NULL));
     if (!(x.omega = malloc(sizeof *x.omega * m->layers * HS_NBITS)) ||
         !(om_unit = malloc(sizeof *om_unit * m->layers * HS_NBITS)) ||
         !(dev = malloc(sizeof *dev * m->layers)) || !(bi = malloc(sizeof *bi * m->layers))) {

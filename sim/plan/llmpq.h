@@ -70,8 +70,8 @@ typedef struct hs_pq_plan {
     int n_inst, n_ilp, n_timeout;   /* instances examined, ILPs solved, limits hit */
     int from_ilp;            /* 1: the ILP improved on the heuristic */
     char latency[1024];      /* where the FP16 layer's times came from, per GPU
-                                type (hs_qlat_cal_source); "": the roofline */
-    double latency_err;      /* its expected error per layer, % (< 0: unknown) */
+                                type with its expected error (hs_qlat_cal_source);
+                                "": the roofline */
 } hs_pq_plan;
 
 /* One instance: device order fixed, (eta, xi) fixed, U units. */

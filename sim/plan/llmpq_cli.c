@@ -159,12 +159,12 @@ static void print_plan(const hs_pq_plan *p, const hs_cluster *c, FILE *fp)
     fprintf(fp, " eta=%d xi=%d bits16/8/4/3=%d/%d/%d/%d", p->eta, p->xi, cnt[0], cnt[1], cnt[2], cnt[3]);
 }
 
-/* The trust line: where the FP16 layer's times come from. */
-static void print_trust(const char *src, double err_pct)
+/* The trust line: where the FP16 layer's times come from (each source
+ * carries its expected error, as a run's trust line does). */
+static void print_trust(const char *src)
 {
-    printf("trust   %s", *src ? src : "datasheet roofline (perf.model roofline)");
-    if (*src && err_pct >= 0 && !strstr(src, "% per layer")) printf(" (+-%.0f%% per layer)", err_pct);
-    printf("; attention and embedding on the roofline (eager kernels)\n");
+    printf("trust   %s; attention and embedding on the roofline (eager kernels)\n",
+           *src ? src : "datasheet roofline (perf.model roofline)");
 }
 
 static int simulate(const hs_model *m, const hs_cluster *c, const hs_pq_plan *p,
@@ -232,7 +232,7 @@ int hs_llmpq_command(int argc, char **argv)
         print_plan(&p, c, stdout);
         if ((rc = simulate(&m, c, &p, &o.cfg, &o.pc, &r, &err))) goto fail;
         printf("\n");
-        print_trust(r.latency, r.latency_err);
+        print_trust(r.latency);
     } else {
         hs_pq_plan p;
         int kind = !strcmp(o.planner, "llmpq") ? HS_PQ_LLMPQ
@@ -261,7 +261,7 @@ int hs_llmpq_command(int argc, char **argv)
             if ((rc = simulate(&m, c, &p, &o.cfg, &o.pc, &r, &err))) goto fail;
         }
         printf("\n");
-        print_trust(p.latency, p.latency_err);
+        print_trust(p.latency);
         if (o.out) {
             char *txt = hs_pq_deploy_json(&p, &m, c, &o.cfg);
             FILE *f = txt ? fopen(o.out, "w") : NULL;

@@ -114,9 +114,7 @@ int hs_pipe_offline(const hs_model *m, const hs_cluster *c, const hs_perf_cfg *p
     smax = jb->B > jb->eta ? jb->B : jb->eta;
     if (jb->xi > smax) smax = jb->xi;
     if ((rc = hs_qlat_cal_build(&cal, m, c, pc, tmax, smax, err))) return rc;
-    if (cal) {
-        snprintf(res->latency, sizeof res->latency, "%s", hs_qlat_cal_source(cal, &res->latency_err));
-    } else res->latency_err = -1;
+    if (cal) snprintf(res->latency, sizeof res->latency, "%s", hs_qlat_cal_source(cal, NULL));
     if (!(left = malloc(sizeof *left * ndec))) {
         hs_qlat_cal_free(cal);
         return hs_errf(err, HS_ENOMEM, "out of memory");

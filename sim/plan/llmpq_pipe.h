@@ -45,7 +45,6 @@ typedef struct hs_pipe_result {
     long long events;
     char latency[1024];                 /* the FP16 layer's sources (hs_qlat_cal_source);
                                            "": the roofline */
-    double latency_err;                 /* their expected error per layer, % (< 0: unknown) */
 } hs_pipe_result;
 
 int hs_pipe_offline(const hs_model *m, const hs_cluster *c, const hs_perf_cfg *pc,
