@@ -5,6 +5,8 @@
  *                         bound on the paper's clusters and models, ratios next
  *                         to the paper's
  *   bench-exegpt table6   Table 6 case study and scheduler time
+ *   bench-exegpt example  the paper's worked example alone (Sec. 7.3, also
+ *                         part of `paper`)
  *   bench-exegpt all      everything (default)
  *   --json F              also writes the headline rows (Table 6, ExeGPT/FT)
  *                         as [{"claim": ..., "paper": x, "ours": y}, ...]
@@ -110,7 +112,7 @@ typedef struct headline {
     char claim[160];
     double paper, ours;
 } headline;
-static headline g_head[16];
+static headline g_head[24];
 static int g_nhead;
 
 static void head_add(const char *claim, double paper, double ours)
@@ -395,19 +397,44 @@ static double dsi_best(ctx *k, double bound, char *lab, size_t cap, double *ana)
  * bounds at FT's 10/30/70% latencies and infinity, and per bound the
  * best FT, RRA and WAA throughput (ExeGPT's by the planner, checked by a
  * DES run).  Accumulates ExeGPT/FT ratios. */
+/* FT over its batch grid (4, 8, ..., 64, then every 32 to 512) until a batch
+ * does not fit; returns the points. */
+static int ft_grid(ctx *k, ft_point *ft, int cap)
+{
+    int nft = 0;
+    for (int b = 4; b <= 512 && nft < cap; b += b < 64 ? 4 : 32) {
+        if (!ft_run(k, b, &ft[nft])) break;
+        nft++;
+    }
+    return nft;
+}
+
+/* FT's best point whose batch latency meets bound (NULL: none). */
+static const ft_point *ft_best(const ft_point *ft, int nft, double bound)
+{
+    const ft_point *best = NULL;
+    for (int j = 0; j < nft; j++)
+        if (ft[j].lat <= bound && (!best || ft[j].thr > best->thr)) best = &ft[j];
+    return best;
+}
+
+static double g_large_inf_sum, g_large_min = INFINITY, g_large_max;   /* large models' ExeGPT / FT */
+static int g_large_inf_n;
+/* FT's throughput with no bound over its throughput at the tightest bound:
+ * how steep FT's curve is (the paper's worked example implies 5.4x). */
+static double g_ftspan_sum, g_ftspan_min = INFINITY, g_ftspan_max;
+static int g_ftspan_n;
+
 static void paper_case(const char *model, const char *cluster, const char *task, int large,
                        double *ratio_sum, int *ratio_n)
 {
     ctx k;
     ft_point ft[128], vl[64];
     double lats[128], bounds[4];
-    int nft = 0, nv;
+    int nft, nv;
     ctx_open(&k, model, cluster, task);
-    for (int b = 4; b <= 512 && nft < 128; b += b < 64 ? 4 : 32) {
-        if (!ft_run(&k, b, &ft[nft])) break;
-        lats[nft] = ft[nft].lat;
-        nft++;
-    }
+    nft = ft_grid(&k, ft, 128);
+    for (int j = 0; j < nft; j++) lats[j] = ft[j].lat;
     printf("%s on %s, task %s: FT batches 4..%d per stage x %d stages (%d points)\n", model, cluster, task,
            nft ? ft[nft - 1].batch : 0, ft_stages(&k), nft);
     {
@@ -438,19 +465,27 @@ static void paper_case(const char *model, const char *cluster, const char *task,
     bounds[1] = lats[(int)floor(0.3 * (nft - 1) + 0.5)];
     bounds[2] = lats[(int)floor(0.7 * (nft - 1) + 0.5)];
     bounds[3] = INFINITY;
-    printf("  %-7s | %-8s %-5s %-7s %-7s %-7s %-13s | %-40s %7s %7s | %-40s %7s %7s | %-6s %-6s\n", "L_B s",
-           "FT q/s", "b", "vLLM", "DSI sim", "(anal.)", "(b m_E/m_D)", "RRA schedule", "est", "DES", "WAA schedule", "est", "DES", "best",
+    {
+        const ft_point *lo = ft_best(ft, nft, bounds[0]), *hi = ft_best(ft, nft, INFINITY);
+        if (lo && hi) {
+            double span = hi->thr / lo->thr;
+            printf("  FT with no bound / FT at L_B %.2f s: %.2fx throughput\n", bounds[0], span);
+            g_ftspan_sum += span;
+            g_ftspan_n++;
+            g_ftspan_min = fmin(g_ftspan_min, span);
+            g_ftspan_max = fmax(g_ftspan_max, span);
+        }
+    }
+    printf("  %-7s | %-8s %-5s %-6s %-7s %-7s %-7s %-13s | %-40s %7s %7s | %-40s %7s %7s | %-6s %-6s\n", "L_B s",
+           "FT q/s", "b", "lat s", "vLLM", "DSI sim", "(anal.)", "(b m_E/m_D)", "RRA schedule", "est", "DES", "WAA schedule", "est", "DES", "best",
            "x FT");
     for (int i = 0; i < 4; i++) {
-        double best_ft = 0, thr[2] = {0, 0};
-        int bft = 0;
+        double thr[2] = {0, 0};
+        const ft_point *fb = ft_best(ft, nft, bounds[i]);
+        double best_ft = fb ? fb->thr : 0, lat_ft = fb ? fb->lat : NAN;
+        int bft = fb ? fb->batch : 0;
         char lab[2][128];
         double best_vl = 0;
-        for (int j = 0; j < nft; j++)
-            if (ft[j].lat <= bounds[i] && ft[j].thr > best_ft) {
-                best_ft = ft[j].thr;
-                bft = ft[j].batch;
-            }
         char dlab[32];
         double best_dsi, ana_dsi;
         for (int j = 0; j < nv; j++)
@@ -477,13 +512,21 @@ static void paper_case(const char *model, const char *cluster, const char *task,
             double e0 = bar0 ? atof(bar0 + 1) : NAN, e1 = bar1 ? atof(bar1 + 1) : NAN;
             if (bar0) *bar0 = 0;
             if (bar1) *bar1 = 0;
-            printf("  %-7.2f | %-8.2f %-5d %-7.2f %-7.2f %-7.2f %-13s | %-40s %7.2f %7.2f | %-40s %7.2f %7.2f | %-6s %5.2fx\n",
-                   bounds[i], best_ft, bft, best_vl, best_dsi, ana_dsi, dlab, lab[0], e0, thr[0], lab[1], e1, thr[1],
+            printf("  %-7.2f | %-8.2f %-5d %-6.2f %-7.2f %-7.2f %-7.2f %-13s | %-40s %7.2f %7.2f | %-40s %7.2f %7.2f | %-6s %5.2fx\n",
+                   bounds[i], best_ft, bft, lat_ft, best_vl, best_dsi, ana_dsi, dlab, lab[0], e0, thr[0], lab[1], e1, thr[1],
                    best > 0 ? (w ? "WAA" : "RRA") : "-",
                    best_ft > 0 ? best / best_ft : NAN);
             if (best_ft > 0 && best > 0) {
                 *ratio_sum += best / best_ft;
                 (*ratio_n)++;
+                if (large) {
+                    g_large_min = fmin(g_large_min, best / best_ft);
+                    g_large_max = fmax(g_large_max, best / best_ft);
+                    if (isinf(bounds[i])) {
+                        g_large_inf_sum += best / best_ft;
+                        g_large_inf_n++;
+                    }
+                }
             }
             if (best_dsi > 0 && best > 0) {
                 g_dsi_sum += best / best_dsi;
@@ -493,6 +536,58 @@ static void paper_case(const char *model, const char *cluster, const char *task,
             if (thr[0] > 0 && thr[1] > 0) g_wins[strcmp(task, "T") == 0 || strcmp(task, "G") == 0][w]++;
         }
     }
+    ctx_close(&k);
+}
+
+/* The paper's worked example (Sec. 7.3): GPT-3 39B, task S, L_B 9.8 s, where
+ * ExeGPT (WAA) gains 5.4x over FT, meets the bound at 7.8 s, and matches
+ * the throughput FT reaches with no bound, at FT's latency of 47 s.  The
+ * only FT figures the paper gives in its text: they show the shape of its
+ * FT curve, which the plots give only as bars. */
+static void paper_example(void)
+{
+    const double lb = 9.8;
+    ctx k;
+    ft_point ft[128];
+    const ft_point *fb, *fi;
+    double ex = 0, ex_lat = NAN;
+    char lab[128] = "NS";
+    int nft;
+    ctx_open(&k, "gpt-3-39b", "exegpt-a40x16", "S");
+    nft = ft_grid(&k, ft, 128);
+    fb = ft_best(ft, nft, lb);
+    fi = ft_best(ft, nft, INFINITY);
+    if (getenv("HS_BENCH_DEBUG"))
+        for (int j = 0; j < nft; j++) printf("  [FT batch %d: %.2f q/s, %.2f s]\n", ft[j].batch, ft[j].thr, ft[j].lat);
+    for (int p = 0; p < 2; p++) {
+        hs_exegpt_result r;
+        hs_exegpt_des ds;
+        hs_err err = {0};
+        if (!plan_best(&k, p == 0 ? RRA_MASK : WAA_MASK, lb, &r)) continue;
+        if (hs_exegpt_des_run(k.x[1], &r.cfg, &k.wc, des_queries(&r), r.est.bd, 0.1, &k.pc, &ds, &err)) die(&err);
+        if (ds.thr > ex) {
+            ex = ds.thr;
+            ex_lat = ds.lat_b;
+            hs_exegpt_cfg_str(&r.cfg, &r.est, lab, sizeof lab);
+        }
+    }
+    printf("== The paper's worked example (Sec. 7.3): GPT-3 39B on 16 A40, task S, L_B 9.8 s ==\n");
+    if (!fb || !fi || ex <= 0) {
+        printf("  (not run: FT or ExeGPT has no schedule under 9.8 s)\n");
+        ctx_close(&k);
+        return;
+    }
+    printf("  FT at L_B 9.8 s: batch %d, %.2f q/s, %.2f s | FT with no bound: batch %d, %.2f q/s, %.2f s (paper 47 s)\n",
+           fb->batch, fb->thr, fb->lat, fi->batch, fi->thr, fi->lat);
+    printf("  ExeGPT at L_B 9.8 s: %s, %.2f q/s (DES), p99-length query %.2f s (paper 7.8 s)\n", lab, ex, ex_lat);
+    printf("  ExeGPT / FT at 9.8 s %.2fx (paper 5.4x); ExeGPT at 9.8 s / FT with no bound %.2fx (paper: equal, 1x);\n"
+           "  FT with no bound / FT at 9.8 s %.2fx (paper: 5.4x, implied); FT's latency / ExeGPT's %.2fx (paper 6x)\n",
+           ex / fb->thr, ex / fi->thr, fi->thr / fb->thr, fi->lat / ex_lat);
+    head_add("Sec. 7.3 example (GPT-3 39B, task S, L_B 9.8 s): ExeGPT / FT throughput", 5.4, ex / fb->thr);
+    head_add("Sec. 7.3 example: ExeGPT's p99-length latency, s", 7.8, ex_lat);
+    head_add("Sec. 7.3 example: FT's batch latency with no bound, s", 47, fi->lat);
+    head_add("Sec. 7.3 example: ExeGPT at 9.8 s / FT with no bound, throughput", 1.0, ex / fi->thr);
+    head_add("Sec. 7.3 example: FT with no bound / FT at 9.8 s, throughput (implied)", 5.4, fi->thr / fb->thr);
     ctx_close(&k);
 }
 
@@ -527,6 +622,12 @@ static void bench_paper(void)
         }
     printf("ExeGPT / FT average: small/mid models %.2fx over %d points (paper 2.0x), large models %.2fx over %d "
            "points (paper 3.2x)\n", cnt[0] ? sum[0] / cnt[0] : NAN, cnt[0], cnt[1] ? sum[1] / cnt[1] : NAN, cnt[1]);
+    printf("Large models: ExeGPT / FT %.2fx-%.2fx (paper 1.1-15.2x), with no bound %.2fx on average over %d points "
+           "(paper 2.2x)\n", g_large_min, g_large_max, g_large_inf_n ? g_large_inf_sum / g_large_inf_n : NAN,
+           g_large_inf_n);
+    printf("FT with no bound / FT at the tightest bound: %.2fx on average, %.2fx-%.2fx over %d cases "
+           "(the paper's worked example implies 5.4x at its 9.8 s bound)\n",
+           g_ftspan_n ? g_ftspan_sum / g_ftspan_n : NAN, g_ftspan_min, g_ftspan_max, g_ftspan_n);
     printf("ExeGPT / DSI (simulated) average: %.2fx over %d points; simulated DSI within %.1f%% of the analytic\n",
            g_dsi_n ? g_dsi_sum / g_dsi_n : NAN, g_dsi_n, 100 * g_dsi_dev);
     head_add("ExeGPT / FasterTransformer throughput, small and mid models (average over bounds)", 2.0,
@@ -535,6 +636,11 @@ static void bench_paper(void)
              cnt[1] ? sum[1] / cnt[1] : NAN);
     head_add("ExeGPT / FasterTransformer throughput, average over all scenarios", 2.9,
              cnt[0] + cnt[1] ? (sum[0] + sum[1]) / (cnt[0] + cnt[1]) : NAN);
+    head_add("ExeGPT / FasterTransformer throughput, large models, no latency bound (average)", 2.2,
+             g_large_inf_n ? g_large_inf_sum / g_large_inf_n : NAN);
+    head_add("ExeGPT / FasterTransformer throughput, large models, largest gain", 15.2,
+             g_large_max > 0 ? g_large_max : NAN);
+    paper_example();
     printf("Where both run: short-output tasks (S, C1, C2) WAA best %d / RRA best %d (paper: WAA); long-output tasks "
            "(T, G) WAA best %d / RRA best %d (paper: RRA)\n", g_wins[0][1], g_wins[0][0], g_wins[1][1], g_wins[1][0]);
     printf("Scheduler (branch and bound per policy family and bound): %d searches, mean %.3f s, max %.3f s "
@@ -605,6 +711,7 @@ int main(int argc, char **argv)
     if (all || !strcmp(what, "des")) bench_des();
     if (all || !strcmp(what, "table6")) bench_table6();
     if (all || !strcmp(what, "paper")) bench_paper();
+    if (!strcmp(what, "example")) paper_example();
     if (json) write_json(json);
     return 0;
 }
