@@ -107,6 +107,9 @@ hs_run 1 "unwritable database" iserve run --models llama-2-7b --preset azure-cod
 
 if hs_run 0 "iserve planner" plan --planner iserve --model llama-2-13b --cluster iserve-a6000x8 --emit-deployment "$T/d.json"; then
     check_grep "planner recorded" "$T/d.json" '"planner":"iserve"'
-    hs_run 0 "run the iserve deployment" run --deployment "$T/d.json" --requests 100 --db "$T/r.db" --quiet
+    # its 4-bit format runs at the measured ratio: a scale on the replica
+    check_grep "format ratio as a latency scale" "$T/d.json" '"latency_scale":0\.[0-9]'
+    hs_run 0 "run the iserve deployment" run --deployment "$T/d.json" --requests 100 --db "$T/r.db"
+    check_grep "the run says it scales" "$T/out" '^scaled    replica 0: every iteration x0\.[0-9]'
 fi
 e2e_finish

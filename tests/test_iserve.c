@@ -5,7 +5,8 @@
  * conserves requests (MULTI-CONS), keeps true memory within the GPUs
  * (MULTI-MEM), queues exactly and slows down under interference, and orders
  * events at one instant as multi.h says (sample, completion, deployment,
- * arrival), runs once, and refuses a deployment scheduled in its past. */
+ * arrival), runs once, and refuses a deployment scheduled in its past; the
+ * iserve planner's deployment runs at its format's measured ratio. */
 #include "check.h"
 
 #include "plan/iserve.h"
@@ -13,6 +14,9 @@
 #include "policy/policy.h"
 #include "plan/iserve_multi.h"
 #include "plan/iserve_multi_int.h" /* the load monitor's sample count */
+#include "serve/deploy.h"
+
+#include <math.h>
 
 static double gib(double b) { return b / 1073741824.0; }
 
@@ -734,6 +738,118 @@ static void test_variant_ratios(const hs_cluster *c)
     CHECK_REL(hs_isv_var(hs_isv_var_find(HS_ISV_INT8, 16, HS_ISV_PRUNE_NONE))->lat_ratio, 287.0 / 230, 0.01);
 }
 
+/* A one-sequence decode step at HS_ISV_RATIO_CTX on replica r, ns. */
+static double replica_decode1(const hs_replica *r)
+{
+    hs_batch_shape b;
+    double ns;
+    memset(&b, 0, sizeof b);
+    b.tokens = b.samples = b.dec_seqs = 1;
+    b.dec_ctx = HS_ISV_RATIO_CTX;
+    ns = hs_perf_step_ns(&r->perf, &b);
+    for (int s = 0; s < r->perf.pp; s++) {
+        ns += hs_perf_stage_ns(&r->perf, s, &b);
+        if (s + 1 < r->perf.pp) ns += hs_perf_send_ns(&r->perf, s, 1);
+    }
+    return ns;
+}
+
+/* The iserve planner's deployment runs at its format's measured ratio: the
+ * replica's latency_scale makes its one-sequence decode step, built as the
+ * engine builds it, the variant's lat_ratio times the same layout's at 16
+ * bits, on the run's latency model (auto and roofline); the scale
+ * round-trips through the deployment JSON and out-of-range scales are
+ * refused naming the field. */
+static void test_planner_scale(const hs_cluster *c)
+{
+    static const char *const models[2] = {"auto", "roofline"};
+    const hs_planner_ops *pl = hs_planner_find("iserve");
+    hs_model m;
+    hs_engine_cfg ec;
+    hs_plan_req q;
+    hs_err err = {0, ""};
+    double scale[2] = {0, 0};
+    CHECK(pl != NULL);
+    if (!pl) return;
+    CHECK_OK(hs_model_find(&m, "llama-2-13b", &err), &err);
+    hs_engine_cfg_defaults(&ec);
+    memset(&q, 0, sizeof q);
+    q.model = &m;
+    q.cluster = c;
+    q.engine = &ec;
+    q.max_tokens = hs_engine_pass_tokens(&ec, hs_policies[0], NULL, hs_model_max_context(&m));
+    q.max_model_len = hs_model_max_context(&m);
+    for (int k = 0; k < 2; k++) {
+        hs_perf_cfg pc;
+        hs_deploy d, d16, back;
+        hs_replica *rq = NULL, *r16 = NULL;
+        const hs_layout *l;
+        double got, best = INFINITY, want = 0;
+        char *txt;
+        hs_perf_cfg_defaults(&pc);
+        snprintf(pc.model, sizeof pc.model, "%s", models[k]);
+        q.perf = &pc;
+        CHECK_OK(pl->plan(&q, &d, &err), &err);
+        if (d.n != 1) continue;
+        l = &d.r[0].layout;
+        /* the default intent quantises this model on these GPUs */
+        CHECK(l->stage[0].bits < 16);
+        CHECK(d.r[0].latency_scale > 0 && d.r[0].latency_scale != 1);
+        scale[k] = d.r[0].latency_scale;
+        memset(&d16, 0, sizeof d16);
+        CHECK_OK(hs_deploy_add(&d16, &d.r[0], &err), &err);
+        d16.r[0].latency_scale = 0;
+        d16.r[0].layout.kv_bits = 16;
+        for (int s = 0; s < d16.r[0].layout.pp; s++) d16.r[0].layout.stage[s].bits = 16;
+        CHECK_OK(hs_replicas_build(&rq, &d, &m, c, &ec, &pc, q.max_tokens, q.max_model_len, &err), &err);
+        CHECK_OK(hs_replicas_build(&r16, &d16, &m, c, &ec, &pc, q.max_tokens, q.max_model_len, &err), &err);
+        if (rq && r16) {
+            got = replica_decode1(&rq[0]) / replica_decode1(&r16[0]);
+            /* the deployment names bits, not the format: the nearest of
+             * the formats with these widths */
+            for (int v = 0; v < HS_ISV_NVAR; v++) {
+                const hs_isv_variant *var = hs_isv_var(v);
+                if (var->bits == l->stage[0].bits && var->kv_bits == l->kv_bits &&
+                    var->prune == HS_ISV_PRUNE_NONE && fabs(var->lat_ratio - got) < best) {
+                    best = fabs(var->lat_ratio - got);
+                    want = var->lat_ratio;
+                }
+            }
+            CHECK_REL(got, want, 1e-9);
+        }
+        hs_replicas_free(rq, d.n);
+        hs_replicas_free(r16, d16.n);
+        /* JSON round trip */
+        txt = hs_deploy_to_json(&d);
+        CHECK(txt != NULL && strstr(txt, "\"latency_scale\"") != NULL);
+        if (txt) {
+            CHECK_OK(hs_deploy_read(&back, hs_test_tmpfile("isvdep", txt), &err), &err);
+            CHECK(back.n == 1 && back.r[0].latency_scale == d.r[0].latency_scale);
+            hs_deploy_free(&back);
+            free(txt);
+        }
+        /* out of range: the check names the field */
+        d.r[0].latency_scale = 1e4;
+        CHECK(hs_deploy_check(&d, &m, c, "dep", &err) == HS_ERANGE && strstr(err.msg, "latency_scale"));
+        hs_deploy_free(&d);
+        hs_deploy_free(&d16);
+    }
+    /* the scale follows the run's latency model */
+    CHECK(scale[0] > 0 && scale[1] > 0 && fabs(scale[0] - scale[1]) > 1e-3 * scale[0]);
+    {
+        static const char *const bad[3] = {"0", "-1", "\"fast\""};
+        for (int i = 0; i < 3; i++) {
+            char js[512];
+            hs_deploy back;
+            snprintf(js, sizeof js,
+                     "{\"model\": \"llama-2-13b\", \"cluster\": \"iserve-a6000x8\", \"replicas\": [{\"latency_scale\": %s, "
+                     "\"stages\": [{\"tp\": 4, \"layers\": 40, \"gpus\": [0, 1, 2, 3]}]}]}", bad[i]);
+            CHECK(hs_deploy_read(&back, hs_test_tmpfile("isvbad", js), &err) != 0);
+            CHECK(strstr(err.msg, "replicas[0]") && strstr(err.msg, "latency_scale"));
+        }
+    }
+}
+
 int main(void)
 {
     hs_cluster *c = NULL;
@@ -753,6 +869,7 @@ int main(void)
     test_event_order(c);
     test_multi(c);
     test_planner_intents(c);
+    test_planner_scale(c);
     hs_cluster_destroy(c);
     return hs_check_result();
 }

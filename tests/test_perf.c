@@ -18,7 +18,9 @@
  *   - hs_allreduce_s() is 0 for one GPU and 2(n-1) lat + 2(n-1)/n bytes /
  *     (bw * eff) over the slowest link otherwise;
  *   - an unknown builder is an error; hs_perf_free() of NULL or a zeroed
- *     struct is safe. */
+ *     struct is safe;
+ *   - hs_perf_scale(f) makes every pass f times as long (roofline, measured
+ *     tables, an eager engine's floor, encoder terms). */
 #include "check.h"
 
 #include <string.h>
@@ -489,6 +491,100 @@ static void test_merge_calib(void)
     CHECK_STR(a.calib + sizeof a.calib - 4, "...");
 }
 
+/* Host + stages + sends of one pass, ns. */
+static double pass_ns(const hs_perf *p, const hs_batch_shape *b)
+{
+    double ns = hs_perf_step_ns(p, b);
+    for (int s = 0; s < p->pp; s++) {
+        ns += hs_perf_stage_ns(p, s, b);
+        if (s + 1 < p->pp) ns += hs_perf_send_ns(p, s, b->tokens);
+    }
+    return ns;
+}
+
+/* hs_perf_scale(f) makes every pass exactly f times as long, whatever
+ * builds the stages: the roofline over a pipeline (sends), measured tables
+ * (decode grid or waves, prefill grid), an eager engine's dispatch floor,
+ * an encoder-decoder model's encoder terms. */
+static void test_scale(void)
+{
+    /* 1xh200 on hetsim-exec's stream tables: the decode kernel's split
+     * (waves) and prefill rows at several chunk lengths */
+    static const struct { const char *model, *cluster, *builder, *engine; int pp; } cases[] = {
+        {"llama-2-7b", "dgx-a100", "roofline", "none", 2},
+        {"llama-2-7b", "1xh200", "table", "vllm", 1},
+        {"llama-2-7b", "dgx-a100", "auto", "vllm-eager", 1},
+        {"t5-11b", "dgx-a100", "roofline", "vllm", 2},
+    };
+    const double f = 2.5;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        hs_model m;
+        hs_cluster *c = NULL;
+        hs_perf_cfg cfg;
+        hs_perf p, q;
+        hs_err err = {0};
+        hs_layout *l;
+        hs_batch_shape sh[5];
+        int floors = 0;
+        CHECK_OK(hs_model_find(&m, cases[i].model, &err), &err);
+        CHECK_OK(hs_cluster_find(&c, cases[i].cluster, &err), &err);
+        if (!c) continue;
+        hs_perf_cfg_defaults(&cfg);
+        snprintf(cfg.model, sizeof cfg.model, "%s", cases[i].builder);
+        snprintf(cfg.engine, sizeof cfg.engine, "%s", cases[i].engine);
+        if (!strcmp(cases[i].cluster, "1xh200")) {
+            const char *root = getenv("HETSIM_ROOT");
+            snprintf(cfg.tables, sizeof cfg.tables, "%s/profiles/exec/stream", root ? root : ".");
+            cfg.prefill_grid = 1;
+        }
+        l = make_layout(cases[i].pp, 1, m.layers / cases[i].pp, 16, 0);
+        for (int s = 0; s < l->pp; s++) l->stage[s].enc_layers = m.encoder_layers / l->pp;
+        l->enc_set = 1;
+        CHECK_OK(hs_perf_build(&p, &cfg, &m, c, l, 2048, 64, &err), &err);
+        CHECK_OK(hs_perf_build(&q, &cfg, &m, c, l, 2048, 64, &err), &err);
+        free(l);
+        hs_cluster_destroy(c);
+        if (!p.pp || !q.pp) continue;
+        hs_perf_scale(&q, f);
+        memset(sh, 0, sizeof sh);
+        /* one sequence's decode step (the eager engine's floor binds here) */
+        sh[0].tokens = sh[0].samples = sh[0].dec_seqs = 1;
+        sh[0].dec_ctx = 512;
+        /* a decode batch */
+        sh[1].tokens = sh[1].samples = sh[1].dec_seqs = 37;
+        sh[1].dec_ctx = 37 * 900;
+        /* one prompt */
+        sh[2].tokens = sh[2].pre_tokens = sh[2].samples = 700;
+        sh[2].samples = 1;
+        sh[2].pre_chunks = 1;
+        sh[2].pre_self = 700.0 * 701 / 2;
+        /* a chunk beside decodes */
+        sh[3] = sh[1];
+        sh[3].tokens += 300;
+        sh[3].samples += 1;
+        sh[3].pre_chunks = 1;
+        sh[3].pre_tokens = 300;
+        sh[3].pre_self = 300.0 * 301 / 2;
+        sh[3].pre_cross = 300.0 * 200;
+        sh[3].pre_prefix = 200;
+        /* prompts through the encoder (encoder-decoder models) */
+        sh[4].enc_tokens = sh[4].enc_new = 600;
+        sh[4].enc_seqs = 2;
+        sh[4].enc_pairs = 2 * 300.0 * 300;
+        for (int k = 0; k < 5; k++) {
+            CHECK(pass_ns(&p, &sh[k]) > 0 || k == 4);
+            CHECK_REL(pass_ns(&q, &sh[k]), f * pass_ns(&p, &sh[k]), 1e-12);
+            for (int s = 0; s < p.pp; s++) floors += hs_perf_stage_ns(&p, s, &sh[k]) == p.stage[s].dispatch_ns;
+        }
+        /* the cases reach what they are here for */
+        if (!strcmp(cases[i].engine, "vllm-eager")) CHECK(floors > 0);
+        if (!strcmp(cases[i].cluster, "1xh200")) CHECK(p.stage[0].dw.sms && p.stage[0].pg.nx);
+        if (m.encoder_layers) CHECK(pass_ns(&p, &sh[4]) > pass_ns(&p, &sh[0]));
+        hs_perf_free(&p);
+        hs_perf_free(&q);
+    }
+}
+
 int main(void)
 {
     hs_model m;
@@ -508,6 +604,7 @@ int main(void)
     test_pp(&m, dgx, dgx2);
     test_gpu_types(&m, dgx);
     test_gqa(dgx);
+    test_scale();
     hs_cluster_destroy(dgx);
     hs_cluster_destroy(dgx2);
     return hs_check_result();

@@ -620,6 +620,10 @@ static void print_header(const hs_run_cfg *cfg, const setup *s, FILE *fp)
         for (int32_t j = 0; j < i; j++) seen |= !strcmp(s->replicas[j].perf.calib, s->replicas[i].perf.calib);
         if (!seen && s->replicas[i].perf.calib[0]) fprintf(fp, "trust     %s\n", s->replicas[i].perf.calib);
     }
+    for (int32_t i = 0; i < s->deploy.n; i++)
+        if (s->deploy.r[i].latency_scale > 0 && s->deploy.r[i].latency_scale != 1)
+            fprintf(fp, "scaled    replica %d: every iteration x%.4g (the deployment's latency_scale)\n", i,
+                    s->deploy.r[i].latency_scale);
 }
 
 int hs_cli_run(int argc, char **argv)

@@ -275,6 +275,14 @@ double hs_perf_pre_scaled(const hs_perf_stage *st, const hs_batch_shape *b, doub
  * per stage, or a planner's slow-down. */
 void hs_perf_stage_attn_scale(hs_perf_stage *st, double f);
 
+/* Multiplies every term of an iteration's time by f > 0: the host cost,
+ * each stage's kernels and collectives (tables, fits, grids, waves), its
+ * dispatch floor and its send, so that every pass of any shape takes f
+ * times as long.  For a speed the model does not price but has measured
+ * against it: a deployment replica's latency_scale, iServe's format
+ * ratios. */
+void hs_perf_scale(hs_perf *p, double f);
+
 /* Time of stage s for the batch, ns (double; callers round once). */
 static inline double hs_perf_stage_ns(const hs_perf *p, int s,
                                       const hs_batch_shape *b)

@@ -228,6 +228,33 @@ void hs_perf_stage_attn_scale(hs_perf_stage *st, double f)
     for (int i = 0; st->pg.nx && i < st->pg.off[st->pg.nx]; i++) st->pg.ns[i] *= f;
 }
 
+void hs_perf_scale(hs_perf *p, double f)
+{
+    p->step_overhead *= f;
+    p->step_seq *= f;
+    p->step_tok *= f;
+    for (int s = 0; s < p->pp; s++) {
+        hs_perf_stage *st = &p->stage[s];
+        for (int t = 0; st->dense && t <= st->max_tokens; t++) st->dense[t] *= f;
+        for (int t = 0; st->enc && t <= st->max_tokens; t++) st->enc[t] *= f;
+        for (int k = 0; st->head && k <= st->max_seqs; k++) st->head[k] *= f;
+        st->dec_fixed *= f;
+        st->dec_seq *= f;
+        st->dec_ctx *= f;
+        st->pre_fixed *= f;
+        st->pre_self *= f;
+        st->pre_cross *= f;
+        st->pre_ctx *= f;
+        st->pre_tok *= f;
+        st->send_alpha *= f;
+        st->send_token *= f;
+        st->enc_fixed *= f;
+        st->enc_pair *= f;
+        st->dispatch_ns *= f;
+        hs_perf_stage_attn_scale(st, f);
+    }
+}
+
 int hs_layout_stage_bits(const hs_layout *l, int s, int n[HS_NBITS])
 {
     int first = 0, mixed = 0, own = hs_bits_index(l->stage[s].bits);

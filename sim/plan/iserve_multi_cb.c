@@ -52,29 +52,6 @@ static void cb_itl(void *ctx, hs_ns interval, int64_t count)
     ((cb_sink *)ctx)->busy_ns += (double)interval;
 }
 
-static void scale_perf(hs_perf *p, double f, double extra_ns)
-{
-    p->step_overhead = p->step_overhead * f + extra_ns;
-    p->step_seq *= f;
-    p->step_tok *= f;
-    for (int s = 0; s < p->pp; s++) {
-        hs_perf_stage *st = &p->stage[s];
-        for (int t = 0; t <= st->max_tokens; t++) st->dense[t] *= f;
-        for (int k = 0; k <= st->max_seqs; k++) st->head[k] *= f;
-        st->dec_fixed *= f;
-        st->dec_seq *= f;
-        st->dec_ctx *= f;
-        hs_perf_stage_attn_scale(st, f);
-        st->pre_fixed *= f;
-        st->pre_self *= f;
-        st->pre_cross *= f;
-        st->pre_ctx *= f;
-        st->pre_tok *= f;
-        st->send_alpha *= f;
-        st->send_token *= f;
-    }
-}
-
 /* KV blocks of instance i (see the file comment). */
 static int64_t kv_blocks(const hs_multi *mm, int i, const hs_engine_cfg *ec, int32_t mlen)
 {
@@ -184,7 +161,8 @@ int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_eng
                 free(rep);
                 break;
             }
-            scale_perf(&rep->perf, in->lat_factor * slow[i], in->pass_extra_ns);
+            hs_perf_scale(&rep->perf, in->lat_factor * slow[i]);
+            rep->perf.step_overhead += in->pass_extra_ns;
             memset(&cs, 0, sizeof cs);
             cs.sched = sched;
             cs.first = first;

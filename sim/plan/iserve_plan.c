@@ -8,13 +8,15 @@
  * variants are dense to the engine), and a configuration is kept only when
  * the engine's own memory model leaves one full context of KV per lane.
  * The ranking prices each format at its measured ratio to FP16
- * (hs_isv_variant.lat_ratio); the deployment runs on the engine's own
- * quantised kernels, which a deployment JSON cannot rescale, so a run of it
- * prices INT8 and GPTQ4 as the latency model's bytes do, not as measured. */
+ * (hs_isv_variant.lat_ratio), and so does the run: the replica carries a
+ * latency_scale that makes its one-sequence decode step at
+ * HS_ISV_RATIO_CTX that ratio times its FP16 twin's (hs_solo_build, as
+ * `hetsim iserve run` scales its instances), on the run's latency model. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan/iserve.h"
+#include "plan/iserve_multi.h"
 #include "plan/plan.h"
 #include "core/progress.h"
 
@@ -71,6 +73,7 @@ static int plan(const hs_plan_req *q, hs_deploy *out, hs_err *err)
         return hs_errf(err, HS_EINVAL, "plan_opts: placement: \"%s\" is not hybrid, pack, least-loaded or first",
                        po.placement);
     hs_isv_opts_defaults(&o);
+    if (q->perf) o.perf = *q->perf;   /* rank and scale on the model the run uses */
     if ((rc = hs_isv_ctl_init(&k, c, q->model, 1, &o, NULL, q->engine->gpu_mem_util, err))) return rc;
     if ((rc = hs_isv_space(q->model, c->n_gpus, &sp, &n, err))) goto done;
     fr = calloc((size_t)c->n_gpus, sizeof *fr);
@@ -107,6 +110,14 @@ static int plan(const hs_plan_req *q, hs_deploy *out, hs_err *err)
         snprintf(r.role, sizeof r.role, "colocated");
         r.weight = 1;
         r.layout = pl.layout;
+        {
+            hs_solo so;
+            if ((rc = hs_solo_build(&so, &o.perf, q->model, c, &pl.layout, 1, hs_isv_var(sp[i].var)->lat_ratio, 0,
+                                    err)))
+                break;
+            if (so.lat_factor != 1) r.latency_scale = so.lat_factor;
+            hs_solo_free(&so);
+        }
         snprintf(out->model, sizeof out->model, "%s", q->model->name);
         snprintf(out->cluster, sizeof out->cluster, "%s", c->name);
         snprintf(out->planner, sizeof out->planner, "iserve");

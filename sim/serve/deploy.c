@@ -97,6 +97,12 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
             rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].kv_bits: %d is not 16 or 8", where, i, l->kv_bits);
             break;
         }
+        if (d->r[i].latency_scale != 0 && !(d->r[i].latency_scale >= HS_LATENCY_SCALE_MIN &&
+                                            d->r[i].latency_scale <= HS_LATENCY_SCALE_MAX)) {
+            rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].latency_scale: %g is not in %g..%g", where, i,
+                         d->r[i].latency_scale, HS_LATENCY_SCALE_MIN, HS_LATENCY_SCALE_MAX);
+            break;
+        }
         for (int s = 0; s < l->pp && !rc; s++)
             if (!E && l->stage[s].enc_layers)
                 rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d].stages[%d].enc_layers: %s has no encoder",
@@ -182,6 +188,8 @@ char *hs_deploy_to_json(const hs_deploy *d)
         cJSON_AddNumberToObject(r, "kv_bits", l->kv_bits);
         if (d->r[i].kv_route)
             cJSON_AddItemToObject(r, "kv_route", cJSON_CreateDoubleArray(d->r[i].kv_route, d->r[i].n_kv_route));
+        if (d->r[i].latency_scale != 0 && d->r[i].latency_scale != 1)
+            cJSON_AddNumberToObject(r, "latency_scale", d->r[i].latency_scale);
         stages = cJSON_AddArrayToObject(r, "stages");
         for (int s = 0; s < l->pp; s++) {
             cJSON *st = cJSON_CreateObject();
@@ -307,7 +315,9 @@ int hs_deploy_read(hs_deploy *d, const char *path, hs_err *err)
         dr.weight = 1;
         if ((rc = hs_json_str_opt(r, "role", dr.role, sizeof dr.role, where, err)) ||
             (rc = hs_json_num_opt(r, "weight", 0, 1e9, &dr.weight, where, err)) ||
-            (rc = hs_json_int_opt(r, "kv_bits", 8, 16, &kvb, where, err)))
+            (rc = hs_json_int_opt(r, "kv_bits", 8, 16, &kvb, where, err)) ||
+            (rc = hs_json_num_opt(r, "latency_scale", HS_LATENCY_SCALE_MIN, HS_LATENCY_SCALE_MAX,
+                                  &dr.latency_scale, where, err)))
             goto out;
         dr.layout.kv_bits = (int)kvb;
         stages = cJSON_GetObjectItemCaseSensitive(r, "stages");
@@ -561,6 +571,7 @@ int hs_replicas_build(hs_replica **out, const hs_deploy *d, const hs_model *m,
             hs_err_prefix(err, "replica %d: ", i);
             goto fail;
         }
+        if (d->r[i].latency_scale > 0 && d->r[i].latency_scale != 1) hs_perf_scale(&r[i].perf, d->r[i].latency_scale);
     }
     *out = r;
     return 0;

@@ -18,6 +18,10 @@
  * its encoder layers).
  * A prefill replica may carry "kv_route": [w0, w1, ...], one weight >= 0 per
  * replica of the deployment, positive only toward decode replicas.
+ * A replica may carry "latency_scale": f (0.001..1000, default 1): every
+ * iteration it runs takes f times what the latency model gives
+ * (hs_perf_scale), for a speed measured against the model that it does not
+ * price itself; the iserve planner writes its formats' measured ratios so.
  *
  * Encoder-decoder models: "layers" counts decoder layers and a stage may
  * add "enc_layers" (encoder layers).  Without enc_layers the encoder is
@@ -35,6 +39,9 @@
 #include "perf/perf.h"
 #include "serve/runtime.h"
 
+#define HS_LATENCY_SCALE_MIN 1e-3
+#define HS_LATENCY_SCALE_MAX 1e3
+
 typedef struct hs_deploy_replica {
     char role[16];
     double weight;
@@ -46,6 +53,9 @@ typedef struct hs_deploy_replica {
      * takes ownership, hs_deploy_free frees). */
     double *kv_route;
     int32_t n_kv_route;
+    /* Multiplies the replica's iteration times (hs_perf_scale); 0 (a
+     * zeroed replica) or 1: as the latency model gives them. */
+    double latency_scale;
 } hs_deploy_replica;
 
 /* An attention worker: a GPU that runs only decode attention for the heads
