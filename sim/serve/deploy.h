@@ -21,7 +21,7 @@
  * A replica may carry "latency_scale": f (0.001..1000, default 1): every
  * iteration it runs takes f times what the latency model gives
  * (hs_perf_scale), for a speed measured against the model that it does not
- * price itself; the iserve planner writes its formats' measured ratios so.
+ * price itself (a planner's measured ratio for a weight format, say).
  *
  * Encoder-decoder models: "layers" counts decoder layers and a stage may
  * add "enc_layers" (encoder layers).  Without enc_layers the encoder is
