@@ -53,11 +53,14 @@ edit("dep-dup.json", lambda d: d["replicas"][1]["stages"][0].update(gpus=d["repl
 edit("dep-range.json", lambda d: d["replicas"][0]["stages"][0]["gpus"].__setitem__(0, 99))
 edit("dep-layers.json", lambda d: d["replicas"][0]["stages"][0].update(layers=70))
 edit("dep-scale.json", lambda d: d["replicas"][1].update(latency_scale=0))
+edit("dep-kernels.json", lambda d: d["replicas"][0].update(quant_kernels="awq"))
 PY2
     refused "deployment: GPU used twice" 'dep-dup\.json: replicas\[1\].*used twice' --deployment "$T/dep-dup.json"
     refused "deployment: GPU out of range" 'dep-range\.json: .*GPU 99' --deployment "$T/dep-range.json"
     refused "deployment: layers do not add up" 'dep-layers\.json: .*70 layers' --deployment "$T/dep-layers.json"
     refused "deployment: latency_scale out of range" 'dep-scale\.json: replicas\[1\]: latency_scale' --deployment "$T/dep-scale.json"
+    refused "deployment: unknown quant_kernels" 'dep-kernels\.json: replicas\[0\]\.quant_kernels: "awq"' --deployment "$T/dep-kernels.json"
+    refused "unknown perf.quant_kernels" 'perf\.quant_kernels: "awq"' --set perf.quant_kernels=awq
 fi
 
 # A run that fails mid-trace must not touch an existing database.

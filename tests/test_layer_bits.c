@@ -22,7 +22,9 @@
  *     layers' shares of the uniform stages';
  *   - deployments: layer_bits round-trip through JSON and the engine's
  *     replicas (hs_replicas_build) carry the same tables and blocks; wrong
- *     counts and widths are rejected. */
+ *     counts and widths are rejected;
+ *   - perf.quant_kernels=lptorch: quantised layers cost what LLM-PQ's cost
+ *     model gives them (test_lptorch). */
 #include "check.h"
 #include "fixture.h"
 
@@ -32,6 +34,7 @@
 
 #include "llm/quant.h"
 #include "perf/perf.h"
+#include "perf/qlat.h"
 #include "perf/table.h"
 #include "serve/deploy.h"
 
@@ -289,6 +292,116 @@ static void test_roofline(void)
     hs_cluster_destroy(c);
 }
 
+/* perf.quant_kernels=lptorch: a stage's 8/4/3-bit layers cost what LLM-PQ's
+ * cost model (perf/qlat.h, on the same latency model's calibrated FP16
+ * layer) gives them, layer by layer, on a T4 (measured table, INT8 tensor
+ * cores) and a V100 (transferred, INT8 cast to FP16); its FP16 layers and
+ * attention are the builder's; a quantised stage over TP 2, an
+ * encoder-decoder model's quantised stage and an unknown value are errors
+ * naming the key. */
+static void test_lptorch(void)
+{
+    hs_model m, t5;
+    hs_cluster *c = NULL, *dgx = NULL;
+    hs_perf_cfg cfg, base;
+    hs_perf pl, pm, pz;
+    hs_qlat_cal *cal = NULL;
+    hs_err err = {0};
+    hs_layout *l = pipe2(16), *lz = pipe2(16);
+    const int MT = 1024;
+    CHECK_OK(hs_model_find(&m, "opt-30b", &err), &err);
+    CHECK_OK(hs_model_find(&t5, "t5-11b", &err), &err);
+    CHECK_OK(hs_cluster_find(&c, "llmpq-c3", &err), &err);   /* 3 T4 (0-2), a V100 (3) */
+    CHECK_OK(hs_cluster_find(&dgx, "dgx-a100", &err), &err);
+    if (!c || !dgx) goto out;
+    hs_perf_cfg_defaults(&cfg);
+    snprintf(cfg.engine, sizeof cfg.engine, "none");
+    base = cfg;
+    snprintf(cfg.quant_kernels, sizeof cfg.quant_kernels, "lptorch");
+    /* stage 0 (T4): 8 FP16, 8 INT8, 4 INT4 layers; stage 1 (V100): 16 INT8, 12 INT3 */
+    l->stage[0].layers = 20;
+    l->stage[1].layers = 28;
+    l->stage[1].gpus[0] = 3;
+    for (int i = 0; i < 48; i++)
+        l->layer_bits[i] = (unsigned char)(i < 8 ? 16 : i < 16 ? 8 : i < 20 ? 4 : i < 36 ? 8 : 3);
+    *lz = *l;
+    lz->stage[0].layers = 0;   /* the embedding alone */
+    memset(lz->layer_bits, 0, sizeof lz->layer_bits);
+    CHECK_OK(hs_perf_build(&pl, &cfg, &m, c, l, MT, 8, &err), &err);
+    CHECK_OK(hs_perf_build(&pm, &base, &m, c, l, MT, 8, &err), &err);
+    CHECK_OK(hs_perf_build(&pz, &cfg, &m, c, lz, MT, 8, &err), &err);
+    CHECK_OK(hs_qlat_cal_build(&cal, &m, c, &cfg, MT, 8, &err), &err);
+    if (pl.pp == 2 && pm.pp == 2 && pz.pp == 2 && cal) {
+        const hs_gpu *t4 = hs_cluster_gpu(c, 0), *v100 = hs_cluster_gpu(c, 3);
+        int bad = 0;
+        for (int t = 1; t <= MT; t += 13) {
+            double w0 = pz.stage[0].dense[t] + 8 * hs_qlat_dense_s(&m, t4, 16, t, &cfg, cal) * 1e9 +
+                        8 * hs_qlat_dense_s(&m, t4, 8, t, &cfg, cal) * 1e9 +
+                        4 * hs_qlat_dense_s(&m, t4, 4, t, &cfg, cal) * 1e9;
+            double w1 = 16 * hs_qlat_dense_s(&m, v100, 8, t, &cfg, cal) * 1e9 +
+                        12 * hs_qlat_dense_s(&m, v100, 3, t, &cfg, cal) * 1e9;
+            bad += fabs(pl.stage[0].dense[t] - w0) > 1e-6 * w0;
+            bad += fabs(pl.stage[1].dense[t] - w1) > 1e-6 * w1;
+        }
+        CHECK_INT(bad, 0);
+        /* LPTorch's INT8 pays its calls, GPTQ's prefill its rows: both far
+         * slower than the builder's weight-only kernels */
+        CHECK(pl.stage[1].dense[1] > 1.5 * pm.stage[1].dense[1]);
+        CHECK(pl.stage[1].dense[512] > 3 * pm.stage[1].dense[512]);
+        /* attention, head and sends are the builder's */
+        for (int s = 0; s < 2; s++) {
+            CHECK_NEAR(pl.stage[s].dec_ctx, pm.stage[s].dec_ctx, 0);
+            CHECK_NEAR(pl.stage[s].pre_self, pm.stage[s].pre_self, 0);
+            CHECK_NEAR(pl.stage[s].send_token, pm.stage[s].send_token, 0);
+            CHECK_NEAR(pl.stage[s].head[8], pm.stage[s].head[8], 0);
+        }
+    }
+    hs_perf_free(&pl);
+    hs_perf_free(&pm);
+    hs_perf_free(&pz);
+    hs_qlat_cal_free(cal);
+    {
+        /* an FP16 layout is untouched */
+        hs_layout *f = pipe2(16);
+        hs_perf a, b;
+        f->stage[1].gpus[0] = 3;
+        CHECK_OK(hs_perf_build(&a, &cfg, &m, c, f, 256, 4, &err), &err);
+        CHECK_OK(hs_perf_build(&b, &base, &m, c, f, 256, 4, &err), &err);
+        CHECK(same_tables(&a, &b));
+        hs_perf_free(&a);
+        hs_perf_free(&b);
+        /* TP 2 on a quantised stage */
+        f->stage[1].bits = 8;
+        f->stage[1].tp = 2;
+        f->stage[1].gpus[1] = 2;
+        CHECK(hs_perf_build(&a, &cfg, &m, c, f, 256, 4, &err) == HS_EINVAL &&
+              strstr(err.msg, "perf.quant_kernels") && strstr(err.msg, "TP 2"));
+        free(f);
+    }
+    {
+        /* an encoder-decoder model, quantised */
+        hs_layout *e = pipe2(8);
+        hs_perf a;
+        e->stage[0].layers = e->stage[1].layers = t5.layers / 2;
+        e->stage[0].enc_layers = e->stage[1].enc_layers = t5.encoder_layers / 2;
+        e->enc_set = 1;
+        CHECK(hs_perf_build(&a, &cfg, &t5, dgx, e, 256, 4, &err) == HS_EINVAL &&
+              strstr(err.msg, "perf.quant_kernels") && strstr(err.msg, "encoder-decoder"));
+        free(e);
+    }
+    {
+        hs_perf a;
+        snprintf(cfg.quant_kernels, sizeof cfg.quant_kernels, "awq");
+        CHECK(hs_perf_build(&a, &cfg, &m, c, l, 256, 4, &err) == HS_EINVAL &&
+              strstr(err.msg, "perf.quant_kernels") && strstr(err.msg, "awq"));
+    }
+out:
+    free(l);
+    free(lz);
+    hs_cluster_destroy(c);
+    hs_cluster_destroy(dgx);
+}
+
 static void test_kv_blocks(void)
 {
     hs_model m;
@@ -497,6 +610,7 @@ int main(void)
     set_root();
     test_table_builder();
     test_roofline();
+    test_lptorch();
     test_kv_blocks();
     test_encdec();
     test_deploy();

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "perf/overhead.h"
+#include "perf/qlat.h"
 
 extern const hs_perf_builder hs_perf_roofline;
 extern const hs_perf_builder hs_perf_table;
@@ -163,6 +164,53 @@ static int mixed_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg *
     return rc;
 }
 
+/* perf.quant_kernels=lptorch: the 8/4/3-bit layers of a stage run LLM-PQ's
+ * kernels (perf/qlat.h), as LLM-PQ's cost model prices them, so that a
+ * run of an LLM-PQ plan meets the plan's own prices: LLM.int8 at its
+ * kernel model's ratio to FP16 times this builder's FP16 layer, plus its
+ * host cost per linear call; GPTQ's FP32 vecquant kernel on the datasheet
+ * (no table times it).  Its FP16 layers and attention stay the builder's.
+ * LLM-PQ runs one GPU per stage: a quantised stage over several is an
+ * error. */
+static int lptorch_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg *cfg,
+                         const hs_model *m, const hs_cluster *c, const hs_layout *l,
+                         int max_tokens, hs_err *err)
+{
+    double calls = hs_model_linear_calls(m) * HS_QLAT_INT8_CALL_S;
+    int rc = 0;
+    for (int s = 0; s < l->pp && !rc; s++) {
+        const hs_stage_layout *st = &l->stage[s];
+        const hs_gpu *g = hs_cluster_gpu(c, st->gpus[0]);
+        int n[HS_NBITS], quant = 0;
+        hs_perf aux;
+        hs_layout_stage_bits(l, s, n);
+        for (int k = 0; k < HS_NBITS; k++) quant |= n[k] && hs_bits_set[k] != 16;
+        if (!quant) continue;
+        if (st->tp != 1)
+            return hs_errf(err, HS_EINVAL, "perf.quant_kernels: lptorch runs one GPU per stage; stage %d has TP %d",
+                           s, st->tp);
+        if ((rc = one_layer(b, &aux, cfg, m, c, l, s, 16, max_tokens, err))) return rc;
+        for (int t = 1; t <= max_tokens; t++) {
+            double fp16 = aux.stage[1].dense[t], sum = s == 0 ? aux.stage[0].dense[t] : 0;
+            for (int k = 0; k < HS_NBITS; k++) {
+                int bits = hs_bits_set[k];
+                double q;
+                if (!n[k]) continue;
+                if (bits == 16) q = fp16;
+                else if (bits == 8)
+                    q = fp16 * (hs_qlat_dense_s(m, g, 8, t, cfg, NULL) - calls) / hs_qlat_dense_s(m, g, 16, t, cfg, NULL) +
+                        calls * 1e9;
+                else
+                    q = hs_qlat_dense_s(m, g, bits, t, cfg, NULL) * 1e9;
+                sum += n[k] * q;
+            }
+            p->stage[s].dense[t] = sum;
+        }
+        hs_perf_free(&aux);
+    }
+    return rc;
+}
+
 /* Encoder-decoder models.  Builders time the decoder layers of a decoder-
  * only model; the encoder terms and the decoder's cross-attention come from
  * one_layer's tables at the stage's bits.  An encoder layer has the shape of
@@ -242,7 +290,7 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
 {
     const hs_perf_builder *b = hs_perf_find(cfg->model);
     double launch;
-    int rc;
+    int rc, lpt;
     memset(p, 0, sizeof *p);
     if (!b) return hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", cfg->model);
     if (max_tokens < 1 || max_seqs < 1)
@@ -263,9 +311,21 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
             (l->stage[s].enc_layers && !m->encoder_layers))
             return hs_errf(err, HS_ERANGE, "layout: stage %d: %d decoder and %d encoder layers (%s has %d encoder layers)",
                            s, l->stage[s].layers, l->stage[s].enc_layers, m->name, m->encoder_layers);
+    if (strcmp(cfg->quant_kernels, "model") && strcmp(cfg->quant_kernels, "lptorch"))
+        return hs_errf(err, HS_EINVAL, "perf.quant_kernels: \"%s\" is not model or lptorch", cfg->quant_kernels);
+    lpt = !strcmp(cfg->quant_kernels, "lptorch");
+    if (lpt && m->encoder_layers)
+        for (int s = 0; s < l->pp; s++) {
+            int n[HS_NBITS];
+            hs_layout_stage_bits(l, s, n);
+            if (n[hs_bits_index(16)] < l->stage[s].layers || l->stage[s].bits != 16)
+                return hs_errf(err, HS_EINVAL, "perf.quant_kernels: lptorch times decoder-only models (%s is "
+                               "encoder-decoder)", m->name);
+        }
     if ((rc = b->build(p, cfg, m, c, l, max_tokens, max_seqs, err))) return rc;
     if ((rc = engine_terms(p, cfg, m, c, l, &launch, err)) ||
         (!m->encoder_layers && (rc = mixed_terms(b, p, cfg, m, c, l, max_tokens, err))) ||
+        (lpt && (rc = lptorch_terms(b, p, cfg, m, c, l, max_tokens, err))) ||
         (m->encoder_layers && (rc = encdec_terms(b, p, cfg, m, c, l, max_tokens, launch, err)))) {
         hs_perf_free(p);
         return rc;

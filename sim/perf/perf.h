@@ -226,6 +226,11 @@ typedef struct hs_perf_cfg {
                                  kernel's waves where the table gives its split
                                  (hs_dec_wave), else 1: the grid (hs_perf_stage);
                                  0: its linear fit */
+    char quant_kernels[16];   /* the kernels of quantised layers: "model" (the
+                                 builder's own: weight-only kernels reading the
+                                 packed width, or a table's measured rows) or
+                                 "lptorch" (LLM-PQ's runtime: LLM.int8 and GPTQ's
+                                 vecquant, perf/qlat.h) */
 } hs_perf_cfg;
 
 void hs_perf_cfg_defaults(hs_perf_cfg *c);

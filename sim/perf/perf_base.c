@@ -38,6 +38,7 @@ const hs_field hs_perf_cfg_fields[] = {
     HS_FIELD_NUM(hs_perf_cfg, prefill_grid, HS_F_BOOL, 0, 1, 0, 1, "prefill attention from a measured table's chunk x prefix rows, interpolated, where one GPU type times the stage (0: its 5-term fit, the form planners use)"),
     HS_FIELD_NUM(hs_perf_cfg, decode_grid, HS_F_INT, 0, 2, 0, 2, "decode attention from a measured table: 2 the kernel's waves fitted on its batch x context grid where meta.json gives the kernel's split, else 1; 1 the grid interpolated; 0 its linear fit, the form planners use (9% median off on Vidur's A100 table)"),
     HS_FIELD_STR(hs_perf_cfg, fit_from, 0, "", "comma-separated table dirs or roots the fitted model learns from (empty: perf.tables)"),
+    HS_FIELD_STR(hs_perf_cfg, quant_kernels, 0, "model", "kernels of 8/4/3-bit layers: model (the latency model's own: weight-only kernels at the packed width, or measured rows) or lptorch (LLM-PQ's runtime: bitsandbytes LLM.int8, GPTQ vecquant; one GPU per stage)"),
     {0},
 };
 

@@ -4,9 +4,9 @@
  * A plan is one replica with one stage per GPU (tp 1).  Each stage's
  * `bits` is its most common bit-width (a summary) and the layout's
  * layer_bits hold every layer's, written per stage as "layer_bits" (the
- * engine times and sizes each layer at its own width, perf/perf.h); the
- * workload (B, s, n) and micro-batch sizes go in a top-level "llmpq"
- * object. */
+ * engine times and sizes each layer at its own width, perf/perf.h) with
+ * LLM-PQ's kernels ("quant_kernels": "lptorch"); the workload (B, s, n)
+ * and micro-batch sizes go in a top-level "llmpq" object. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +27,9 @@ int hs_pq_to_deploy(const hs_pq_plan *p, const hs_model *m, const hs_cluster *c,
     snprintf(d->planner, sizeof d->planner, "%s", names[p->kind]);
     snprintf(r.role, sizeof r.role, "colocated");
     r.weight = 1;
+    /* LLM-PQ's runtime runs its 8/4/3-bit layers with LLM.int8 and GPTQ's
+     * kernels, as its cost model priced the plan */
+    snprintf(r.quant_kernels, sizeof r.quant_kernels, "lptorch");
     if (p->first[p->ndev] > HS_MAX_LAYERS)
         return hs_errf(err, HS_ERANGE, "an LLM-PQ plan of %d layers: a deployment names at most %d",
                        p->first[p->ndev], HS_MAX_LAYERS);

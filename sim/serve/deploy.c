@@ -97,6 +97,12 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
             rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].kv_bits: %d is not 16 or 8", where, i, l->kv_bits);
             break;
         }
+        if (d->r[i].quant_kernels[0] && strcmp(d->r[i].quant_kernels, "model") &&
+            strcmp(d->r[i].quant_kernels, "lptorch")) {
+            rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d].quant_kernels: \"%s\" is not model or lptorch", where, i,
+                         d->r[i].quant_kernels);
+            break;
+        }
         if (d->r[i].latency_scale != 0 && !(d->r[i].latency_scale >= HS_LATENCY_SCALE_MIN &&
                                             d->r[i].latency_scale <= HS_LATENCY_SCALE_MAX)) {
             rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].latency_scale: %g is not in %g..%g", where, i,
@@ -190,6 +196,7 @@ char *hs_deploy_to_json(const hs_deploy *d)
             cJSON_AddItemToObject(r, "kv_route", cJSON_CreateDoubleArray(d->r[i].kv_route, d->r[i].n_kv_route));
         if (d->r[i].latency_scale != 0 && d->r[i].latency_scale != 1)
             cJSON_AddNumberToObject(r, "latency_scale", d->r[i].latency_scale);
+        if (d->r[i].quant_kernels[0]) cJSON_AddStringToObject(r, "quant_kernels", d->r[i].quant_kernels);
         stages = cJSON_AddArrayToObject(r, "stages");
         for (int s = 0; s < l->pp; s++) {
             cJSON *st = cJSON_CreateObject();
@@ -317,7 +324,8 @@ int hs_deploy_read(hs_deploy *d, const char *path, hs_err *err)
             (rc = hs_json_num_opt(r, "weight", 0, 1e9, &dr.weight, where, err)) ||
             (rc = hs_json_int_opt(r, "kv_bits", 8, 16, &kvb, where, err)) ||
             (rc = hs_json_num_opt(r, "latency_scale", HS_LATENCY_SCALE_MIN, HS_LATENCY_SCALE_MAX,
-                                  &dr.latency_scale, where, err)))
+                                  &dr.latency_scale, where, err)) ||
+            (rc = hs_json_str_opt(r, "quant_kernels", dr.quant_kernels, sizeof dr.quant_kernels, where, err)))
             goto out;
         dr.layout.kv_bits = (int)kvb;
         stages = cJSON_GetObjectItemCaseSensitive(r, "stages");
@@ -567,9 +575,15 @@ int hs_replicas_build(hs_replica **out, const hs_deploy *d, const hs_model *m,
         }
         for (int s = 0; s < l->pp; s++)
             r[i].price_per_hour += hs_cluster_price(c, l->stage[s].gpus, l->stage[s].tp);
-        if ((rc = hs_perf_build(&r[i].perf, pc, m, c, l, max_tokens, ec->max_num_seqs, err))) {
-            hs_err_prefix(err, "replica %d: ", i);
-            goto fail;
+        {
+            /* the kernels the replica was planned with */
+            hs_perf_cfg own = *pc;
+            if (d->r[i].quant_kernels[0])
+                snprintf(own.quant_kernels, sizeof own.quant_kernels, "%s", d->r[i].quant_kernels);
+            if ((rc = hs_perf_build(&r[i].perf, &own, m, c, l, max_tokens, ec->max_num_seqs, err))) {
+                hs_err_prefix(err, "replica %d: ", i);
+                goto fail;
+            }
         }
         if (d->r[i].latency_scale > 0 && d->r[i].latency_scale != 1) hs_perf_scale(&r[i].perf, d->r[i].latency_scale);
     }

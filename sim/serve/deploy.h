@@ -22,6 +22,9 @@
  * iteration it runs takes f times what the latency model gives
  * (hs_perf_scale), for a speed measured against the model that it does not
  * price itself (a planner's measured ratio for a weight format, say).
+ * A replica may name the kernels its 8/4/3-bit layers run,
+ * "quant_kernels": "model" or "lptorch" (perf.quant_kernels, which it
+ * overrides for that replica): the runtime is part of what was planned.
  *
  * Encoder-decoder models: "layers" counts decoder layers and a stage may
  * add "enc_layers" (encoder layers).  Without enc_layers the encoder is
@@ -56,6 +59,9 @@ typedef struct hs_deploy_replica {
     /* Multiplies the replica's iteration times (hs_perf_scale); 0 (a
      * zeroed replica) or 1: as the latency model gives them. */
     double latency_scale;
+    /* The kernels its quantised layers run (perf.quant_kernels: "model",
+     * "lptorch"); "": the run's perf.quant_kernels. */
+    char quant_kernels[16];
 } hs_deploy_replica;
 
 /* An attention worker: a GPU that runs only decode attention for the heads
