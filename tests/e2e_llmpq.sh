@@ -66,6 +66,15 @@ if hs_run 0 "int8 plan c4" llmpq plan --model opt-30b --cluster llmpq-c4 --heuri
         --set workload.output.mean=100 --set perf.engine=none --db "$T/o8.db"; then
         eng=$(grep -o 'Benchmark duration (s): *[0-9.]*' "$T/out" | grep -o '[0-9.]*$')
         check_num "int8: engine ($eng s) within 10% of the pipeline simulation ($des s)" "$eng" "x > 0.9 * $des && x < 1.1 * $des"
+        # the command line wins over the deployment's kernels
+        if hs_run 0 "int8 batch on the model's own kernels" run --deployment "$T/p8.json" \
+            --policy pq --set engine.prefill_seqs="$eta" --set engine.max_num_seqs="$xi" --set workload.preset= \
+            --set workload.arrival=constant --set workload.rate=1e9 --set workload.max_requests=32 \
+            --set workload.prompt.kind=fixed --set workload.prompt.mean=512 --set workload.output.kind=fixed \
+            --set workload.output.mean=100 --set perf.engine=none --set perf.quant_kernels=model --db "$T/o8m.db"; then
+            own=$(grep -o 'Benchmark duration (s): *[0-9.]*' "$T/out" | grep -o '[0-9.]*$')
+            check_num "weight-only kernels ($own s) well under LLM.int8's ($eng s)" "$own" "x < 0.7 * $eng"
+        fi
     fi
 fi
 # The FP16 layer is the calibrated model's, and the plan says where it came

@@ -406,6 +406,9 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
     if ((rc = hs_deploy_check(&s->deploy, &s->model, s->cluster,
                               cfg->deployment[0] ? cfg->deployment : "deployment", err)))
         goto fail;
+    /* The command line wins over the kernels a deployment names. */
+    if (hs_run_cfg_given(cfg, "perf.quant_kernels"))
+        for (int32_t i = 0; i < s->deploy.n; i++) s->deploy.r[i].quant_kernels[0] = '\0';
     if (build_replicas &&
         (rc = hs_replicas_build(&s->replicas, &s->deploy, &s->model, s->cluster, ec,
                                 &cfg->perf, s->max_tokens, s->max_model_len, err)))

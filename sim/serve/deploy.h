@@ -24,7 +24,8 @@
  * price itself (a planner's measured ratio for a weight format, say).
  * A replica may name the kernels its 8/4/3-bit layers run,
  * "quant_kernels": "model" or "lptorch" (perf.quant_kernels, which it
- * overrides for that replica): the runtime is part of what was planned.
+ * overrides for that replica unless the command line sets it): the
+ * runtime is part of what was planned.
  *
  * Encoder-decoder models: "layers" counts decoder layers and a stage may
  * add "enc_layers" (encoder layers).  Without enc_layers the encoder is
