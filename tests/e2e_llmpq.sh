@@ -15,6 +15,12 @@ if hs_run 0 "llmpq plan c1" llmpq plan --model opt-13b --cluster llmpq-c1 --s 12
     if hs_run 0 "llmpq simulate" llmpq simulate --model opt-13b --cluster llmpq-c1 --plan "$T/plan.json" --s 128 --n 20; then
         check_eq "simulate replays the same latency" "$(grep -o 'latency_s=[0-9.]*' "$T/out" | cut -d= -f2)" "$lat"
     fi
+    # a scaled plan is not LLM-PQ's pipeline: refused, naming the field
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["replicas"][0]["latency_scale"]=2; json.dump(d,open(sys.argv[2],"w"))' \
+        "$T/plan.json" "$T/plan-scaled.json"
+    if hs_run 2 "llmpq simulate refuses a scaled plan" llmpq simulate --model opt-13b --cluster llmpq-c1 --plan "$T/plan-scaled.json"; then
+        check_grep "names the scale" "$T/err" 'plan-scaled\.json: replicas\[0\]\.latency_scale'
+    fi
     # online trace on the same deployment (stage bits: each stage's most
     # common bit-width), FasterTransformer-style static batches
     if hs_run 0 "hetsim run replays the deployment" run --model opt-13b --cluster llmpq-c1 \

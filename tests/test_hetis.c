@@ -287,6 +287,26 @@ static void test_runs(void)
     CHECK(p.st.offloaded_groups > 0);
 }
 
+/* A replica's latency_scale covers its attention workers and the KV it
+ * sends them: with every request queued at once, a replica at scale 2
+ * makes the same decisions and ends at twice the time. */
+static void test_scaled(void)
+{
+    static const char *SCALED =
+        "{\"model\":\"llama-2-13b\",\"cluster\":\"hetis-mixed12\",\"replicas\":[{\"role\":\"colocated\","
+        "\"latency_scale\":2,\"stages\":[{\"tp\":1,\"layers\":40,\"gpus\":[0]}]}],\"attention\":["
+        "{\"replica\":0,\"stage\":0,\"gpu\":4},{\"replica\":0,\"stage\":0,\"gpu\":8},"
+        "{\"replica\":0,\"stage\":0,\"gpu\":9}]}";
+    run_out a, b;
+    run_deploy(ONE_STAGE, "llama-2-13b", 0.42, "1e9", 80, "1500", &a);
+    run_deploy(SCALED, "llama-2-13b", 0.42, "1e9", 80, "1500", &b);
+    check_books(&b, 80);
+    CHECK(a.st.offloaded_groups > 0 && a.st.migrations > 0);
+    CHECK(b.st.offloaded_groups == a.st.offloaded_groups && b.st.migrations == a.st.migrations &&
+          b.st.dispatches == a.st.dispatches && b.preemptions == a.preemptions);
+    CHECK_REL(b.end_s, 2 * a.end_s, 1e-6);
+}
+
 /* Offload adds cache: the pooled KV blocks exceed the primary's own. */
 static void test_pooled_blocks(void)
 {
@@ -605,6 +625,7 @@ int main(void)
     test_bad_attn();
     test_pooled_blocks();
     test_runs();
+    test_scaled();
     test_planners();
     test_prune_rule();
     test_hexgen_baseline();

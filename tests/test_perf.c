@@ -510,11 +510,12 @@ static void test_scale(void)
 {
     /* 1xh200 on hetsim-exec's stream tables: the decode kernel's split
      * (waves) and prefill rows at several chunk lengths */
-    static const struct { const char *model, *cluster, *builder, *engine; int pp; } cases[] = {
-        {"llama-2-7b", "dgx-a100", "roofline", "none", 2},
-        {"llama-2-7b", "1xh200", "table", "vllm", 1},
-        {"llama-2-7b", "dgx-a100", "auto", "vllm-eager", 1},
-        {"t5-11b", "dgx-a100", "roofline", "vllm", 2},
+    static const struct { const char *model, *cluster, *builder, *engine; int pp, decode_grid; } cases[] = {
+        {"llama-2-7b", "dgx-a100", "roofline", "none", 2, 2},
+        {"llama-2-7b", "1xh200", "table", "vllm", 1, 2},
+        {"llama-2-7b", "1xh200", "table", "vllm", 1, 1},
+        {"llama-2-7b", "dgx-a100", "auto", "vllm-eager", 1, 2},
+        {"t5-11b", "dgx-a100", "roofline", "vllm", 2, 2},
     };
     const double f = 2.5;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -537,6 +538,7 @@ static void test_scale(void)
             snprintf(cfg.tables, sizeof cfg.tables, "%s/profiles/exec/stream", root ? root : ".");
             cfg.prefill_grid = 1;
         }
+        cfg.decode_grid = cases[i].decode_grid;
         l = make_layout(cases[i].pp, 1, m.layers / cases[i].pp, 16, 0);
         for (int s = 0; s < l->pp; s++) l->stage[s].enc_layers = m.encoder_layers / l->pp;
         l->enc_set = 1;
@@ -578,7 +580,10 @@ static void test_scale(void)
         }
         /* the cases reach what they are here for */
         if (!strcmp(cases[i].engine, "vllm-eager")) CHECK(floors > 0);
-        if (!strcmp(cases[i].cluster, "1xh200")) CHECK(p.stage[0].dw.sms && p.stage[0].pg.nx);
+        /* the waves, or the plain grid, and the prefill rows */
+        if (!strcmp(cases[i].cluster, "1xh200"))
+            CHECK((cases[i].decode_grid == 2 ? p.stage[0].dw.sms != 0 : p.stage[0].dw.sms == 0 && p.stage[0].dg_b) &&
+                  p.stage[0].pg.nx);
         if (m.encoder_layers) CHECK(pass_ns(&p, &sh[4]) > pass_ns(&p, &sh[0]));
         hs_perf_free(&p);
         hs_perf_free(&q);

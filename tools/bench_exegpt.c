@@ -5,15 +5,18 @@
  *                         bound on the paper's clusters and models, ratios next
  *                         to the paper's
  *   bench-exegpt table6   Table 6 case study and scheduler time
- *   bench-exegpt example  the paper's worked example alone (Sec. 7.3, also
- *                         part of `paper`)
+ *   bench-exegpt example [CLUSTER]
+ *                         the paper's worked example alone (Sec. 7.3, also
+ *                         part of `paper`), on exegpt-a40x16 or a cluster
+ *                         name or JSON path (a sensitivity run)
  *   bench-exegpt all      everything (default)
  *   --json F              also writes the headline rows (Table 6, ExeGPT/FT)
  *                         as [{"claim": ..., "paper": x, "ours": y}, ...]
  *
  * Prints its figures; asserts nothing (tests/test_exegpt_runtime.c does).
  * Environment: HS_BENCH_ADJUST (dynamic adjustment threshold of the DES
- * runs, 0.1), HS_BENCH_DEBUG=1 (estimator and DES internals per row). */
+ * runs, 0.1), HS_BENCH_DEBUG=1 (estimator and DES internals per row; the
+ * worked example's FT points, batch by batch). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -467,7 +470,7 @@ static void paper_case(const char *model, const char *cluster, const char *task,
     bounds[3] = INFINITY;
     {
         const ft_point *lo = ft_best(ft, nft, bounds[0]), *hi = ft_best(ft, nft, INFINITY);
-        if (lo && hi) {
+        if (lo && hi && lo->thr > 0) {
             double span = hi->thr / lo->thr;
             printf("  FT with no bound / FT at L_B %.2f s: %.2fx throughput\n", bounds[0], span);
             g_ftspan_sum += span;
@@ -544,7 +547,7 @@ static void paper_case(const char *model, const char *cluster, const char *task,
  * the throughput FT reaches with no bound, at FT's latency of 47 s.  The
  * only FT figures the paper gives in its text: they show the shape of its
  * FT curve, which the plots give only as bars. */
-static void paper_example(void)
+static void paper_example(const char *cluster)
 {
     const double lb = 9.8;
     ctx k;
@@ -553,7 +556,7 @@ static void paper_example(void)
     double ex = 0, ex_lat = NAN;
     char lab[128] = "NS";
     int nft;
-    ctx_open(&k, "gpt-3-39b", "exegpt-a40x16", "S");
+    ctx_open(&k, "gpt-3-39b", cluster ? cluster : "exegpt-a40x16", "S");
     nft = ft_grid(&k, ft, 128);
     fb = ft_best(ft, nft, lb);
     fi = ft_best(ft, nft, INFINITY);
@@ -571,23 +574,27 @@ static void paper_example(void)
             hs_exegpt_cfg_str(&r.cfg, &r.est, lab, sizeof lab);
         }
     }
-    printf("== The paper's worked example (Sec. 7.3): GPT-3 39B on 16 A40, task S, L_B 9.8 s ==\n");
-    if (!fb || !fi || ex <= 0) {
+    printf("== The paper's worked example (Sec. 7.3): GPT-3 39B on %s, task S, L_B 9.8 s ==\n", k.c->name);
+    if (!fb || !fi || ex <= 0 || !(fb->thr > 0)) {
         printf("  (not run: FT or ExeGPT has no schedule under 9.8 s)\n");
-        ctx_close(&k);
-        return;
+        ex = NAN;
+        fb = fi = NULL;
     }
-    printf("  FT at L_B 9.8 s: batch %d, %.2f q/s, %.2f s | FT with no bound: batch %d, %.2f q/s, %.2f s (paper 47 s)\n",
-           fb->batch, fb->thr, fb->lat, fi->batch, fi->thr, fi->lat);
-    printf("  ExeGPT at L_B 9.8 s: %s, %.2f q/s (DES), p99-length query %.2f s (paper 7.8 s)\n", lab, ex, ex_lat);
-    printf("  ExeGPT / FT at 9.8 s %.2fx (paper 5.4x); ExeGPT at 9.8 s / FT with no bound %.2fx (paper: equal, 1x);\n"
-           "  FT with no bound / FT at 9.8 s %.2fx (paper: 5.4x, implied); FT's latency / ExeGPT's %.2fx (paper 6x)\n",
-           ex / fb->thr, ex / fi->thr, fi->thr / fb->thr, fi->lat / ex_lat);
-    head_add("Sec. 7.3 example (GPT-3 39B, task S, L_B 9.8 s): ExeGPT / FT throughput", 5.4, ex / fb->thr);
-    head_add("Sec. 7.3 example: ExeGPT's p99-length latency, s", 7.8, ex_lat);
-    head_add("Sec. 7.3 example: FT's batch latency with no bound, s", 47, fi->lat);
-    head_add("Sec. 7.3 example: ExeGPT at 9.8 s / FT with no bound, throughput", 1.0, ex / fi->thr);
-    head_add("Sec. 7.3 example: FT with no bound / FT at 9.8 s, throughput (implied)", 5.4, fi->thr / fb->thr);
+    if (fb && fi) {
+        printf("  FT at L_B 9.8 s: batch %d, %.2f q/s, %.2f s | FT with no bound: batch %d, %.2f q/s, %.2f s (paper 47 s)\n",
+               fb->batch, fb->thr, fb->lat, fi->batch, fi->thr, fi->lat);
+        printf("  ExeGPT at L_B 9.8 s: %s, %.2f q/s (DES), p99-length query %.2f s (paper 7.8 s)\n", lab, ex, ex_lat);
+        printf("  ExeGPT / FT at 9.8 s %.2fx (paper 5.4x); ExeGPT at 9.8 s / FT with no bound %.2fx (paper: equal, 1x);\n"
+               "  FT with no bound / FT at 9.8 s %.2fx (paper: 5.4x, implied); FT's latency / ExeGPT's %.2fx (paper 6x)\n",
+               ex / fb->thr, ex / fi->thr, fi->thr / fb->thr, fi->lat / ex_lat);
+    }
+    /* a figure not run is written as null */
+    head_add("Sec. 7.3 example (GPT-3 39B, task S, L_B 9.8 s): ExeGPT / FT throughput", 5.4, fb ? ex / fb->thr : NAN);
+    head_add("Sec. 7.3 example: ExeGPT's p99-length latency, s", 7.8, fb ? ex_lat : NAN);
+    head_add("Sec. 7.3 example: FT's batch latency with no bound, s", 47, fi ? fi->lat : NAN);
+    head_add("Sec. 7.3 example: ExeGPT at 9.8 s / FT with no bound, throughput", 1.0, fi ? ex / fi->thr : NAN);
+    head_add("Sec. 7.3 example: FT with no bound / FT at 9.8 s, throughput (implied)", 5.4,
+             fb && fi ? fi->thr / fb->thr : NAN);
     ctx_close(&k);
 }
 
@@ -623,11 +630,12 @@ static void bench_paper(void)
     printf("ExeGPT / FT average: small/mid models %.2fx over %d points (paper 2.0x), large models %.2fx over %d "
            "points (paper 3.2x)\n", cnt[0] ? sum[0] / cnt[0] : NAN, cnt[0], cnt[1] ? sum[1] / cnt[1] : NAN, cnt[1]);
     printf("Large models: ExeGPT / FT %.2fx-%.2fx (paper 1.1-15.2x), with no bound %.2fx on average over %d points "
-           "(paper 2.2x)\n", g_large_min, g_large_max, g_large_inf_n ? g_large_inf_sum / g_large_inf_n : NAN,
-           g_large_inf_n);
+           "(paper 2.2x)\n", cnt[1] ? g_large_min : NAN, cnt[1] ? g_large_max : NAN,
+           g_large_inf_n ? g_large_inf_sum / g_large_inf_n : NAN, g_large_inf_n);
     printf("FT with no bound / FT at the tightest bound: %.2fx on average, %.2fx-%.2fx over %d cases "
            "(the paper's worked example implies 5.4x at its 9.8 s bound)\n",
-           g_ftspan_n ? g_ftspan_sum / g_ftspan_n : NAN, g_ftspan_min, g_ftspan_max, g_ftspan_n);
+           g_ftspan_n ? g_ftspan_sum / g_ftspan_n : NAN, g_ftspan_n ? g_ftspan_min : NAN,
+           g_ftspan_n ? g_ftspan_max : NAN, g_ftspan_n);
     printf("ExeGPT / DSI (simulated) average: %.2fx over %d points; simulated DSI within %.1f%% of the analytic\n",
            g_dsi_n ? g_dsi_sum / g_dsi_n : NAN, g_dsi_n, 100 * g_dsi_dev);
     head_add("ExeGPT / FasterTransformer throughput, small and mid models (average over bounds)", 2.0,
@@ -640,7 +648,7 @@ static void bench_paper(void)
              g_large_inf_n ? g_large_inf_sum / g_large_inf_n : NAN);
     head_add("ExeGPT / FasterTransformer throughput, large models, largest gain", 15.2,
              g_large_max > 0 ? g_large_max : NAN);
-    paper_example();
+    paper_example(NULL);
     printf("Where both run: short-output tasks (S, C1, C2) WAA best %d / RRA best %d (paper: WAA); long-output tasks "
            "(T, G) WAA best %d / RRA best %d (paper: RRA)\n", g_wins[0][1], g_wins[0][0], g_wins[1][1], g_wins[1][0]);
     printf("Scheduler (branch and bound per policy family and bound): %d searches, mean %.3f s, max %.3f s "
@@ -711,7 +719,7 @@ int main(int argc, char **argv)
     if (all || !strcmp(what, "des")) bench_des();
     if (all || !strcmp(what, "table6")) bench_table6();
     if (all || !strcmp(what, "paper")) bench_paper();
-    if (!strcmp(what, "example")) paper_example();
+    if (!strcmp(what, "example")) paper_example(argc > 2 ? argv[2] : NULL);
     if (json) write_json(json);
     return 0;
 }

@@ -477,6 +477,7 @@ static int open_schedule(const hs_run_cfg *cfg, const setup *s, hs_sched_writer 
         h.step_overhead_ns = r->perf.step_overhead;
         h.step_seq_ns = r->perf.step_seq;
         h.step_tok_ns = r->perf.step_tok;
+        h.latency_scale = s->deploy.r[ids[i]].latency_scale;
         hs_sched_write_header(*out, &h);
     }
     return 0;

@@ -493,9 +493,15 @@ static int reprice(const vdata *d, const char *cluster, const hs_perf_cfg *cfg, 
         if (d->shape[i].samples > maxs) maxs = d->shape[i].samples;
     }
     if ((rc = hs_perf_build(&p, cfg, &m, c, &l, maxt, maxs, err))) goto out;
+    /* the replica ran at its deployment's scale, host cost included (the
+     * header's): its GPU times are repriced at it too */
+    if (d->h.latency_scale > 0 && d->h.latency_scale != 1) hs_perf_scale(&p, d->h.latency_scale);
     for (int64_t i = 0; i < d->n_it; i++) ns[i] = hs_perf_stage_ns(&p, 0, &d->shape[i]);
-    printf("repriced %s, TP %d, %d-bit on %s: latency model %s%s%s\n", m.name, d->h.tp, d->h.bits, c->name,
+    printf("repriced %s, TP %d, %d-bit on %s: latency model %s%s%s", m.name, d->h.tp, d->h.bits, c->name,
            p.model_name, p.calib[0] ? "; " : "", p.calib);
+    if (d->h.latency_scale > 0 && d->h.latency_scale != 1)
+        printf("; x%.4g (the deployment's latency_scale)", d->h.latency_scale);
+    printf("\n");
     hs_perf_free(&p);
 out:
     hs_cluster_destroy(c);

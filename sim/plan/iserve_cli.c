@@ -270,7 +270,7 @@ static int do_estimate(const isv_args *a, const hs_model *m, const hs_cluster *c
         if (!hs_isv_est_has(&e, &sp[i])) continue;
         for (int g = 0; g < 64; g++) gpus[g] = g % c->n_gpus;
         hs_isv_layout_even(&l, m, &sp[i], gpus);
-        if ((rc = hs_solo_build(&s, &ref, m, c, &l, o.prompt, hs_isv_var(sp[i].var)->lat_ratio, 0, err)))
+        if ((rc = hs_solo_build(&s, &ref, m, c, &l, o.prompt, 1, hs_isv_var(sp[i].var)->lat_ratio, 0, err)))
             break;
         tl = hs_solo_req_ns(&s, o.prompt, o.out2, NULL) / 1e9;
         hs_solo_free(&s);

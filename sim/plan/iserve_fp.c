@@ -186,7 +186,7 @@ static int measure_one(hs_isv_fp *f, const hs_model *fm, const hs_cluster *c,
     double mem;
     for (int i = 0; i < tp * pp; i++) gpus[i] = i;
     hs_isv_layout_even(&l, fm, &cfg, gpus);
-    if ((rc = hs_solo_build(&t, &o->perf, fm, c, &l, o->prompt, vars[var].lat_ratio, 0, err)))
+    if ((rc = hs_solo_build(&t, &o->perf, fm, c, &l, o->prompt, 1, vars[var].lat_ratio, 0, err)))
         return rc;
     mem = hs_isv_layout_bytes(fm, var, &l, o);
     for (int k = 0; k < 2 && !rc; k++) {

@@ -38,7 +38,7 @@ static double decode1_ns(const hs_solo *t, int ctx)
 }
 
 int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
-                  const hs_cluster *c, const hs_layout *l, int max_prompt,
+                  const hs_cluster *c, const hs_layout *l, int max_prompt, int max_seqs,
                   double lat_ratio, double pass_extra_ns, hs_err *err)
 {
     int rc, quant = l->kv_bits != 16;
@@ -46,7 +46,7 @@ int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
     s->lat_factor = lat_ratio;
     for (int i = 0; i < l->pp; i++) quant |= l->stage[i].bits != 16;
     for (int i = 0; i < HS_MAX_LAYERS; i++) quant |= l->layer_bits[i] != 0 && l->layer_bits[i] != 16;
-    if ((rc = hs_perf_build(&s->perf, pc, m, c, l, max_prompt, 1, err))) return rc;
+    if ((rc = hs_perf_build(&s->perf, pc, m, c, l, max_prompt, max_seqs, err))) return rc;
     if (quant) {
         /* the same layout at 16 bits: the variant's decode step is measured
          * against it, whatever share of the step its weights are */
@@ -57,7 +57,7 @@ int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
         l16.kv_bits = 16;
         memset(l16.layer_bits, 0, sizeof l16.layer_bits);
         for (int i = 0; i < l16.pp; i++) l16.stage[i].bits = 16;
-        if ((rc = hs_perf_build(&t.perf, pc, m, c, &l16, 1, 1, err))) {
+        if ((rc = hs_perf_build(&t.perf, pc, m, c, &l16, 1, max_seqs, err))) {
             hs_perf_free(&s->perf);
             return rc;
         }
@@ -228,7 +228,7 @@ int hs_multi_set_base(hs_multi *mm, int model, const hs_layout *l, hs_err *err)
     hs_solo_free(&mm->base[model]);
     mm->has_base[model] = 0;
     rc = hs_solo_build(&mm->base[model], &mm->cfg.perf, &mm->models[model], mm->c, l,
-                       mm->cfg.max_prompt, 1.0, 0, err);
+                       mm->cfg.max_prompt, 1, 1.0, 0, err);
     if (!rc) mm->has_base[model] = 1;
     return rc;
 }
@@ -285,7 +285,7 @@ int hs_multi_add(hs_multi *mm, int model, const hs_layout *l, double lat_ratio,
     in = &mm->in[mm->n_in];
     memset(in, 0, sizeof *in);
     if ((rc = hs_solo_build(&in->solo, &mm->cfg.perf, &mm->models[model], mm->c, l,
-                            mm->cfg.max_prompt, lat_ratio, pass_extra_ns, err)))
+                            mm->cfg.max_prompt, 1, lat_ratio, pass_extra_ns, err)))
         return rc;
     in->model = model;
     in->layout = *l;

@@ -74,7 +74,9 @@ typedef struct hs_solo {
  * instances alike (a ratio drifts a few percent with the context). */
 #define HS_ISV_RATIO_CTX 512
 
-/* max_prompt sizes the tables.  lat_ratio: the variant's measured decode
+/* max_prompt and max_seqs size the tables (a fitted latency model fits
+ * decode attention over 1..max_seqs: build as the engine that runs the
+ * layout will).  lat_ratio: the variant's measured decode
  * latency over FP16's (1: none); lat_factor becomes what makes the
  * layout's modelled one-sequence decode step at HS_ISV_RATIO_CTX lat_ratio
  * times the same layout's at 16 bits (weights and KV), so the measurement
@@ -82,7 +84,7 @@ typedef struct hs_solo {
  * same factor: the sources time whole requests or decode steps, none a
  * prefill alone. */
 int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
-                  const hs_cluster *c, const hs_layout *l, int max_prompt,
+                  const hs_cluster *c, const hs_layout *l, int max_prompt, int max_seqs,
                   double lat_ratio, double pass_extra_ns, hs_err *err);
 void hs_solo_free(hs_solo *s);
 /* ns; *ttft (may be NULL) gets the first-token part. */

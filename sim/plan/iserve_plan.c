@@ -111,12 +111,28 @@ static int plan(const hs_plan_req *q, hs_deploy *out, hs_err *err)
         r.weight = 1;
         r.layout = pl.layout;
         {
+            /* tables as the run's engine builds them (a fitted decode
+             * attention depends on the batches it spans) */
             hs_solo so;
-            if ((rc = hs_solo_build(&so, &o.perf, q->model, c, &pl.layout, 1, hs_isv_var(sp[i].var)->lat_ratio, 0,
-                                    err)))
+            char cs[64];
+            hs_isv_cfg_str(&sp[i], cs, sizeof cs);
+            if ((rc = hs_solo_build(&so, &o.perf, q->model, c, &pl.layout, q->max_tokens > 0 ? q->max_tokens : 1,
+                                    q->engine->max_num_seqs > 0 ? q->engine->max_num_seqs : 1,
+                                    hs_isv_var(sp[i].var)->lat_ratio, 0, err))) {
+                hs_err_prefix(err, "iserve: %s: ", cs);
                 break;
+            }
+            hs_solo_free(&so);   /* its tables; the factor stays */
+            if (!(so.lat_factor >= HS_LATENCY_SCALE_MIN && so.lat_factor <= HS_LATENCY_SCALE_MAX)) {
+                rc = hs_errf(err, HS_ERANGE, "iserve: %s: the latency model puts its format at %g times the "
+                             "measured ratio, outside %g..%g", cs, 1 / so.lat_factor, HS_LATENCY_SCALE_MIN,
+                             HS_LATENCY_SCALE_MAX);
+                break;
+            }
             if (so.lat_factor != 1) r.latency_scale = so.lat_factor;
-            hs_solo_free(&so);
+            snprintf(out->summary, sizeof out->summary,
+                     "iserve: %s, latency_scale %.4g (the format's measured decode ratio to FP16, %.4g)", cs,
+                     so.lat_factor, hs_isv_var(sp[i].var)->lat_ratio);
         }
         snprintf(out->model, sizeof out->model, "%s", q->model->name);
         snprintf(out->cluster, sizeof out->cluster, "%s", c->name);

@@ -97,6 +97,18 @@ int hs_pq_plan_read(hs_pq_plan *p, const char *path, const hs_model *m, const hs
         rc = hs_errf(err, HS_EINVAL, "%s: an LLM-PQ plan has one replica, not %d", path, d.n);
         goto out;
     }
+    /* the pipeline prices its layers with qlat.c's kernels: no scale, no
+     * other kernels */
+    if (d.r[0].latency_scale != 0 && d.r[0].latency_scale != 1) {
+        rc = hs_errf(err, HS_EINVAL, "%s: replicas[0].latency_scale: the LLM-PQ pipeline runs its own kernel "
+                     "model and takes no scale", path);
+        goto out;
+    }
+    if (d.r[0].quant_kernels[0] && strcmp(d.r[0].quant_kernels, "lptorch")) {
+        rc = hs_errf(err, HS_EINVAL, "%s: replicas[0].quant_kernels: \"%s\"; the LLM-PQ pipeline runs lptorch's",
+                     path, d.r[0].quant_kernels);
+        goto out;
+    }
     if ((rc = hs_json_load(path, &root, err))) goto out;
     x = cJSON_GetObjectItemCaseSensitive(root, "llmpq");
     if (x && ((rc = hs_json_int_opt(x, "eta", 1, 1 << 20, &eta, path, err)) ||

@@ -20,8 +20,9 @@
  * replica of the deployment, positive only toward decode replicas.
  * A replica may carry "latency_scale": f (0.001..1000, default 1): every
  * iteration it runs takes f times what the latency model gives
- * (hs_perf_scale), for a speed measured against the model that it does not
- * price itself (a planner's measured ratio for a weight format, say).
+ * (hs_perf_scale; prefill and decode alike, attention workers too), for a
+ * speed measured against the model that it does not price itself (a
+ * planner's measured ratio for a weight format, say).
  * A replica may name the kernels its 8/4/3-bit layers run,
  * "quant_kernels": "model" or "lptorch" (perf.quant_kernels, which it
  * overrides for that replica unless the command line sets it): the

@@ -102,9 +102,11 @@ void hs_sched_write_header(hs_sched_writer *w, const hs_sched_header *h)
     fprintf(w->fp,
             ",\"tp\":%d,\"pp\":%d,\"bits\":%d,\"kv_bits\":%d,\"layers\":%d,"
             "\"block_size\":%d,\"kv_blocks\":%lld,\"step_overhead_ns\":%.17g,"
-            "\"step_seq_ns\":%.17g,\"step_tok_ns\":%.17g}\n",
+            "\"step_seq_ns\":%.17g,\"step_tok_ns\":%.17g",
             h->tp, h->pp, h->bits, h->kv_bits, h->layers, h->block_size, (long long)h->kv_blocks,
             h->step_overhead_ns, h->step_seq_ns, h->step_tok_ns);
+    if (h->latency_scale > 0 && h->latency_scale != 1) fprintf(w->fp, ",\"latency_scale\":%.17g", h->latency_scale);
+    fputs("}\n", w->fp);
 }
 
 void hs_sched_write_request(hs_sched_writer *w, const hs_sched_request *q)
@@ -366,6 +368,9 @@ int hs_sched_next(hs_sched_reader *r, hs_sched_header *h, hs_sched_request *q,
                 goto done;
             if (cJSON_GetObjectItemCaseSensitive(o, "step_tok_ns") &&
                 (rc = num(o, "step_tok_ns", 0, 1e12, &h->step_tok_ns, r, err)))
+                goto done;
+            if (cJSON_GetObjectItemCaseSensitive(o, "latency_scale") &&
+                (rc = num(o, "latency_scale", 1e-3, 1e3, &h->latency_scale, r, err)))
                 goto done;
         } else if (!strcmp(type, "request")) {
             memset(q, 0, sizeof *q);

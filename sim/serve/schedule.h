@@ -47,6 +47,9 @@ typedef struct hs_sched_header {
     double step_overhead_ns;  /* host cost per iteration: this, */
     double step_seq_ns;       /* + this per sequence (prefill chunks and decodes), */
     double step_tok_ns;       /* + this per token (optional keys, 0 when absent) */
+    double latency_scale;     /* the deployment's latency_scale of the replica,
+                                 in the times above and the iterations' (optional
+                                 key, written only when not 1; 0: none) */
 } hs_sched_header;
 
 typedef struct hs_sched_request {

@@ -94,9 +94,11 @@ static int attach_one(hs_replica *rp, const hs_deploy *d, int32_t idx, const hs_
     hs_hetis *h = calloc(1, sizeof *h);
     int rc = 0, max_tokens = ec->max_batched_tokens > 0 ? ec->max_batched_tokens : 8192;
     double kv_layer = hs_model_kv_bytes_token_layer(m, 1, lay->kv_bits);
+    double scale = d->r[idx].latency_scale > 0 ? d->r[idx].latency_scale : 1;
     int64_t pooled = INT64_MAX;
     if (!h) return hs_errf(err, HS_ENOMEM, "out of memory");
     h->cfg = *hc;
+    h->scale = scale;
     h->pp = lay->pp;
     h->n_lanes = lay->pp; /* the engine runs pp lanes per replica */
     h->groups = m->kv_heads;
@@ -152,13 +154,16 @@ static int attach_one(hs_replica *rp, const hs_deploy *d, int32_t idx, const hs_
             hs_err_prefix(err, "replica %d attention worker GPU %d: ", idx, a->gpu);
             break;
         }
+        /* a scaled replica's workers run at its scale too: every
+         * iteration takes f times as long, dispatch included */
+        if (scale != 1) hs_perf_scale(&pf, scale);
         dev_from_perf(w, &pf.stage[0], 1, m->kv_heads);
         hs_perf_merge_calib(&rp->perf, &pf); /* the trust line names the workers' GPUs too */
         hs_perf_free(&pf);
         w->link_bw = hs_cluster_bw(c, lay->stage[s].gpus[0], a->gpu);
         w->link_lat = hs_cluster_lat(c, lay->stage[s].gpus[0], a->gpu);
-        w->alpha = 2.0 * w->link_lat * 1e9;
-        w->beta = w->link_bw > 0 ? h->xfer_group_bytes / w->link_bw * 1e9 : INFINITY;
+        w->alpha = 2.0 * w->link_lat * 1e9 * scale;
+        w->beta = w->link_bw > 0 ? h->xfer_group_bytes / w->link_bw * 1e9 * scale : INFINITY;
         rp->price_per_hour += hs_cluster_price(c, &w->gpu, 1); /* workers are the replica's */
         w->cap = floor(hs_cluster_gpu(c, a->gpu)->mem_bytes * ec->gpu_mem_util * HS_HETIS_WORKER_KV_FRAC /
                        (h->bytes_gt_layer * lay->stage[s].layers));
@@ -639,7 +644,7 @@ static int dispatch_new(hs_engine *e, hs_hetis *h, hs_lane *l, int lane, hs_err 
                         /* prompt KV of the offloaded groups, primary -> worker */
                         double bytes = v * kv * h->bytes_gt_layer * h->layers[s];
                         const hs_hetis_dev *d = &h->dev[s][g];
-                        double ns = (d->link_lat + bytes / d->link_bw) * 1e9;
+                        double ns = (d->link_lat + bytes / d->link_bw) * 1e9 * h->scale;
                         h->st.offloaded_groups += v;
                         h->st.prompt_bytes += bytes;
                         if (ns > h->debt[lane * h->pp + s]) h->debt[lane * h->pp + s] = ns;

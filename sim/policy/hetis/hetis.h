@@ -105,6 +105,8 @@ typedef struct hs_hetis {
     hs_hetis_dev dev[HS_MAX_PP][HS_HETIS_MAX_DEV];
     double bytes_gt_layer;      /* KV bytes per group-token per layer */
     double xfer_group_bytes;    /* per group per layer per step */
+    double scale;               /* the replica's latency_scale (1: none): its
+                                   workers and transfers run at it too */
     /* per lane x stage x device: members' groups, cache (group-tokens),
      * reserved (cache + next step's growth) */
     double *n, *m, *resv;
