@@ -60,7 +60,7 @@
 /* The calibrated FP16 layer of each GPU type of a cluster (see above). */
 typedef struct hs_qlat_cal hs_qlat_cal;
 
-/* Builds it for model m on every GPU type of c, tokens 1..max_tokens
+/* Builds it (qlat_cal.c) for model m on every GPU type of c, tokens 1..max_tokens
  * exactly (more: the ratio at max_tokens) and LM heads of 1..max_seqs
  * sequences (more: on along the last slope).  GPUs are matched by name:
  * pass the cluster's own hs_gpu entries.  *out = NULL under perf.model
