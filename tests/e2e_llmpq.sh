@@ -83,6 +83,35 @@ if hs_run 0 "int8 plan c4" llmpq plan --model opt-30b --cluster llmpq-c4 --heuri
         fi
     fi
 fi
+# A one-GPU plan of INT8 and INT4 layers: its emitted schedule carries the
+# kernels and the per-layer widths, so validate --reprice prices it as the
+# run did ("measured" = the schedule's own GPU times); without them it was
+# 77% off.
+if hs_run 0 "one-GPU mixed plan" llmpq plan --model opt-30b --cluster llmpq-c1 --heuristic --s 128 --n 20 --out "$T/p1.json"; then
+    check_grep "INT8 and INT4 layers" "$T/out" 'bits16/8/4/3=0/[1-9][0-9]*/[1-9][0-9]*/0 '
+    if hs_run 0 "serve it, emitting the schedule" run --deployment "$T/p1.json" --requests 30 --rate 1 \
+        --db "$T/p1.db" --emit-schedule "$T/p1.jsonl" --quiet; then
+        check_grep "header names the kernels and widths" "$T/p1.jsonl" '"quant_kernels":"lptorch","layer_bits":\[[0-9,]+\]'
+        python3 - "$T/p1.jsonl" "$T/p1m.csv" <<'PY'
+import json, sys
+h, rows = None, []
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    if o["type"] == "header":
+        h = o
+    elif o["type"] == "iter":
+        tok = len(o["decode"]) + sum(p[1] for p in o["prefill"])
+        ovh = h["step_overhead_ns"] + h["step_seq_ns"] * (len(o["prefill"]) + len(o["decode"])) + h["step_tok_ns"] * tok
+        rows.append(round(o["end_ns"] - o["start_ns"] - ovh))
+with open(sys.argv[2], "w") as f:
+    f.write("it,measured_ns\n" + "".join("%d,%d\n" % (i, v) for i, v in enumerate(rows)))
+PY
+        if hs_run 0 "reprice it" validate --schedule "$T/p1.jsonl" --measured "$T/p1m.csv" --reprice llmpq-c1; then
+            med=$(grep -o 'absolute error per iteration: median [0-9.]*' "$T/out" | grep -o '[0-9.]*$')
+            check_num "repriced as run (median error $med%)" "$med" "x < 1"
+        fi
+    fi
+fi
 # The FP16 layer is the calibrated model's, and the plan says where it came
 # from: the T4's measured OPT-30B table, the transfer for the V100; the
 # datasheet roofline on request; a bad key is one line naming it.

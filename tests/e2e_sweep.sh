@@ -143,6 +143,10 @@ check_grep "bad range: says why" "$T/err" "A <= B"
 hs_run 2 "value out of range" sweep --grid engine.block_size=16,-4 --db "$T/bad.db"
 check_grep "out of range: names the case" "$T/err" "case 2"
 check "out of range: no database" ! -e "$T/bad.db"
+hs_run 2 "unknown kernels" sweep --grid perf.quant_kernels=awq,bogus --db "$T/bad.db"
+check_grep "unknown kernels: named" "$T/err" 'perf\.quant_kernels: "awq"'
+check_eq "unknown kernels: one line" "$(wc -l <"$T/err")" 1
+check "unknown kernels: no database" ! -e "$T/bad.db"
 
 # SIGINT stops the sweep cleanly: exit 1 with one line, workers gone, its
 # scratch folder removed, the stored cases whole; a rerun completes.

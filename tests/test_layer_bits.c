@@ -390,6 +390,27 @@ static void test_lptorch(void)
         free(e);
     }
     {
+        /* LLM-PQ's kernels need only FP16 rows: the tiny-test fixture's
+         * table (FP16 only) times an INT8 layer under lptorch, not under
+         * the table's own kernels */
+        hs_model tm;
+        hs_perf_cfg tc;
+        hs_layout *t8 = fx_layout1(1, 2);
+        hs_perf a;
+        CHECK_OK(hs_model_find(&tm, "tiny-test", &err), &err);
+        hs_perf_cfg_defaults(&tc);
+        snprintf(tc.model, sizeof tc.model, "table");
+        snprintf(tc.engine, sizeof tc.engine, "none");
+        snprintf(tc.tables, sizeof tc.tables, "%s/tests/fixtures/perf/tables", hs_data_root());
+        t8->layer_bits[1] = 8;
+        CHECK(hs_perf_build(&a, &tc, &tm, dgx, t8, 64, 4, &err) != 0 && strstr(err.msg, "bits 8"));
+        snprintf(tc.quant_kernels, sizeof tc.quant_kernels, "lptorch");
+        CHECK_OK(hs_perf_build(&a, &tc, &tm, dgx, t8, 64, 4, &err), &err);
+        if (a.pp == 1) CHECK(strstr(a.model_name, "+lptorch") != NULL);
+        hs_perf_free(&a);
+        free(t8);
+    }
+    {
         hs_perf a;
         snprintf(cfg.quant_kernels, sizeof cfg.quant_kernels, "awq");
         CHECK(hs_perf_build(&a, &cfg, &m, c, l, 256, 4, &err) == HS_EINVAL &&

@@ -415,7 +415,9 @@ int hs_run_cfg_check(const hs_run_cfg *c, hs_err *err)
             (rc = hs_model_find(&m, c->model, err)) || (rc = hs_cluster_check(c->cluster, err)))
             return rc;
     }
-    if ((rc = hs_check_router(c->router, err)) || (rc = hs_check_perf_model(c->perf.model, err))) return rc;
+    if ((rc = hs_check_router(c->router, err)) || (rc = hs_check_perf_model(c->perf.model, err)) ||
+        (rc = hs_perf_check_kernels(c->perf.quant_kernels, err)))
+        return rc;
     if ((rc = hs_run_cfg_check_bits(c, err))) return rc;
     /* Opening the workload checks its settings and its trace's header;
      * nothing is read past that. */

@@ -326,7 +326,8 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
     /* from here on the deployment read above is ours: every error goes
      * through fail, which frees it */
     if ((rc = hs_check_policy(cfg->policy, err)) || (rc = hs_check_router(cfg->router, err)) ||
-        (rc = hs_check_perf_model(cfg->perf.model, err)) || (rc = hs_run_cfg_check_bits(cfg, err)))
+        (rc = hs_check_perf_model(cfg->perf.model, err)) ||
+        (rc = hs_perf_check_kernels(cfg->perf.quant_kernels, err)) || (rc = hs_run_cfg_check_bits(cfg, err)))
         goto fail;
     s->policy = hs_policy_find(cfg->policy);
     s->router = hs_router_find(cfg->router);
@@ -406,9 +407,12 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
     if ((rc = hs_deploy_check(&s->deploy, &s->model, s->cluster,
                               cfg->deployment[0] ? cfg->deployment : "deployment", err)))
         goto fail;
-    /* The command line wins over the kernels a deployment names. */
+    /* The command line wins over the kernels a deployment names, and the
+     * deployment then says so (it is stored and may be emitted). */
     if (hs_run_cfg_given(cfg, "perf.quant_kernels"))
-        for (int32_t i = 0; i < s->deploy.n; i++) s->deploy.r[i].quant_kernels[0] = '\0';
+        for (int32_t i = 0; i < s->deploy.n; i++)
+            snprintf(s->deploy.r[i].quant_kernels, sizeof s->deploy.r[i].quant_kernels, "%s",
+                     cfg->perf.quant_kernels);
     if (build_replicas &&
         (rc = hs_replicas_build(&s->replicas, &s->deploy, &s->model, s->cluster, ec,
                                 &cfg->perf, s->max_tokens, s->max_model_len, err)))
@@ -478,6 +482,12 @@ static int open_schedule(const hs_run_cfg *cfg, const setup *s, hs_sched_writer 
         h.step_seq_ns = r->perf.step_seq;
         h.step_tok_ns = r->perf.step_tok;
         h.latency_scale = s->deploy.r[ids[i]].latency_scale;
+        snprintf(h.quant_kernels, sizeof h.quant_kernels, "%s",
+                 s->deploy.r[ids[i]].quant_kernels[0] ? s->deploy.r[ids[i]].quant_kernels : cfg->perf.quant_kernels);
+        for (int k = 0; k < h.layers && k < HS_MAX_LAYERS; k++)
+            if (r->layout.layer_bits[k]) h.n_layer_bits = h.layers;
+        for (int k = 0; k < h.n_layer_bits; k++)
+            h.layer_bits[k] = r->layout.layer_bits[k] ? r->layout.layer_bits[k] : (unsigned char)h.bits;
         hs_sched_write_header(*out, &h);
     }
     return 0;

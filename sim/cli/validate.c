@@ -467,9 +467,14 @@ static void usage(FILE *fp)
  * its replica (model, TP, bits, layers) on GPUs 0..tp-1 of the cluster;
  * the GPU time is the stage time, which is what the simulated run's
  * iterations held besides the host cost validate takes out. */
-static int reprice(const vdata *d, const char *cluster, const hs_perf_cfg *cfg, double *ns,
-                   hs_err *err)
+static int reprice(const vdata *d, const char *cluster, const hs_perf_cfg *cfg_in, int kernels_given,
+                   double *ns, hs_err *err)
 {
+    /* the replica's kernels unless --set names others */
+    hs_perf_cfg own = *cfg_in;
+    const hs_perf_cfg *cfg = &own;
+    if (!kernels_given && d->h.quant_kernels[0])
+        snprintf(own.quant_kernels, sizeof own.quant_kernels, "%s", d->h.quant_kernels);
     hs_model m;
     hs_cluster *c = NULL;
     hs_layout l;
@@ -487,6 +492,7 @@ static int reprice(const vdata *d, const char *cluster, const hs_perf_cfg *cfg, 
     l.stage[0].tp = d->h.tp;
     l.stage[0].layers = d->h.layers > 0 ? d->h.layers : m.layers;
     l.stage[0].bits = d->h.bits;
+    for (int i = 0; i < d->h.n_layer_bits; i++) l.layer_bits[i] = d->h.layer_bits[i];
     for (int i = 0; i < d->h.tp; i++) l.stage[0].gpus[i] = i;
     for (int64_t i = 0; i < d->n_it; i++) {
         if (d->shape[i].tokens > maxt) maxt = d->shape[i].tokens;
@@ -514,6 +520,7 @@ int hs_cli_validate(int argc, char **argv)
     int32_t replica = 0;
     int64_t run = -1;
     hs_perf_cfg cfg;
+    int kernels_given = 0;
     hs_err err = {0};
     vdata d;
     hs_db *db = NULL;
@@ -546,6 +553,7 @@ int hs_cli_validate(int argc, char **argv)
         else if (!strcmp(argv[i], "--measured")) measured = v;
         else if (!strcmp(argv[i], "--reprice")) cluster = v;
         else if (!strcmp(argv[i], "--set")) {
+            kernels_given |= !strncmp(v, "perf.quant_kernels=", 19);
             if (hs_perf_cfg_set_arg(&cfg, v, &err)) {
                 fprintf(stderr, "hetsim: validate: %s\n", err.msg);
                 return 2;
@@ -588,7 +596,7 @@ int hs_cli_validate(int argc, char **argv)
         goto fail;
     }
     if (cluster) {
-        if ((rc = reprice(&d, cluster, &cfg, pns, &err))) goto fail;
+        if ((rc = reprice(&d, cluster, &cfg, kernels_given, pns, &err))) goto fail;
         for (int64_t i = 0; i < d.n_it; i++) {
             pred[i] = llround(pns[i]);
             meas[i] = llround(d.meas[i]);

@@ -164,51 +164,53 @@ static int mixed_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg *
     return rc;
 }
 
+/* 1 when stage s holds a layer narrower than 16 bits; n: its layers per width. */
+static int lptorch_quant(const hs_layout *l, int s, int n[HS_NBITS])
+{
+    int q = 0;
+    hs_layout_stage_bits(l, s, n);
+    for (int k = 0; k < HS_NBITS; k++) q |= n[k] && hs_bits_set[k] != 16;
+    return q;
+}
+
 /* perf.quant_kernels=lptorch: the 8/4/3-bit layers of a stage run LLM-PQ's
- * kernels (perf/qlat.h), as LLM-PQ's cost model prices them, so that a
- * run of an LLM-PQ plan meets the plan's own prices: LLM.int8 at its
- * kernel model's ratio to FP16 times this builder's FP16 layer, plus its
- * host cost per linear call; GPTQ's FP32 vecquant kernel on the datasheet
- * (no table times it).  Its FP16 layers and attention stay the builder's.
- * LLM-PQ runs one GPU per stage: a quantised stage over several is an
- * error. */
+ * kernels, as LLM-PQ's cost model prices them (hs_qlat_layer_s on this
+ * builder's FP16 layer: LLM.int8 at its kernel model's ratio to FP16 plus
+ * its host cost per linear call, GPTQ's FP32 vecquant on the datasheet), so
+ * that a run of an LLM-PQ plan meets the plan's own prices.  The layout was
+ * built at 16 bits (hs_perf_build): FP16 layers, attention and the head
+ * are the builder's, and no table needs quantised rows.  LLM-PQ runs one
+ * GPU per stage (checked by hs_perf_build). */
 static int lptorch_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg *cfg,
                          const hs_model *m, const hs_cluster *c, const hs_layout *l,
                          int max_tokens, hs_err *err)
 {
-    double calls = hs_model_linear_calls(m) * HS_QLAT_INT8_CALL_S;
-    int rc = 0;
-    for (int s = 0; s < l->pp && !rc; s++) {
+    int any = 0;
+    for (int s = 0; s < l->pp; s++) {
         const hs_stage_layout *st = &l->stage[s];
         const hs_gpu *g = hs_cluster_gpu(c, st->gpus[0]);
-        int n[HS_NBITS], quant = 0;
+        int n[HS_NBITS], rc;
         hs_perf aux;
-        hs_layout_stage_bits(l, s, n);
-        for (int k = 0; k < HS_NBITS; k++) quant |= n[k] && hs_bits_set[k] != 16;
-        if (!quant) continue;
-        if (st->tp != 1)
-            return hs_errf(err, HS_EINVAL, "perf.quant_kernels: lptorch runs one GPU per stage; stage %d has TP %d",
-                           s, st->tp);
+        if (!lptorch_quant(l, s, n)) continue;
         if ((rc = one_layer(b, &aux, cfg, m, c, l, s, 16, max_tokens, err))) return rc;
         for (int t = 1; t <= max_tokens; t++) {
             double fp16 = aux.stage[1].dense[t], sum = s == 0 ? aux.stage[0].dense[t] : 0;
-            for (int k = 0; k < HS_NBITS; k++) {
-                int bits = hs_bits_set[k];
-                double q;
-                if (!n[k]) continue;
-                if (bits == 16) q = fp16;
-                else if (bits == 8)
-                    q = fp16 * (hs_qlat_dense_s(m, g, 8, t, cfg, NULL) - calls) / hs_qlat_dense_s(m, g, 16, t, cfg, NULL) +
-                        calls * 1e9;
-                else
-                    q = hs_qlat_dense_s(m, g, bits, t, cfg, NULL) * 1e9;
-                sum += n[k] * q;
-            }
+            for (int k = 0; k < HS_NBITS; k++)
+                if (n[k])
+                    sum += n[k] * (hs_bits_set[k] == 16 ? fp16
+                                                        : hs_qlat_layer_s(m, g, hs_bits_set[k], t, fp16 * 1e-9, cfg) *
+                                                              1e9);
             p->stage[s].dense[t] = sum;
         }
         hs_perf_free(&aux);
+        any = 1;
     }
-    return rc;
+    /* recorded per replica (replicas.perf_model): whose kernels priced it */
+    if (any) {
+        size_t n = strlen(p->model_name);
+        snprintf(p->model_name + n, sizeof p->model_name - n, "+lptorch");
+    }
+    return 0;
 }
 
 /* Encoder-decoder models.  Builders time the decoder layers of a decoder-
@@ -290,6 +292,7 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
 {
     const hs_perf_builder *b = hs_perf_find(cfg->model);
     double launch;
+    hs_layout l16;
     int rc, lpt;
     memset(p, 0, sizeof *p);
     if (!b) return hs_errf(err, HS_ENOTFOUND, "perf.model: unknown latency model \"%s\"", cfg->model);
@@ -311,20 +314,28 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
             (l->stage[s].enc_layers && !m->encoder_layers))
             return hs_errf(err, HS_ERANGE, "layout: stage %d: %d decoder and %d encoder layers (%s has %d encoder layers)",
                            s, l->stage[s].layers, l->stage[s].enc_layers, m->name, m->encoder_layers);
-    if (strcmp(cfg->quant_kernels, "model") && strcmp(cfg->quant_kernels, "lptorch"))
-        return hs_errf(err, HS_EINVAL, "perf.quant_kernels: \"%s\" is not model or lptorch", cfg->quant_kernels);
+    if ((rc = hs_perf_check_kernels(cfg->quant_kernels, err))) return rc;
     lpt = !strcmp(cfg->quant_kernels, "lptorch");
-    if (lpt && m->encoder_layers)
+    if (lpt) {
+        /* LLM-PQ's kernels time every quantised layer (lptorch_terms): the
+         * builder times the layout at 16 bits */
         for (int s = 0; s < l->pp; s++) {
             int n[HS_NBITS];
-            hs_layout_stage_bits(l, s, n);
-            if (n[hs_bits_index(16)] < l->stage[s].layers || l->stage[s].bits != 16)
+            if (!lptorch_quant(l, s, n) && l->stage[s].bits == 16) continue;
+            if (m->encoder_layers)
                 return hs_errf(err, HS_EINVAL, "perf.quant_kernels: lptorch times decoder-only models (%s is "
                                "encoder-decoder)", m->name);
+            if (l->stage[s].tp != 1)
+                return hs_errf(err, HS_EINVAL, "perf.quant_kernels: lptorch runs one GPU per stage; stage %d has TP %d",
+                               s, l->stage[s].tp);
         }
-    if ((rc = b->build(p, cfg, m, c, l, max_tokens, max_seqs, err))) return rc;
+        l16 = *l;
+        memset(l16.layer_bits, 0, sizeof l16.layer_bits);
+        for (int s = 0; s < l16.pp; s++) l16.stage[s].bits = 16;
+    }
+    if ((rc = b->build(p, cfg, m, c, lpt ? &l16 : l, max_tokens, max_seqs, err))) return rc;
     if ((rc = engine_terms(p, cfg, m, c, l, &launch, err)) ||
-        (!m->encoder_layers && (rc = mixed_terms(b, p, cfg, m, c, l, max_tokens, err))) ||
+        (!m->encoder_layers && !lpt && (rc = mixed_terms(b, p, cfg, m, c, l, max_tokens, err))) ||
         (lpt && (rc = lptorch_terms(b, p, cfg, m, c, l, max_tokens, err))) ||
         (m->encoder_layers && (rc = encdec_terms(b, p, cfg, m, c, l, max_tokens, launch, err)))) {
         hs_perf_free(p);

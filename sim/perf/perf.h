@@ -234,6 +234,9 @@ typedef struct hs_perf_cfg {
 } hs_perf_cfg;
 
 void hs_perf_cfg_defaults(hs_perf_cfg *c);
+/* 0 when name is a perf.quant_kernels value (model, lptorch); else an error
+ * naming the key. */
+int hs_perf_check_kernels(const char *name, hs_err *err);
 /* One command-line "--set perf.KEY=VALUE" into c (perf step, validate
  * --reprice); HS_EPARSE naming the argument when it has no perf. key. */
 int hs_perf_cfg_set_arg(hs_perf_cfg *c, const char *kv, hs_err *err);

@@ -42,6 +42,12 @@ const hs_field hs_perf_cfg_fields[] = {
     {0},
 };
 
+int hs_perf_check_kernels(const char *name, hs_err *err)
+{
+    if (!strcmp(name, "model") || !strcmp(name, "lptorch")) return 0;
+    return hs_errf(err, HS_EINVAL, "perf.quant_kernels: \"%s\" is not model or lptorch", name);
+}
+
 int hs_perf_cfg_set_arg(hs_perf_cfg *c, const char *kv, hs_err *err)
 {
     const char *eq = strchr(kv, '=');

@@ -152,21 +152,36 @@ static double cal_ratio(const qcal_type *ct, const hs_qlat_cal *q, const hs_mode
     return ct->dense[i] * 1e-9 / dense_s(&c16, m, (double)i);
 }
 
-double hs_qlat_dense_s(const hs_model *m, const hs_gpu *g, int bits, double t,
-                       const hs_perf_cfg *pc, const hs_qlat_cal *q)
+/* One layer's dense ops at `bits` for t tokens, given FP16's calibrated
+ * time over its roofline at t (ratio; 1: the roofline alone). */
+static double layer_s(const hs_model *m, const hs_gpu *g, int bits, double t, const hs_perf_cfg *pc,
+                      double ratio)
 {
     qctx c = mk(g, bits, pc);
-    const qcal_type *ct = cal_for(q, g);
     /* GPTQ runs its own FP32 matrix-vector kernel, not cuBLAS: no table
      * times it and FP16's calibrated ratio says nothing of it (on a GPU
      * whose FP16 is extrapolated, the P100, a one-token ratio of 3.5
      * would have made its prefill 22x FP16's), so it stays on the
      * datasheet with its published read factor */
     double d = dense_s(&c, m, t);
-    if (ct && bits >= 8) d *= cal_ratio(ct, q, m, g, pc, t);
+    if (bits >= 8) d *= ratio;
     /* LLM.int8's host cost per call is no kernel's: never scaled */
     if (bits == 8) d += hs_model_linear_calls(m) * HS_QLAT_INT8_CALL_S;
     return d;
+}
+
+double hs_qlat_dense_s(const hs_model *m, const hs_gpu *g, int bits, double t,
+                       const hs_perf_cfg *pc, const hs_qlat_cal *q)
+{
+    const qcal_type *ct = cal_for(q, g);
+    return layer_s(m, g, bits, t, pc, ct ? cal_ratio(ct, q, m, g, pc, t) : 1.0);
+}
+
+double hs_qlat_layer_s(const hs_model *m, const hs_gpu *g, int bits, double t, double fp16_s,
+                       const hs_perf_cfg *pc)
+{
+    qctx c16 = mk(g, 16, pc);
+    return layer_s(m, g, bits, t, pc, fp16_s / dense_s(&c16, m, t));
 }
 
 double hs_qlat_prefill_s(const hs_model *m, const hs_gpu *g, int bits, int v, int s,

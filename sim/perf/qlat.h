@@ -98,6 +98,12 @@ double hs_qlat_decode_s(const hs_model *m, const hs_gpu *g, int bits, int v, dou
  * the datasheet). */
 double hs_qlat_dense_s(const hs_model *m, const hs_gpu *g, int bits, double t,
                        const hs_perf_cfg *pc, const hs_qlat_cal *cal);
+/* The same for a latency model's own FP16 layer: one layer's dense ops at
+ * `bits` for t tokens when FP16's take fp16_s there (hs_qlat_dense_s on a
+ * calibrated layer of those FP16 times), seconds.  The main engine prices
+ * LLM-PQ's kernels with it (perf.quant_kernels). */
+double hs_qlat_layer_s(const hs_model *m, const hs_gpu *g, int bits, double t, double fp16_s,
+                       const hs_perf_cfg *pc);
 /* Embedding lookup for `tokens` tokens, and the LM head (+ final norm) on
  * v sequences' last positions, FP16, seconds. */
 double hs_qlat_embed_s(const hs_model *m, const hs_gpu *g, double tokens,

@@ -103,6 +103,19 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
                          d->r[i].quant_kernels);
             break;
         }
+        /* LLM-PQ's kernels run decoder-only models, one GPU per stage */
+        for (int s = 0; !strcmp(d->r[i].quant_kernels, "lptorch") && s < l->pp && !rc; s++) {
+            int n[HS_NBITS], quant = l->stage[s].bits != 16;
+            hs_layout_stage_bits(l, s, n);
+            for (int k = 0; k < HS_NBITS; k++) quant |= n[k] && hs_bits_set[k] != 16;
+            if (quant && E)
+                rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d].quant_kernels: lptorch times decoder-only models "
+                             "(%s is encoder-decoder)", where, i, m->name);
+            else if (quant && l->stage[s].tp != 1)
+                rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d].quant_kernels: lptorch runs one GPU per stage; "
+                             "stages[%d] has TP %d", where, i, s, l->stage[s].tp);
+        }
+        if (rc) break;
         if (d->r[i].latency_scale != 0 && !(d->r[i].latency_scale >= HS_LATENCY_SCALE_MIN &&
                                             d->r[i].latency_scale <= HS_LATENCY_SCALE_MAX)) {
             rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].latency_scale: %g is not in %g..%g", where, i,

@@ -106,6 +106,12 @@ void hs_sched_write_header(hs_sched_writer *w, const hs_sched_header *h)
             h->tp, h->pp, h->bits, h->kv_bits, h->layers, h->block_size, (long long)h->kv_blocks,
             h->step_overhead_ns, h->step_seq_ns, h->step_tok_ns);
     if (h->latency_scale > 0 && h->latency_scale != 1) fprintf(w->fp, ",\"latency_scale\":%.17g", h->latency_scale);
+    if (h->quant_kernels[0] && strcmp(h->quant_kernels, "model")) jstr(w->fp, "quant_kernels", h->quant_kernels);
+    if (h->n_layer_bits > 0) {
+        fputs(",\"layer_bits\":[", w->fp);
+        for (int32_t i = 0; i < h->n_layer_bits; i++) fprintf(w->fp, "%s%d", i ? "," : "", h->layer_bits[i]);
+        fputc(']', w->fp);
+    }
     fputs("}\n", w->fp);
 }
 
@@ -372,6 +378,31 @@ int hs_sched_next(hs_sched_reader *r, hs_sched_header *h, hs_sched_request *q,
             if (cJSON_GetObjectItemCaseSensitive(o, "latency_scale") &&
                 (rc = num(o, "latency_scale", 1e-3, 1e3, &h->latency_scale, r, err)))
                 goto done;
+            if (cJSON_GetObjectItemCaseSensitive(o, "quant_kernels") &&
+                ((rc = str(o, "quant_kernels", h->quant_kernels, sizeof h->quant_kernels, r, err)) ||
+                 (rc = hs_perf_check_kernels(h->quant_kernels, err)))) {
+                if (rc != HS_EPARSE) hs_err_prefix(err, "%s:%ld: ", r->path, r->lineno);
+                goto done;
+            }
+            {
+                const cJSON *lb = cJSON_GetObjectItemCaseSensitive(o, "layer_bits"), *b;
+                if (lb) {
+                    if (!cJSON_IsArray(lb) || cJSON_GetArraySize(lb) != h->layers || h->layers > HS_MAX_LAYERS) {
+                        rc = BAD("%s:%ld: layer_bits: expected %d widths, one per layer", r->path, r->lineno,
+                                 h->layers);
+                        goto done;
+                    }
+                    cJSON_ArrayForEach(b, lb) {
+                        if (!cJSON_IsNumber(b) || hs_bits_index((int)b->valuedouble) < 0 ||
+                            b->valuedouble != (int)b->valuedouble) {
+                            rc = BAD("%s:%ld: layer_bits[%d]: expected 16, 8, 4 or 3", r->path, r->lineno,
+                                     h->n_layer_bits);
+                            goto done;
+                        }
+                        h->layer_bits[h->n_layer_bits++] = (unsigned char)b->valuedouble;
+                    }
+                }
+            }
         } else if (!strcmp(type, "request")) {
             memset(q, 0, sizeof *q);
             kind = HS_SCHED_REQUEST;

@@ -13,7 +13,9 @@
  *    "replica":0,"tp":1,"pp":1,"bits":16,"kv_bits":16,"layers":32,
  *    "block_size":16,"kv_blocks":N,"perf_model":"roofline",
  *    "step_overhead_ns":300000,"step_seq_ns":3000,   one per replica, first;
- *    "step_tok_ns":0}                                the host cost of an iteration
+ *    "step_tok_ns":0,                                the host cost of an iteration;
+ *    "latency_scale":0.5, "quant_kernels":"lptorch", optional: the deployment's
+ *    "layer_bits":[16,8,..]}                         scale, kernels, per-layer widths
  *   {"type":"request","replica":0,"id":7,"arrival_ns":123,"prompt":512,
  *    "output":128}                                   when first routed there
  *   {"type":"iter","replica":0,"it":0,"start_ns":..,"end_ns":..,
@@ -36,6 +38,7 @@
 
 #include "core/err.h"
 #include "core/time.h"
+#include "perf/perf.h"
 
 typedef struct hs_sched_header {
     int32_t replica;
@@ -50,6 +53,10 @@ typedef struct hs_sched_header {
     double latency_scale;     /* the deployment's latency_scale of the replica,
                                  in the times above and the iterations' (optional
                                  key, written only when not 1; 0: none) */
+    char quant_kernels[16];   /* its quantised layers' kernels (perf.quant_kernels;
+                                 written only when not "model"; "": model) */
+    int32_t n_layer_bits;     /* layer_bits given (0: every layer at bits) */
+    unsigned char layer_bits[HS_MAX_LAYERS]; /* each layer's width */
 } hs_sched_header;
 
 typedef struct hs_sched_request {
