@@ -103,7 +103,7 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
                          d->r[i].quant_kernels);
             break;
         }
-        /* LLM-PQ's kernels run decoder-only models, one GPU per stage */
+        /* these kernels (perf.quant_kernels) run decoder-only models, one GPU per stage */
         for (int s = 0; !strcmp(d->r[i].quant_kernels, "lptorch") && s < l->pp && !rc; s++) {
             int n[HS_NBITS], quant = l->stage[s].bits != 16;
             hs_layout_stage_bits(l, s, n);
