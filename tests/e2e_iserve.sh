@@ -115,20 +115,7 @@ if hs_run 0 "iserve planner" plan --planner iserve --model llama-2-13b --cluster
     check_grep "the schedule records the scale" "$T/s.jsonl" '"latency_scale":[0-9.]+'
     # "measured" = the schedule's own GPU times: repriced on the same cluster
     # and latency model, the scaled schedule must come back exactly
-    python3 - "$T/s.jsonl" "$T/m.csv" <<'PY'
-import json, sys
-h, rows = None, []
-for line in open(sys.argv[1]):
-    o = json.loads(line)
-    if o["type"] == "header":
-        h = o
-    elif o["type"] == "iter":
-        tok = len(o["decode"]) + sum(p[1] for p in o["prefill"])
-        ovh = h["step_overhead_ns"] + h["step_seq_ns"] * (len(o["prefill"]) + len(o["decode"])) + h["step_tok_ns"] * tok
-        rows.append(round(o["end_ns"] - o["start_ns"] - ovh))
-with open(sys.argv[2], "w") as f:
-    f.write("it,measured_ns\n" + "".join("%d,%d\n" % (i, v) for i, v in enumerate(rows)))
-PY
+    sched_gpu_times "$T/s.jsonl" "$T/m.csv"
     if hs_run 0 "reprice the scaled schedule" validate --schedule "$T/s.jsonl" --measured "$T/m.csv" --reprice iserve-a6000x8; then
         check_grep "reprice applies the scale" "$T/out" "x[0-9.]+ \(the deployment's latency_scale\)"
         check_grep "repriced exactly" "$T/out" 'absolute error per iteration: median 0\.00%, p90 0\.00%'

@@ -39,47 +39,46 @@ if hs_run 0 "llmpq plan c1" llmpq plan --model opt-13b --cluster llmpq-c1 --s 12
 fi
 # The offline batch in the main engine (pq policy, B = 32 requests at t = 0,
 # prompts fixed at 512, 100 tokens each) agrees with the offline pipeline
-# simulation on an FP16 plan (both FP16 on the calibrated model) within 10%.
-# LLM-PQ's cost model has no serving-engine host cost, so the engine runs
-# without one here (perf.engine none).
-if hs_run 0 "fp16 plan c6" llmpq plan --model opt-13b --cluster llmpq-c6 --bits 16 --heuristic --out "$T/p16.json" --simulate; then
+# simulation within 10%.  LLM-PQ's cost model has no serving-engine host
+# cost, so the engine runs without one here (perf.engine none).
+# offline_batch NAME PLAN DB [--set ...]: runs the plan's batch (eta, xi from
+# the last `llmpq plan` output) and leaves its duration in $eng.
+offline_batch() {
+    local name=$1 plan=$2 db=$3; shift 3
+    eng=
+    hs_run 0 "$name" run --deployment "$plan" --policy pq --set engine.prefill_seqs="$eta" \
+        --set engine.max_num_seqs="$xi" --set workload.preset= --set workload.arrival=constant \
+        --set workload.rate=1e9 --set workload.max_requests=32 --set workload.prompt.kind=fixed \
+        --set workload.prompt.mean=512 --set workload.output.kind=fixed --set workload.output.mean=100 \
+        --set perf.engine=none --db "$db" "$@" || return 1
+    eng=$(grep -o 'Benchmark duration (s): *[0-9.]*' "$T/out" | grep -o '[0-9.]*$')
+}
+plan_figures() {
     des=$(grep -o 'latency_s=[0-9.]*' "$T/out" | cut -d= -f2)
     eta=$(grep -o 'eta=[0-9]*' "$T/out" | cut -d= -f2)
     xi=$(grep -o 'xi=[0-9]*' "$T/out" | cut -d= -f2)
-    if hs_run 0 "offline batch in the engine" run --model opt-13b --cluster llmpq-c6 --deployment "$T/p16.json" \
-        --policy pq --set engine.prefill_seqs="$eta" --set engine.max_num_seqs="$xi" --set workload.preset= \
-        --set workload.arrival=constant --set workload.rate=1e9 --set workload.max_requests=32 \
-        --set workload.prompt.kind=fixed --set workload.prompt.mean=512 --set workload.output.kind=fixed \
-        --set workload.output.mean=100 --set perf.engine=none --db "$T/o.db"; then
-        eng=$(grep -o 'Benchmark duration (s): *[0-9.]*' "$T/out" | grep -o '[0-9.]*$')
+}
+# An FP16 plan (both FP16 on the calibrated model).
+if hs_run 0 "fp16 plan c6" llmpq plan --model opt-13b --cluster llmpq-c6 --bits 16 --heuristic --out "$T/p16.json" --simulate; then
+    plan_figures
+    if offline_batch "offline batch in the engine" "$T/p16.json" "$T/o.db"; then
         check_num "engine ($eng s) within 10% of the pipeline simulation ($des s)" "$eng" "x > 0.9 * $des && x < 1.1 * $des"
     fi
 fi
-# The same on a plan that is mostly INT8 (44 of 48 layers on a V100 and
-# three P100s): the deployment names LLM-PQ's kernels, so the engine prices
-# its LLM.int8 layers as the plan did (with the engine's own weight-only
-# kernels it ran in 67 s against the plan's 123 s).
+# A plan that is mostly INT8 (44 of 48 layers on a V100 and three P100s):
+# the deployment names LLM-PQ's kernels, so the engine prices its LLM.int8
+# layers as the plan did (with the engine's own weight-only kernels it ran
+# in 67 s against the plan's 123 s).
 if hs_run 0 "int8 plan c4" llmpq plan --model opt-30b --cluster llmpq-c4 --heuristic --out "$T/p8.json" --simulate; then
     check_grep "mostly INT8" "$T/out" 'bits16/8/4/3=[0-9]+/4[0-9]/0/0 '
     check_grep "deployment names LLM-PQ's kernels" "$T/p8.json" '"quant_kernels":[[:space:]]*"lptorch"'
-    des=$(grep -o 'latency_s=[0-9.]*' "$T/out" | cut -d= -f2)
-    eta=$(grep -o 'eta=[0-9]*' "$T/out" | cut -d= -f2)
-    xi=$(grep -o 'xi=[0-9]*' "$T/out" | cut -d= -f2)
-    if hs_run 0 "int8 offline batch in the engine" run --model opt-30b --cluster llmpq-c4 --deployment "$T/p8.json" \
-        --policy pq --set engine.prefill_seqs="$eta" --set engine.max_num_seqs="$xi" --set workload.preset= \
-        --set workload.arrival=constant --set workload.rate=1e9 --set workload.max_requests=32 \
-        --set workload.prompt.kind=fixed --set workload.prompt.mean=512 --set workload.output.kind=fixed \
-        --set workload.output.mean=100 --set perf.engine=none --db "$T/o8.db"; then
-        eng=$(grep -o 'Benchmark duration (s): *[0-9.]*' "$T/out" | grep -o '[0-9.]*$')
+    plan_figures
+    if offline_batch "int8 offline batch in the engine" "$T/p8.json" "$T/o8.db"; then
         check_num "int8: engine ($eng s) within 10% of the pipeline simulation ($des s)" "$eng" "x > 0.9 * $des && x < 1.1 * $des"
+        lpt=$eng
         # the command line wins over the deployment's kernels
-        if hs_run 0 "int8 batch on the model's own kernels" run --deployment "$T/p8.json" \
-            --policy pq --set engine.prefill_seqs="$eta" --set engine.max_num_seqs="$xi" --set workload.preset= \
-            --set workload.arrival=constant --set workload.rate=1e9 --set workload.max_requests=32 \
-            --set workload.prompt.kind=fixed --set workload.prompt.mean=512 --set workload.output.kind=fixed \
-            --set workload.output.mean=100 --set perf.engine=none --set perf.quant_kernels=model --db "$T/o8m.db"; then
-            own=$(grep -o 'Benchmark duration (s): *[0-9.]*' "$T/out" | grep -o '[0-9.]*$')
-            check_num "weight-only kernels ($own s) well under LLM.int8's ($eng s)" "$own" "x < 0.7 * $eng"
+        if offline_batch "int8 batch on the model's own kernels" "$T/p8.json" "$T/o8m.db" --set perf.quant_kernels=model; then
+            check_num "weight-only kernels ($eng s) well under LLM.int8's ($lpt s)" "$eng" "x < 0.7 * $lpt"
         fi
     fi
 fi
@@ -92,20 +91,7 @@ if hs_run 0 "one-GPU mixed plan" llmpq plan --model opt-30b --cluster llmpq-c1 -
     if hs_run 0 "serve it, emitting the schedule" run --deployment "$T/p1.json" --requests 30 --rate 1 \
         --db "$T/p1.db" --emit-schedule "$T/p1.jsonl" --quiet; then
         check_grep "header names the kernels and widths" "$T/p1.jsonl" '"quant_kernels":"lptorch","layer_bits":\[[0-9,]+\]'
-        python3 - "$T/p1.jsonl" "$T/p1m.csv" <<'PY'
-import json, sys
-h, rows = None, []
-for line in open(sys.argv[1]):
-    o = json.loads(line)
-    if o["type"] == "header":
-        h = o
-    elif o["type"] == "iter":
-        tok = len(o["decode"]) + sum(p[1] for p in o["prefill"])
-        ovh = h["step_overhead_ns"] + h["step_seq_ns"] * (len(o["prefill"]) + len(o["decode"])) + h["step_tok_ns"] * tok
-        rows.append(round(o["end_ns"] - o["start_ns"] - ovh))
-with open(sys.argv[2], "w") as f:
-    f.write("it,measured_ns\n" + "".join("%d,%d\n" % (i, v) for i, v in enumerate(rows)))
-PY
+        sched_gpu_times "$T/p1.jsonl" "$T/p1m.csv"
         if hs_run 0 "reprice it" validate --schedule "$T/p1.jsonl" --measured "$T/p1m.csv" --reprice llmpq-c1; then
             med=$(grep -o 'absolute error per iteration: median [0-9.]*' "$T/out" | grep -o '[0-9.]*$')
             check_num "repriced as run (median error $med%)" "$med" "x < 1"
