@@ -208,11 +208,15 @@ char *hs_deploy_to_json(const hs_deploy *d)
         if (d->r[i].kv_route)
             cJSON_AddItemToObject(r, "kv_route", cJSON_CreateDoubleArray(d->r[i].kv_route, d->r[i].n_kv_route));
         if (d->r[i].latency_scale != 0 && d->r[i].latency_scale != 1) {
-            /* all 17 digits: cJSON's number printer settles for 15 when they
-             * read back within an epsilon, and a run of the file must price
-             * as the planner's own run does, bit for bit */
+            /* digits enough to read back exactly: cJSON's number printer
+             * settles for 15 when they read back within an epsilon, and a
+             * run of the file must price as the planner's own run does, bit
+             * for bit */
             char num[32];
-            snprintf(num, sizeof num, "%.17g", d->r[i].latency_scale);
+            for (int prec = 15; prec <= 17; prec++) {
+                snprintf(num, sizeof num, "%.*g", prec, d->r[i].latency_scale);
+                if (strtod(num, NULL) == d->r[i].latency_scale) break;   /* the shortest exact */
+            }
             cJSON_AddRawToObject(r, "latency_scale", num);
         }
         if (d->r[i].quant_kernels[0]) cJSON_AddStringToObject(r, "quant_kernels", d->r[i].quant_kernels);
