@@ -484,7 +484,7 @@ static int open_schedule(const hs_run_cfg *cfg, const setup *s, hs_sched_writer 
         h.latency_scale = s->deploy.r[ids[i]].latency_scale;
         snprintf(h.quant_kernels, sizeof h.quant_kernels, "%s",
                  s->deploy.r[ids[i]].quant_kernels[0] ? s->deploy.r[ids[i]].quant_kernels : cfg->perf.quant_kernels);
-        for (int k = 0; k < h.layers && k < HS_MAX_LAYERS; k++)
+        for (int k = 0; k < h.layers && h.layers <= HS_MAX_LAYERS; k++)
             if (r->layout.layer_bits[k]) h.n_layer_bits = h.layers;
         for (int k = 0; k < h.n_layer_bits; k++)
             h.layer_bits[k] = r->layout.layer_bits[k] ? r->layout.layer_bits[k] : (unsigned char)h.bits;

@@ -321,7 +321,8 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
          * builder times the layout at 16 bits */
         for (int s = 0; s < l->pp; s++) {
             int n[HS_NBITS];
-            if (!lptorch_quant(l, s, n) && l->stage[s].bits == 16) continue;
+            /* its quantised decoder layers, or encoder layers at its bits */
+            if (!lptorch_quant(l, s, n) && !(l->stage[s].enc_layers && l->stage[s].bits != 16)) continue;
             if (m->encoder_layers)
                 return hs_errf(err, HS_EINVAL, "perf.quant_kernels: lptorch times decoder-only models (%s is "
                                "encoder-decoder)", m->name);

@@ -105,7 +105,8 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
         }
         /* these kernels (perf.quant_kernels) run decoder-only models, one GPU per stage */
         for (int s = 0; !strcmp(d->r[i].quant_kernels, "lptorch") && s < l->pp && !rc; s++) {
-            int n[HS_NBITS], quant = l->stage[s].bits != 16;
+            /* its quantised decoder layers, or encoder layers at its bits */
+            int n[HS_NBITS], quant = l->stage[s].enc_layers && l->stage[s].bits != 16;
             hs_layout_stage_bits(l, s, n);
             for (int k = 0; k < HS_NBITS; k++) quant |= n[k] && hs_bits_set[k] != 16;
             if (quant && E)
@@ -296,7 +297,11 @@ static int read_layer_bits(const cJSON *st, hs_layout *l, int s, const char *whe
         return hs_errf(err, HS_ERANGE, "%s: layer_bits: more than %d layers in the replica",
                        where, HS_MAX_LAYERS);
     cJSON_ArrayForEach(b, lb) {
-        int v = cJSON_IsNumber(b) && b->valuedouble == floor(b->valuedouble) ? (int)b->valuedouble : -1;
+        /* range first: casting an out-of-range double is undefined */
+        int v = cJSON_IsNumber(b) && b->valuedouble >= 3 && b->valuedouble <= 16 &&
+                        b->valuedouble == floor(b->valuedouble)
+                    ? (int)b->valuedouble
+                    : -1;
         if (hs_bits_index(v) < 0)
             return hs_errf(err, HS_EPARSE, "%s: layer_bits[%d]: not 16, 8, 4 or 3", where, k);
         l->layer_bits[first + k++] = (unsigned char)v;

@@ -3,6 +3,7 @@
 #include "serve/schedule.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -393,8 +394,9 @@ int hs_sched_next(hs_sched_reader *r, hs_sched_header *h, hs_sched_request *q,
                         goto done;
                     }
                     cJSON_ArrayForEach(b, lb) {
-                        if (!cJSON_IsNumber(b) || hs_bits_index((int)b->valuedouble) < 0 ||
-                            b->valuedouble != (int)b->valuedouble) {
+                        /* range first: casting an out-of-range double is undefined */
+                        if (!cJSON_IsNumber(b) || !(b->valuedouble >= 3 && b->valuedouble <= 16) ||
+                            b->valuedouble != floor(b->valuedouble) || hs_bits_index((int)b->valuedouble) < 0) {
                             rc = BAD("%s:%ld: layer_bits[%d]: expected 16, 8, 4 or 3", r->path, r->lineno,
                                      h->n_layer_bits);
                             goto done;
