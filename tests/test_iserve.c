@@ -742,16 +742,10 @@ static void test_variant_ratios(const hs_cluster *c)
 static double replica_decode1(const hs_replica *r)
 {
     hs_batch_shape b;
-    double ns;
     memset(&b, 0, sizeof b);
     b.tokens = b.samples = b.dec_seqs = 1;
     b.dec_ctx = HS_ISV_RATIO_CTX;
-    ns = hs_perf_step_ns(&r->perf, &b);
-    for (int s = 0; s < r->perf.pp; s++) {
-        ns += hs_perf_stage_ns(&r->perf, s, &b);
-        if (s + 1 < r->perf.pp) ns += hs_perf_send_ns(&r->perf, s, 1);
-    }
-    return ns;
+    return hs_perf_pass_ns(&r->perf, &b);
 }
 
 /* The iserve planner's deployment runs at its format's measured ratio: the

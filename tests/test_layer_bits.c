@@ -331,6 +331,7 @@ static void test_lptorch(void)
     CHECK_OK(hs_perf_build(&pm, &base, &m, c, l, MT, 8, &err), &err);
     CHECK_OK(hs_perf_build(&pz, &cfg, &m, c, lz, MT, 8, &err), &err);
     CHECK_OK(hs_qlat_cal_build(&cal, &m, c, &cfg, MT, 8, &err), &err);
+    CHECK(cal != NULL);   /* perf.model auto: the calibrated layer, else nothing below is checked */
     if (pl.pp == 2 && pm.pp == 2 && pz.pp == 2 && cal) {
         const hs_gpu *t4 = hs_cluster_gpu(c, 0), *v100 = hs_cluster_gpu(c, 3);
         int bad = 0;

@@ -491,17 +491,6 @@ static void test_merge_calib(void)
     CHECK_STR(a.calib + sizeof a.calib - 4, "...");
 }
 
-/* Host + stages + sends of one pass, ns. */
-static double pass_ns(const hs_perf *p, const hs_batch_shape *b)
-{
-    double ns = hs_perf_step_ns(p, b);
-    for (int s = 0; s < p->pp; s++) {
-        ns += hs_perf_stage_ns(p, s, b);
-        if (s + 1 < p->pp) ns += hs_perf_send_ns(p, s, b->tokens);
-    }
-    return ns;
-}
-
 /* hs_perf_scale(f) makes every pass exactly f times as long, whatever
  * builds the stages: the roofline over a pipeline (sends), measured tables
  * (decode grid or waves, prefill grid), an eager engine's dispatch floor,
@@ -574,8 +563,8 @@ static void test_scale(void)
         sh[4].enc_seqs = 2;
         sh[4].enc_pairs = 2 * 300.0 * 300;
         for (int k = 0; k < 5; k++) {
-            CHECK(pass_ns(&p, &sh[k]) > 0 || k == 4);
-            CHECK_REL(pass_ns(&q, &sh[k]), f * pass_ns(&p, &sh[k]), 1e-12);
+            CHECK(hs_perf_pass_ns(&p, &sh[k]) > 0 || k == 4);
+            CHECK_REL(hs_perf_pass_ns(&q, &sh[k]), f * hs_perf_pass_ns(&p, &sh[k]), 1e-12);
             for (int s = 0; s < p.pp; s++) floors += hs_perf_stage_ns(&p, s, &sh[k]) == p.stage[s].dispatch_ns;
         }
         /* the cases reach what they are here for */
@@ -584,7 +573,7 @@ static void test_scale(void)
         if (!strcmp(cases[i].cluster, "1xh200"))
             CHECK((cases[i].decode_grid == 2 ? p.stage[0].dw.sms != 0 : p.stage[0].dw.sms == 0 && p.stage[0].dg_b) &&
                   p.stage[0].pg.nx);
-        if (m.encoder_layers) CHECK(pass_ns(&p, &sh[4]) > pass_ns(&p, &sh[0]));
+        if (m.encoder_layers) CHECK(hs_perf_pass_ns(&p, &sh[4]) > hs_perf_pass_ns(&p, &sh[0]));
         hs_perf_free(&p);
         hs_perf_free(&q);
     }

@@ -164,15 +164,6 @@ static int mixed_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg *
     return rc;
 }
 
-/* 1 when stage s holds a layer narrower than 16 bits; n: its layers per width. */
-static int lptorch_quant(const hs_layout *l, int s, int n[HS_NBITS])
-{
-    int q = 0;
-    hs_layout_stage_bits(l, s, n);
-    for (int k = 0; k < HS_NBITS; k++) q |= n[k] && hs_bits_set[k] != 16;
-    return q;
-}
-
 /* perf.quant_kernels=lptorch: the 8/4/3-bit layers of a stage run LLM-PQ's
  * kernels, as LLM-PQ's cost model prices them (hs_qlat_layer_s on this
  * builder's FP16 layer: LLM.int8 at its kernel model's ratio to FP16 plus
@@ -191,7 +182,8 @@ static int lptorch_terms(const hs_perf_builder *b, hs_perf *p, const hs_perf_cfg
         const hs_gpu *g = hs_cluster_gpu(c, st->gpus[0]);
         int n[HS_NBITS], rc;
         hs_perf aux;
-        if (!lptorch_quant(l, s, n)) continue;
+        if (!hs_layout_stage_quant(l, s)) continue;
+        hs_layout_stage_bits(l, s, n);
         if ((rc = one_layer(b, &aux, cfg, m, c, l, s, 16, max_tokens, err))) return rc;
         for (int t = 1; t <= max_tokens; t++) {
             double fp16 = aux.stage[1].dense[t], sum = s == 0 ? aux.stage[0].dense[t] : 0;
@@ -320,9 +312,8 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
         /* LLM-PQ's kernels time every quantised layer (lptorch_terms): the
          * builder times the layout at 16 bits */
         for (int s = 0; s < l->pp; s++) {
-            int n[HS_NBITS];
             /* its quantised decoder layers, or encoder layers at its bits */
-            if (!lptorch_quant(l, s, n) && !(l->stage[s].enc_layers && l->stage[s].bits != 16)) continue;
+            if (!hs_layout_stage_quant(l, s) && !(l->stage[s].enc_layers && l->stage[s].bits != 16)) continue;
             if (m->encoder_layers)
                 return hs_errf(err, HS_EINVAL, "perf.quant_kernels: lptorch times decoder-only models (%s is "
                                "encoder-decoder)", m->name);

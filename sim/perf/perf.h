@@ -83,6 +83,9 @@ typedef struct hs_layout {
  * stage[s].bits (the stage is then timed and sized layer by layer), 0 when
  * all are stage[s].bits. */
 int hs_layout_stage_bits(const hs_layout *l, int s, int n[HS_NBITS]);
+/* 1 when stage s holds a decoder layer narrower than 16 bits (its
+ * layer_bits where set, else its bits). */
+int hs_layout_stage_quant(const hs_layout *l, int s);
 
 /* A split decode-attention kernel timed in waves (hetsim-exec's CUDA
  * kernel, as vLLM's paged attention v2): every (sequence, query head) pair
@@ -332,6 +335,18 @@ static inline double hs_perf_step_ns(const hs_perf *p, const hs_batch_shape *b)
 static inline double hs_perf_send_ns(const hs_perf *p, int s, int32_t tokens)
 {
     return p->stage[s].send_alpha + p->stage[s].send_token * tokens;
+}
+
+/* One batch through every stage in turn, ns: the host cost, each stage's
+ * time and the sends between them (a lone request's pass, no pipelining). */
+static inline double hs_perf_pass_ns(const hs_perf *p, const hs_batch_shape *b)
+{
+    double ns = hs_perf_step_ns(p, b);
+    for (int s = 0; s < p->pp; s++) {
+        ns += hs_perf_stage_ns(p, s, b);
+        if (s + 1 < p->pp) ns += hs_perf_send_ns(p, s, b->tokens);
+    }
+    return ns;
 }
 
 /* The roofline's time of one operator (HS_OP_* of perf/table.h) on one rank

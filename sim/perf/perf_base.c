@@ -280,6 +280,14 @@ int hs_layout_stage_bits(const hs_layout *l, int s, int n[HS_NBITS])
     return mixed;
 }
 
+int hs_layout_stage_quant(const hs_layout *l, int s)
+{
+    int n[HS_NBITS], q = 0;
+    hs_layout_stage_bits(l, s, n);
+    for (int k = 0; k < HS_NBITS; k++) q |= n[k] && hs_bits_set[k] != 16;
+    return q;
+}
+
 int hs__prov_has(const char *prov, const char *gpu)
 {
     size_t n = strlen(gpu);

@@ -15,12 +15,7 @@
 
 static double pass_ns(const hs_solo *t, const hs_batch_shape *b)
 {
-    double ns = hs_perf_step_ns(&t->perf, b) + t->pass_extra_ns;
-    for (int s = 0; s < t->perf.pp; s++) {
-        ns += hs_perf_stage_ns(&t->perf, s, b);
-        if (s + 1 < t->perf.pp) ns += hs_perf_send_ns(&t->perf, s, b->tokens);
-    }
-    return ns;
+    return hs_perf_pass_ns(&t->perf, b) + t->pass_extra_ns;
 }
 
 /* One sequence's decode step at ctx cached tokens, ns, without the extra
@@ -34,7 +29,7 @@ static double decode1_ns(const hs_solo *t, int ctx)
     b.samples = 1;
     b.dec_seqs = 1;
     b.dec_ctx = ctx;
-    return pass_ns(t, &b) - t->pass_extra_ns;
+    return hs_perf_pass_ns(&t->perf, &b);
 }
 
 int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
@@ -44,8 +39,7 @@ int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
     int rc, quant = l->kv_bits != 16;
     memset(s, 0, sizeof *s);
     s->lat_factor = lat_ratio;
-    for (int i = 0; i < l->pp; i++) quant |= l->stage[i].bits != 16;
-    for (int i = 0; i < HS_MAX_LAYERS; i++) quant |= l->layer_bits[i] != 0 && l->layer_bits[i] != 16;
+    for (int i = 0; i < l->pp; i++) quant |= hs_layout_stage_quant(l, i);
     if ((rc = hs_perf_build(&s->perf, pc, m, c, l, max_prompt, max_seqs, err))) return rc;
     if (quant) {
         /* the same layout at 16 bits: the variant's decode step is measured

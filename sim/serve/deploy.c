@@ -106,9 +106,7 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
         /* these kernels (perf.quant_kernels) run decoder-only models, one GPU per stage */
         for (int s = 0; !strcmp(d->r[i].quant_kernels, "lptorch") && s < l->pp && !rc; s++) {
             /* its quantised decoder layers, or encoder layers at its bits */
-            int n[HS_NBITS], quant = l->stage[s].enc_layers && l->stage[s].bits != 16;
-            hs_layout_stage_bits(l, s, n);
-            for (int k = 0; k < HS_NBITS; k++) quant |= n[k] && hs_bits_set[k] != 16;
+            int quant = hs_layout_stage_quant(l, s) || (l->stage[s].enc_layers && l->stage[s].bits != 16);
             if (quant && E)
                 rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d].quant_kernels: lptorch times decoder-only models "
                              "(%s is encoder-decoder)", where, i, m->name);
