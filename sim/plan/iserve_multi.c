@@ -18,10 +18,10 @@ static double pass_ns(const hs_solo *t, const hs_batch_shape *b)
     return hs_perf_pass_ns(&t->perf, b) + t->pass_extra_ns;
 }
 
-/* One sequence's decode step at ctx cached tokens, ns, without the extra
- * per pass (an offload's transfer, not a format's kernel): what the
+/* One sequence's decode step at ctx cached tokens on perf, ns, without the
+ * extra per pass (an offload's transfer, not a format's kernel): what the
  * variants' measurements compare. */
-static double decode1_ns(const hs_solo *t, int ctx)
+static double decode1_ns(const hs_perf *perf, int ctx)
 {
     hs_batch_shape b;
     memset(&b, 0, sizeof b);
@@ -29,36 +29,44 @@ static double decode1_ns(const hs_solo *t, int ctx)
     b.samples = 1;
     b.dec_seqs = 1;
     b.dec_ctx = ctx;
-    return hs_perf_pass_ns(&t->perf, &b);
+    return hs_perf_pass_ns(perf, &b);
+}
+
+int hs_solo_factor(const hs_perf *q, const hs_perf_cfg *pc, const hs_model *m, const hs_cluster *c,
+                   const hs_layout *l, int max_seqs, double lat_ratio, double *factor, hs_err *err)
+{
+    int rc, quant = l->kv_bits != 16;
+    *factor = lat_ratio;
+    for (int i = 0; i < l->pp; i++) quant |= hs_layout_stage_quant(l, i);
+    if (quant) {
+        /* the same layout at 16 bits: the variant's decode step is measured
+         * against it, whatever share of the step its weights are */
+        hs_layout l16 = *l;
+        hs_perf t;
+        double qn, fn;
+        memset(&t, 0, sizeof t);
+        l16.kv_bits = 16;
+        memset(l16.layer_bits, 0, sizeof l16.layer_bits);
+        for (int i = 0; i < l16.pp; i++) l16.stage[i].bits = 16;
+        if ((rc = hs_perf_build(&t, pc, m, c, &l16, 1, max_seqs, err))) return rc;
+        qn = decode1_ns(q, HS_ISV_RATIO_CTX);
+        fn = decode1_ns(&t, HS_ISV_RATIO_CTX);
+        hs_perf_free(&t);
+        if (qn > 0 && fn > 0) *factor = lat_ratio * fn / qn;
+    }
+    return 0;
 }
 
 int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
                   const hs_cluster *c, const hs_layout *l, int max_prompt, int max_seqs,
                   double lat_ratio, double pass_extra_ns, hs_err *err)
 {
-    int rc, quant = l->kv_bits != 16;
+    int rc;
     memset(s, 0, sizeof *s);
-    s->lat_factor = lat_ratio;
-    for (int i = 0; i < l->pp; i++) quant |= hs_layout_stage_quant(l, i);
     if ((rc = hs_perf_build(&s->perf, pc, m, c, l, max_prompt, max_seqs, err))) return rc;
-    if (quant) {
-        /* the same layout at 16 bits: the variant's decode step is measured
-         * against it, whatever share of the step its weights are */
-        hs_layout l16 = *l;
-        hs_solo t;
-        double q, f;
-        memset(&t, 0, sizeof t);
-        l16.kv_bits = 16;
-        memset(l16.layer_bits, 0, sizeof l16.layer_bits);
-        for (int i = 0; i < l16.pp; i++) l16.stage[i].bits = 16;
-        if ((rc = hs_perf_build(&t.perf, pc, m, c, &l16, 1, max_seqs, err))) {
-            hs_perf_free(&s->perf);
-            return rc;
-        }
-        q = decode1_ns(s, HS_ISV_RATIO_CTX);
-        f = decode1_ns(&t, HS_ISV_RATIO_CTX);
-        hs_perf_free(&t.perf);
-        if (q > 0 && f > 0) s->lat_factor = lat_ratio * f / q;
+    if ((rc = hs_solo_factor(&s->perf, pc, m, c, l, max_seqs, lat_ratio, &s->lat_factor, err))) {
+        hs_perf_free(&s->perf);
+        return rc;
     }
     s->pass_extra_ns = pass_extra_ns;
     return 0;
@@ -81,7 +89,7 @@ double hs_solo_req_ns(const hs_solo *t, int prompt, int output, double *ttft)
     b.pre_tokens = prompt;
     pre = pass_ns(t, &b) * t->lat_factor;
     /* the context is added in closed form below */
-    a = decode1_ns(t, 0) + t->pass_extra_ns;
+    a = decode1_ns(&t->perf, 0) + t->pass_extra_ns;
     for (int s = 0; s < t->perf.pp; s++) ctx_coef += t->perf.stage[s].dec_ctx;
     /* Decode step k (1..output-1) attends over prompt + k tokens: linear in
      * the context, so the sum over steps is closed form. */
@@ -283,7 +291,7 @@ int hs_multi_add(hs_multi *mm, int model, const hs_layout *l, double lat_ratio,
         return rc;
     in->model = model;
     in->layout = *l;
-    in->lat_factor = in->solo.lat_factor;   /* the batched mode scales its engine alike */
+    in->lat_ratio = lat_ratio;   /* the batched mode scales its own tables alike */
     in->pass_extra_ns = pass_extra_ns;
     in->cur = -1;
     in->qhead = in->qtail = -1;

@@ -86,6 +86,13 @@ typedef struct hs_solo {
 int hs_solo_build(hs_solo *s, const hs_perf_cfg *pc, const hs_model *m,
                   const hs_cluster *c, const hs_layout *l, int max_prompt, int max_seqs,
                   double lat_ratio, double pass_extra_ns, hs_err *err);
+/* The factor that makes q's one-sequence decode step at HS_ISV_RATIO_CTX
+ * lat_ratio times that of l's FP16 twin (weights and KV at 16 bits), the
+ * twin built with q's max_seqs (decode attention is fitted over 1..max_seqs,
+ * so tables of other widths differ in the fourth digit); lat_ratio itself
+ * when l is FP16 throughout.  q: l's tables, unscaled. */
+int hs_solo_factor(const hs_perf *q, const hs_perf_cfg *pc, const hs_model *m, const hs_cluster *c,
+                   const hs_layout *l, int max_seqs, double lat_ratio, double *factor, hs_err *err);
 void hs_solo_free(hs_solo *s);
 /* ns; *ttft (may be NULL) gets the first-token part. */
 double hs_solo_req_ns(const hs_solo *s, int prompt, int output, double *ttft);

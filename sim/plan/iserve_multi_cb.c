@@ -161,7 +161,16 @@ int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_eng
                 free(rep);
                 break;
             }
-            hs_perf_scale(&rep->perf, in->lat_factor * slow[i]);
+            {
+                /* the factor on these tables, as the fluid mode's on its own */
+                double f;
+                if ((rc = hs_solo_factor(&rep->perf, &mm->cfg.perf, &mm->models[in->model], mm->c,
+                                         &in->layout, ec.max_num_seqs, in->lat_ratio, &f, err))) {
+                    hs_replicas_free(rep, 1);
+                    break;
+                }
+                hs_perf_scale(&rep->perf, f * slow[i]);
+            }
             rep->perf.step_overhead += in->pass_extra_ns;
             memset(&cs, 0, sizeof cs);
             cs.sched = sched;

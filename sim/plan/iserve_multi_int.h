@@ -17,7 +17,7 @@ typedef struct hs__mreq {
 typedef struct hs__inst {
     int model, n_gpus, gpus[64];
     hs_layout layout;
-    double lat_factor, pass_extra_ns;
+    double lat_ratio, pass_extra_ns;   /* the variant's measured ratio; per pass */
     double true_b[64], charge_b[64], bytes;
     hs_solo solo;
     char label[64];
