@@ -142,8 +142,10 @@ static void sarathi_chunks(void)
 }
 
 /* Static batching: the first request runs alone; the next two share a
- * padded batch whose slots stay busy until the longest output is done. */
-static void static_slots(void)
+ * batch whose slots stay busy until the longest output is done.  Its
+ * prompt pass computes each prompt at its own length (FT's remove_padding;
+ * padded with static_padded=1), its decode steps span the padded 80. */
+static void static_slots(int padded)
 {
     fx_opts o;
     fx_result x;
@@ -158,6 +160,7 @@ static void static_slots(void)
     base(&o);
     o.policy = "static";
     fx_popt(&o, "static_batch", "2");
+    if (padded) fx_popt(&o, "static_padded", "1");
     CHECK_OK(fx_run(&o, &x, &err), &err);
     perf_for(&o, &p, 2 * 4096);
     b = fx_prefill(1, one, NULL);
@@ -165,13 +168,12 @@ static void static_slots(void)
     t = fx_step(&p, 0, &b);
     t = fx_step(&p, t, (b = fx_decode(1, 100 + 1), &b));
     CHECK_INT(fx_find(&x, 0)->finish, t);
-    /* batch of 2 padded to 80 tokens */
+    /* batch of 2: prompts of 50 and 80 tokens, or both padded to 80 */
     b = (hs_batch_shape){0};
-    b.tokens = 160;
+    b.tokens = b.pre_tokens = padded ? 160 : 130;
     b.samples = 2;
     b.pre_chunks = 2;
-    b.pre_self = 2.0 * 80 * 81 / 2.0;
-    b.pre_tokens = 160;
+    b.pre_self = padded ? 2.0 * 80 * 81 / 2.0 : 50.0 * 51 / 2.0 + 80.0 * 81 / 2.0;
     t = fx_step(&p, t, &b);
     CHECK_INT(fx_find(&x, 1)->first_token, t);
     CHECK_INT(fx_find(&x, 1)->first_sched, fx_find(&x, 0)->finish);
@@ -207,7 +209,8 @@ int main(void)
     hs_test_root();
     vllm_two();
     sarathi_chunks();
-    static_slots();
+    static_slots(0);
+    static_slots(1);
     context_limit();
     return hs_check_result();
 }

@@ -12,17 +12,28 @@
  * encode the padded prompts (no token) and then decode output-many steps,
  * the first giving the TTFT, as FasterTransformer's T5 does.  A request
  * leaves its slot when the end-of-sequence signal says so (hs_req_done),
- * as FT stops a sequence at its EOS token. */
+ * as FT stops a sequence at its EOS token.
+ *
+ * The prompt pass of a decoder-only model computes each prompt at its own
+ * length, as FT's GPT context decoder does with remove_padding (on by
+ * default in FT 5.x's ParallelGpt, and in the ExeGPT authors' FT
+ * baseline): tokens and causal pairs are the prompts' own, while the KV
+ * cache and every decode step still span the padded length.
+ * static_padded=1 pads the prompt pass too (FT with remove_padding off).
+ * Encoders (T5) are always padded. */
 #include <stdlib.h>
 
 #include "serve/plugin.h"
 
 typedef struct static_opts {
     int static_batch;          /* requests per batch */
+    int static_padded;         /* 1: the prompt pass padded too */
 } static_opts;
 
 static const hs_field opts[] = {
     HS_FIELD_NUM(static_opts, static_batch, HS_F_INT, 0, 8, 1, 65536, "static: batch size"),
+    HS_FIELD_NUM(static_opts, static_padded, HS_F_INT, 0, 0, 0, 1,
+                 "static: 1 pads the prompt pass to the longest prompt (0: each at its own length, FT's remove_padding)"),
     {0},
 };
 
@@ -73,6 +84,14 @@ static int schedule(hs_engine *e, hs_lane *l)
         l->reserved = (int64_t)b->n * slot_blocks(e);
         l->blocks_free -= l->reserved;
         sort_by_id(e, b->reqs, b->n);
+        b->unpadded = !((const static_opts *)hs_engine_popts(e))->static_padded;
+        b->sum_prompt = 0;
+        b->sum_self = 0;
+        for (int32_t i = 0; i < b->n; i++) {
+            int64_t p = hs_req_at(e, b->reqs[i])->prompt;
+            b->sum_prompt += p;
+            b->sum_self += (double)p * (p + 1) / 2.0;
+        }
         b->active = b->prefill = 1;
         b->alive = b->n;
         b->step = 0;
