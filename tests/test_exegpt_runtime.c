@@ -451,7 +451,8 @@ static void test_waac_gain(void)
 /* The DeepSpeed-Inference-style baseline is analytic (hs_exegpt_dsi); with
  * one micro-batch on a single TP stage it is FasterTransformer's batch, so
  * its latency must equal the static policy's discrete-event batch of the
- * longest prompt and output. */
+ * longest prompt and output (prompts of equal length: FT's unpadded GEMMs
+ * then cost what DSI's padded ones do). */
 static void test_dsi_matches_static(void)
 {
     est_fx f;

@@ -167,6 +167,7 @@ int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_eng
                 if ((rc = hs_solo_factor(&rep->perf, &mm->cfg.perf, &mm->models[in->model], mm->c,
                                          &in->layout, ec.max_num_seqs, in->lat_ratio, &f, err))) {
                     hs_replicas_free(rep, 1);
+                    hs_err_prefix(err, "batched: instance %d: ", i);
                     break;
                 }
                 hs_perf_scale(&rep->perf, f * slow[i]);

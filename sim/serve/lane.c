@@ -348,16 +348,11 @@ void hs_fixed_shape(hs_engine *e, hs_lane *l, const hs_fixed_batch *b, int32_t n
             s->enc_seqs = n;
             return;
         }
+        assert(!b->unpadded || n == b->n);
         s->samples = n;
         s->pre_chunks = n;
-        if (b->unpadded && n == b->n) {
-            s->tokens = s->pre_tokens = b->sum_prompt;
-            s->pre_self = b->sum_self;
-            return;
-        }
-        s->tokens = (int64_t)n * b->max_prompt;
+        s->tokens = s->pre_tokens = b->unpadded ? b->sum_prompt : (int64_t)n * b->max_prompt;
         s->pre_self = (double)n * b->max_prompt * (b->max_prompt + 1) / 2.0;
-        s->pre_tokens = (int64_t)n * b->max_prompt;
         return;
     }
     l->it.decode = 1;

@@ -393,22 +393,21 @@ int32_t hs_lane_batch_tokens(struct hs_engine *e, hs_lane *l, int32_t *reqs, int
 typedef struct hs_fixed_batch {
     int active, prefill;       /* a batch is running; in its prompt pass */
     int32_t n, max_prompt;
-    /* unpadded: the prompt pass computes each prompt at its own length
-     * (sum_prompt tokens, sum_self causal pairs), as FasterTransformer's
-     * GPT context decoder with remove_padding; the cache and the decode
-     * steps stay padded to max_prompt.  0: every prompt padded. */
+    /* unpadded: the prompt pass runs its GEMMs on the prompts' own
+     * sum_prompt tokens (FasterTransformer's GPT with remove_padding); its
+     * attention, the cache and the decode steps stay padded to
+     * max_prompt.  0: every prompt padded. */
     int unpadded;
     int64_t sum_prompt;
-    double sum_self;
     int32_t alive;             /* of reqs[0..n), the first `alive` are still generating */
     int64_t step;              /* decode steps done */
     int32_t *reqs, cap;        /* the unfinished first (hs_lane_batch_tokens) */
     hs_ns last_end;            /* end of the previous iteration */
 } hs_fixed_batch;
 /* The shape of n of b's sequences in b's current phase, into s (zeroed
- * first): the prompt pass (or encoding) of n x max_prompt tokens (b's own
- * prompt lengths when b->unpadded and n is the whole batch), or a decode
- * step of n slots at the padded context (l->it.decode set). */
+ * first): the prompt pass (or encoding) of n x max_prompt tokens (the
+ * GEMMs on b's own prompt tokens when b->unpadded, which needs n == b->n),
+ * or a decode step of n slots at the padded context (l->it.decode set). */
 void hs_fixed_shape(struct hs_engine *e, hs_lane *l, const hs_fixed_batch *b, int32_t n, hs_batch_shape *s);
 /* b's iteration ended at t: the prompt pass is over or one more step is
  * decoded (inter-token gap to the sink), every live slot has its token and

@@ -142,6 +142,7 @@ static int schedule(hs_engine *e, hs_lane *l)
         if ((f->n = hs_lane_batch_take(e, l, want, &f->reqs, &f->cap, &f->max_prompt)) < 0) return 0;
         reserve(rp, (int64_t)f->n * sb, 1);
         f->active = f->prefill = 1;
+        f->unpadded = 0;   /* DeepSpeed-Inference pads its prompts (micro-batches of the padded batch) */
         f->alive = f->n;
         f->step = 0;
         b->m = opt(e)->dsi_prompt_mb < f->n ? opt(e)->dsi_prompt_mb : f->n;

@@ -1,8 +1,7 @@
 /* static.c - FasterTransformer-style static batching.
  *
  * The lane takes up to engine.static_batch (this policy's option) waiting
- * requests at once, pads
- * their prompts to the longest one and runs the batch to the end: every
+ * requests at once and runs the batch to the end: every
  * slot keeps stepping until the longest output is done, finished requests
  * keep occupying their slot, and nothing new is admitted meanwhile.  KV
  * memory is reserved per slot for the whole context window (as FT
@@ -14,12 +13,13 @@
  * leaves its slot when the end-of-sequence signal says so (hs_req_done),
  * as FT stops a sequence at its EOS token.
  *
- * The prompt pass of a decoder-only model computes each prompt at its own
- * length, as FT's GPT context decoder does with remove_padding (on by
- * default in FT 5.x's ParallelGpt, and in the ExeGPT authors' FT
- * baseline): tokens and causal pairs are the prompts' own, while the KV
- * cache and every decode step still span the padded length.
- * static_padded=1 pads the prompt pass too (FT with remove_padding off).
+ * The prompt pass of a decoder-only model runs its GEMMs on each prompt's
+ * own tokens, as FT's GPT context decoder does with remove_padding (on in
+ * FT 5.x's GPT and in the ExeGPT authors' FT baseline), while its
+ * attention, the KV cache and every decode step span the prompts padded to
+ * the longest: FT's default (unfused) context attention restores the
+ * padding for its batched QK^T and PV (the fused kernel needs
+ * FMHA_ENABLE).  static_padded=1 pads the GEMMs too (remove_padding off).
  * Encoders (T5) are always padded. */
 #include <stdlib.h>
 
@@ -86,17 +86,12 @@ static int schedule(hs_engine *e, hs_lane *l)
         sort_by_id(e, b->reqs, b->n);
         b->unpadded = !((const static_opts *)hs_engine_popts(e))->static_padded;
         b->sum_prompt = 0;
-        b->sum_self = 0;
-        for (int32_t i = 0; i < b->n; i++) {
-            int64_t p = hs_req_at(e, b->reqs[i])->prompt;
-            b->sum_prompt += p;
-            b->sum_self += (double)p * (p + 1) / 2.0;
-        }
+        for (int32_t i = 0; i < b->n; i++) b->sum_prompt += hs_req_at(e, b->reqs[i])->prompt;
         b->active = b->prefill = 1;
         b->alive = b->n;
         b->step = 0;
     }
-    /* the padded prompt pass, then decode steps of every slot */
+    /* the prompt pass, then decode steps of every slot */
     hs_fixed_shape(e, l, b, b->n, s);
     return 1;
 }
