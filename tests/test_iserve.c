@@ -738,6 +738,19 @@ static void test_variant_ratios(const hs_cluster *c)
     CHECK_REL(hs_isv_var(hs_isv_var_find(HS_ISV_INT8, 16, HS_ISV_PRUNE_NONE))->lat_ratio, 287.0 / 230, 0.01);
 }
 
+/* m on GPU 0 at `bits` (KV at 16), and its FP16 twin. */
+static void one_gpu_pair(const hs_model *m, int bits, hs_layout *lq, hs_layout *l16)
+{
+    memset(lq, 0, sizeof *lq);
+    lq->pp = 1;
+    lq->kv_bits = 16;
+    lq->stage[0].tp = 1;
+    lq->stage[0].layers = m->layers;
+    lq->stage[0].bits = bits;
+    *l16 = *lq;
+    l16->stage[0].bits = 16;
+}
+
 /* One sequence's decode step at HS_ISV_RATIO_CTX on perf, ns. */
 static double perf_decode1(const hs_perf *p)
 {
@@ -769,14 +782,7 @@ static void test_solo_factor(void)
         static const int widths[2] = {1, 256};
         CHECK_OK(hs_cluster_find(&c, clusters[ci], &err), &err);
         if (!c) continue;
-        memset(&lq, 0, sizeof lq);
-        lq.pp = 1;
-        lq.kv_bits = 16;
-        lq.stage[0].tp = 1;
-        lq.stage[0].layers = m.layers;
-        lq.stage[0].bits = var->bits;
-        l16 = lq;
-        l16.stage[0].bits = 16;
+        one_gpu_pair(&m, var->bits, &lq, &l16);
         for (int w = 0; w < 2; w++) {
             hs_perf q, t;
             memset(&q, 0, sizeof q);
@@ -866,14 +872,7 @@ static void test_batched_scale(void)
         double q, f;
         CHECK_OK(hs_cluster_find(&c, clusters[ci], &err), &err);
         if (!c) continue;
-        memset(&lq, 0, sizeof lq);
-        lq.pp = 1;
-        lq.kv_bits = 16;
-        lq.stage[0].tp = 1;
-        lq.stage[0].layers = m.layers;
-        lq.stage[0].bits = var->bits;
-        l16 = lq;
-        l16.stage[0].bits = 16;
+        one_gpu_pair(&m, var->bits, &lq, &l16);
         q = batched_decode1(c, &m, &lq, var->lat_ratio);
         f = batched_decode1(c, &m, &l16, 1.0);
         if (q > 0 && f > 0) CHECK_REL(q / f, var->lat_ratio, 2e-5);
