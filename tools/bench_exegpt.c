@@ -531,7 +531,7 @@ static void paper_case(const char *model, const char *cluster, const char *task,
             elat = fmax(elat, fabs(dlat - ft[j].lat) / ft[j].lat);
         }
         printf("  DSI analytic with FT's micro-batches vs FT's DES runs: batch latency within %.1f%% (longest prompts), "
-               "throughput %.1f%% (FT's prompt pass at each prompt's length, DSI's padded; FT's stages run "
+               "throughput %.1f%% (FT's prompt GEMMs on each prompt's own tokens, DSI's padded; FT's stages run "
                "independent batches, DSI one global batch)\n", 100 * elat, 100 * ethr);
     }
     /* vLLM (ORCA-style iteration-level scheduling) at max_num_seqs 4, 8, ... */

@@ -159,6 +159,7 @@ int hs_multi_run_batched(hs_multi *mm, const hs_policy_ops *policy, const hs_eng
             if ((rc = hs_perf_build(&rep->perf, &mm->cfg.perf, &mm->models[in->model], mm->c,
                                     &in->layout, (int)pt, ec.max_num_seqs, err))) {
                 free(rep);
+                hs_err_prefix(err, "batched: instance %d: ", i);
                 break;
             }
             {

@@ -33,7 +33,8 @@ typedef struct static_opts {
 static const hs_field opts[] = {
     HS_FIELD_NUM(static_opts, static_batch, HS_F_INT, 0, 8, 1, 65536, "static: batch size"),
     HS_FIELD_NUM(static_opts, static_padded, HS_F_INT, 0, 0, 0, 1,
-                 "static: 1 pads the prompt pass to the longest prompt (0: each at its own length, FT's remove_padding)"),
+                 "static: 1 pads the prompt pass's GEMMs to the longest prompt (0: on each prompt's own "
+                 "tokens, FT's remove_padding; attention stays padded)"),
     {0},
 };
 
