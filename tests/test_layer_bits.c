@@ -627,9 +627,23 @@ static void test_deploy(void)
     hs_cluster_destroy(c);
 }
 
+/* A width read from a file: the set's four, nothing else, and no cast of
+ * an out-of-range double (UBSan would flag 1e300). */
+static void test_bits_of(void)
+{
+    static const double bad[] = {0, 2, 5, 8.5, 32, -8, 1e300, -1e300, INFINITY};
+    CHECK_INT(hs_bits_of(16), 16);
+    CHECK_INT(hs_bits_of(8), 8);
+    CHECK_INT(hs_bits_of(4), 4);
+    CHECK_INT(hs_bits_of(3), 3);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) CHECK_INT(hs_bits_of(bad[i]), -1);
+    CHECK_INT(hs_bits_of(NAN), -1);
+}
+
 int main(void)
 {
     set_root();
+    test_bits_of();
     test_table_builder();
     test_roofline();
     test_lptorch();

@@ -416,7 +416,7 @@ int hs_run_cfg_check(const hs_run_cfg *c, hs_err *err)
             return rc;
     }
     if ((rc = hs_check_router(c->router, err)) || (rc = hs_check_perf_model(c->perf.model, err)) ||
-        (rc = hs_perf_check_kernels(c->perf.quant_kernels, err)))
+        (rc = hs_perf_check_kernels(c->perf.quant_kernels, NULL, err)))
         return rc;
     if ((rc = hs_run_cfg_check_bits(c, err))) return rc;
     /* Opening the workload checks its settings and its trace's header;

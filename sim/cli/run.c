@@ -327,7 +327,7 @@ static int setup_build(setup *s, hs_run_cfg *cfg, int build_replicas, hs_err *er
      * through fail, which frees it */
     if ((rc = hs_check_policy(cfg->policy, err)) || (rc = hs_check_router(cfg->router, err)) ||
         (rc = hs_check_perf_model(cfg->perf.model, err)) ||
-        (rc = hs_perf_check_kernels(cfg->perf.quant_kernels, err)) || (rc = hs_run_cfg_check_bits(cfg, err)))
+        (rc = hs_perf_check_kernels(cfg->perf.quant_kernels, NULL, err)) || (rc = hs_run_cfg_check_bits(cfg, err)))
         goto fail;
     s->policy = hs_policy_find(cfg->policy);
     s->router = hs_router_find(cfg->router);

@@ -57,11 +57,7 @@ int hs_omega_read(const char *path, int layers, double *out, hs_err *err)
     }
     for (int k = 0; k < HS_NBITS; k++) {
         const cJSON *b = cJSON_GetArrayItem(bits, k);
-        /* range first: casting an out-of-range double is undefined */
-        col[k] = cJSON_IsNumber(b) && b->valuedouble >= 3 && b->valuedouble <= 16 &&
-                         b->valuedouble == (int)b->valuedouble
-                     ? hs_bits_index((int)b->valuedouble)
-                     : -1;
+        col[k] = cJSON_IsNumber(b) ? hs_bits_index(hs_bits_of(b->valuedouble)) : -1;
         for (int x = 0; x < k && col[k] >= 0; x++)
             if (col[x] == col[k]) col[k] = -1;
         if (col[k] < 0) {

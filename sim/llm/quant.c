@@ -1,6 +1,7 @@
 /* quant.c - LLM-PQ's memory model; see quant.h. */
 #include "llm/quant.h"
 
+#include <math.h>
 #include <string.h>
 
 const int hs_bits_set[HS_NBITS] = {16, 8, 4, 3};
@@ -10,6 +11,11 @@ int hs_bits_index(int bits)
     for (int k = 0; k < HS_NBITS; k++)
         if (hs_bits_set[k] == bits) return k;
     return -1;
+}
+
+int hs_bits_of(double v)
+{
+    return v >= 3 && v <= 16 && v == floor(v) && hs_bits_index((int)v) >= 0 ? (int)v : -1;
 }
 
 double hs_qmem_layer_linear(const hs_model *m)

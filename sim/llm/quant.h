@@ -28,6 +28,10 @@
 /* The bit-widths of LLM-PQ, index order used by every per-bit array. */
 extern const int hs_bits_set[HS_NBITS];   /* {16, 8, 4, 3} */
 int hs_bits_index(int bits);              /* -1 when not in the set */
+/* The bit-width a number read from a file names (16, 8, 4 or 3), -1 for
+ * anything else; the range is checked before the cast, since casting an
+ * out-of-range double is undefined. */
+int hs_bits_of(double v);
 
 /* Linear-layer weights of one decoder layer (elements). */
 double hs_qmem_layer_linear(const hs_model *m);

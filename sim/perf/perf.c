@@ -306,20 +306,14 @@ int hs_perf_build(hs_perf *p, const hs_perf_cfg *cfg, const hs_model *m,
             (l->stage[s].enc_layers && !m->encoder_layers))
             return hs_errf(err, HS_ERANGE, "layout: stage %d: %d decoder and %d encoder layers (%s has %d encoder layers)",
                            s, l->stage[s].layers, l->stage[s].enc_layers, m->name, m->encoder_layers);
-    if ((rc = hs_perf_check_kernels(cfg->quant_kernels, err))) return rc;
+    if ((rc = hs_perf_check_kernels(cfg->quant_kernels, NULL, err))) return rc;
     lpt = !strcmp(cfg->quant_kernels, "lptorch");
     if (lpt) {
         /* LLM-PQ's kernels time every quantised layer (lptorch_terms): the
          * builder times the layout at 16 bits */
-        for (int s = 0; s < l->pp; s++) {
-            /* its quantised decoder layers, or encoder layers at its bits */
-            if (!hs_layout_stage_quant(l, s) && !(l->stage[s].enc_layers && l->stage[s].bits != 16)) continue;
-            if (m->encoder_layers)
-                return hs_errf(err, HS_EINVAL, "perf.quant_kernels: lptorch times decoder-only models (%s is "
-                               "encoder-decoder)", m->name);
-            if (l->stage[s].tp != 1)
-                return hs_errf(err, HS_EINVAL, "perf.quant_kernels: lptorch runs one GPU per stage; stage %d has TP %d",
-                               s, l->stage[s].tp);
+        if ((rc = hs_layout_check_lptorch(m, l, err))) {
+            hs_err_prefix(err, "perf.quant_kernels: ");
+            return rc;
         }
         l16 = *l;
         memset(l16.layer_bits, 0, sizeof l16.layer_bits);

@@ -238,8 +238,13 @@ typedef struct hs_perf_cfg {
 
 void hs_perf_cfg_defaults(hs_perf_cfg *c);
 /* 0 when name is a perf.quant_kernels value (model, lptorch); else an error
- * naming the key. */
-int hs_perf_check_kernels(const char *name, hs_err *err);
+ * naming `key` (NULL: perf.quant_kernels). */
+int hs_perf_check_kernels(const char *name, const char *key, hs_err *err);
+/* 0 when LLM-PQ's kernels (perf.quant_kernels=lptorch) can time layout l of
+ * m: every stage holding a quantised layer (or encoder layers at its bits)
+ * is one GPU of a decoder-only model, as LLM-PQ's runtime runs; else an
+ * error naming the stage. */
+int hs_layout_check_lptorch(const hs_model *m, const hs_layout *l, hs_err *err);
 /* One command-line "--set perf.KEY=VALUE" into c (perf step, validate
  * --reprice); HS_EPARSE naming the argument when it has no perf. key. */
 int hs_perf_cfg_set_arg(hs_perf_cfg *c, const char *kv, hs_err *err);

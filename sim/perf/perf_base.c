@@ -42,10 +42,10 @@ const hs_field hs_perf_cfg_fields[] = {
     {0},
 };
 
-int hs_perf_check_kernels(const char *name, hs_err *err)
+int hs_perf_check_kernels(const char *name, const char *key, hs_err *err)
 {
     if (!strcmp(name, "model") || !strcmp(name, "lptorch")) return 0;
-    return hs_errf(err, HS_EINVAL, "perf.quant_kernels: \"%s\" is not model or lptorch", name);
+    return hs_errf(err, HS_EINVAL, "%s: \"%s\" is not model or lptorch", key ? key : "perf.quant_kernels", name);
 }
 
 int hs_perf_cfg_set_arg(hs_perf_cfg *c, const char *kv, hs_err *err)
@@ -286,6 +286,19 @@ int hs_layout_stage_quant(const hs_layout *l, int s)
     hs_layout_stage_bits(l, s, n);
     for (int k = 0; k < HS_NBITS; k++) q |= n[k] && hs_bits_set[k] != 16;
     return q;
+}
+
+int hs_layout_check_lptorch(const hs_model *m, const hs_layout *l, hs_err *err)
+{
+    for (int s = 0; s < l->pp; s++) {
+        /* its quantised decoder layers, or encoder layers at its bits */
+        if (!hs_layout_stage_quant(l, s) && !(l->stage[s].enc_layers && l->stage[s].bits != 16)) continue;
+        if (m->encoder_layers)
+            return hs_errf(err, HS_EINVAL, "lptorch times decoder-only models (%s is encoder-decoder)", m->name);
+        if (l->stage[s].tp != 1)
+            return hs_errf(err, HS_EINVAL, "lptorch runs one GPU per stage; stage %d has TP %d", s, l->stage[s].tp);
+    }
+    return 0;
 }
 
 int hs__prov_has(const char *prov, const char *gpu)

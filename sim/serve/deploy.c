@@ -97,24 +97,15 @@ int hs_deploy_check(const hs_deploy *d, const hs_model *m, const hs_cluster *c,
             rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].kv_bits: %d is not 16 or 8", where, i, l->kv_bits);
             break;
         }
-        if (d->r[i].quant_kernels[0] && strcmp(d->r[i].quant_kernels, "model") &&
-            strcmp(d->r[i].quant_kernels, "lptorch")) {
-            rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d].quant_kernels: \"%s\" is not model or lptorch", where, i,
-                         d->r[i].quant_kernels);
-            break;
+        if (d->r[i].quant_kernels[0]) {
+            char key[1300];
+            snprintf(key, sizeof key, "%s: replicas[%d].quant_kernels", where, i);
+            if ((rc = hs_perf_check_kernels(d->r[i].quant_kernels, key, err))) break;
+            if (!strcmp(d->r[i].quant_kernels, "lptorch") && (rc = hs_layout_check_lptorch(m, l, err))) {
+                hs_err_prefix(err, "%s: ", key);
+                break;
+            }
         }
-        /* these kernels (perf.quant_kernels) run decoder-only models, one GPU per stage */
-        for (int s = 0; !strcmp(d->r[i].quant_kernels, "lptorch") && s < l->pp && !rc; s++) {
-            /* its quantised decoder layers, or encoder layers at its bits */
-            int quant = hs_layout_stage_quant(l, s) || (l->stage[s].enc_layers && l->stage[s].bits != 16);
-            if (quant && E)
-                rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d].quant_kernels: lptorch times decoder-only models "
-                             "(%s is encoder-decoder)", where, i, m->name);
-            else if (quant && l->stage[s].tp != 1)
-                rc = hs_errf(err, HS_EINVAL, "%s: replicas[%d].quant_kernels: lptorch runs one GPU per stage; "
-                             "stages[%d] has TP %d", where, i, s, l->stage[s].tp);
-        }
-        if (rc) break;
         if (d->r[i].latency_scale != 0 && !(d->r[i].latency_scale >= HS_LATENCY_SCALE_MIN &&
                                             d->r[i].latency_scale <= HS_LATENCY_SCALE_MAX)) {
             rc = hs_errf(err, HS_ERANGE, "%s: replicas[%d].latency_scale: %g is not in %g..%g", where, i,
@@ -295,12 +286,8 @@ static int read_layer_bits(const cJSON *st, hs_layout *l, int s, const char *whe
         return hs_errf(err, HS_ERANGE, "%s: layer_bits: more than %d layers in the replica",
                        where, HS_MAX_LAYERS);
     cJSON_ArrayForEach(b, lb) {
-        /* range first: casting an out-of-range double is undefined */
-        int v = cJSON_IsNumber(b) && b->valuedouble >= 3 && b->valuedouble <= 16 &&
-                        b->valuedouble == floor(b->valuedouble)
-                    ? (int)b->valuedouble
-                    : -1;
-        if (hs_bits_index(v) < 0)
+        int v = cJSON_IsNumber(b) ? hs_bits_of(b->valuedouble) : -1;
+        if (v < 0)
             return hs_errf(err, HS_EPARSE, "%s: layer_bits[%d]: not 16, 8, 4 or 3", where, k);
         l->layer_bits[first + k++] = (unsigned char)v;
     }

@@ -3,7 +3,6 @@
 #include "serve/schedule.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/vec.h"
+#include "serve/deploy.h"
 
 /* ---- writer ---- */
 
@@ -377,11 +377,11 @@ int hs_sched_next(hs_sched_reader *r, hs_sched_header *h, hs_sched_request *q,
                 (rc = num(o, "step_tok_ns", 0, 1e12, &h->step_tok_ns, r, err)))
                 goto done;
             if (cJSON_GetObjectItemCaseSensitive(o, "latency_scale") &&
-                (rc = num(o, "latency_scale", 1e-3, 1e3, &h->latency_scale, r, err)))
+                (rc = num(o, "latency_scale", HS_LATENCY_SCALE_MIN, HS_LATENCY_SCALE_MAX, &h->latency_scale, r, err)))
                 goto done;
             if (cJSON_GetObjectItemCaseSensitive(o, "quant_kernels") &&
                 ((rc = str(o, "quant_kernels", h->quant_kernels, sizeof h->quant_kernels, r, err)) ||
-                 (rc = hs_perf_check_kernels(h->quant_kernels, err)))) {
+                 (rc = hs_perf_check_kernels(h->quant_kernels, "quant_kernels", err)))) {
                 if (rc != HS_EPARSE) hs_err_prefix(err, "%s:%ld: ", r->path, r->lineno);
                 goto done;
             }
@@ -394,14 +394,13 @@ int hs_sched_next(hs_sched_reader *r, hs_sched_header *h, hs_sched_request *q,
                         goto done;
                     }
                     cJSON_ArrayForEach(b, lb) {
-                        /* range first: casting an out-of-range double is undefined */
-                        if (!cJSON_IsNumber(b) || !(b->valuedouble >= 3 && b->valuedouble <= 16) ||
-                            b->valuedouble != floor(b->valuedouble) || hs_bits_index((int)b->valuedouble) < 0) {
+                        int w = cJSON_IsNumber(b) ? hs_bits_of(b->valuedouble) : -1;
+                        if (w < 0) {
                             rc = BAD("%s:%ld: layer_bits[%d]: expected 16, 8, 4 or 3", r->path, r->lineno,
                                      h->n_layer_bits);
                             goto done;
                         }
-                        h->layer_bits[h->n_layer_bits++] = (unsigned char)b->valuedouble;
+                        h->layer_bits[h->n_layer_bits++] = (unsigned char)w;
                     }
                 }
             }
