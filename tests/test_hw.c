@@ -114,6 +114,8 @@ static void test_all_gpus(void)
                              !strncmp(g.name, "h100", 4) || !strcmp(g.name, "h200") || !strncmp(g.name, "v100", 4) ||
                              !strncmp(g.name, "p100", 4));
         CHECK(g.mem_bytes >= 8.0 * 1073741824.0 && g.mem_bytes <= 256.0 * 1073741824.0);
+        /* what CUDA reports: the nominal less at most 8% (the T4's ECC) */
+        CHECK(g.mem_reported_bytes <= g.mem_bytes && g.mem_reported_bytes >= 0.92 * g.mem_bytes);
         CHECK(g.mem_bw >= 1e11 && g.mem_bw <= 1e13);
         /* every shipped GPU can use the cross-GPU memory-op model: 40-200
          * SMs at 1-3 GHz */
@@ -147,6 +149,7 @@ static void test_a100(void)
     CHECK(g.ops8 == 0);
     CHECK_INT(g.bf16, 0);
     CHECK(g.mem_bytes == 32.0 * 1024 * 1024 * 1024);
+    CHECK_REL(g.mem_reported_bytes, 31.74 * 1024 * 1024 * 1024, 1e-12);
     /* loading by path works too */
     {
         char path[1300];
@@ -307,6 +310,12 @@ static void test_gpu_errors(void)
     gpu_bad(gpu_text("mem_bw_gbs", "\"mem_bw_gbs\": 900, \"memory\": \"HBM9\""), HS_EPARSE, "memory",
             "is not HBM2");
     CHECK(g.mem_bytes == 24.0 * 1073741824.0);
+    CHECK(g.mem_reported_bytes == g.mem_bytes); /* not given: the nominal */
+    CHECK_OK(hs_gpu_load(&g, write_tmp(gpu_text("mem_gib", "\"mem_gib\": 24, \"mem_reported_gib\": 23.5")), &err), &err);
+    CHECK(g.mem_bytes == 24.0 * 1073741824.0 && g.mem_reported_bytes == 23.5 * 1073741824.0);
+    gpu_bad(gpu_text("mem_gib", "\"mem_gib\": 24, \"mem_reported_gib\": 24.5"), HS_EPARSE, "mem_reported_gib",
+            "above mem_gib 24");
+    gpu_bad(gpu_text("mem_gib", "\"mem_gib\": 24, \"mem_reported_gib\": -1"), HS_ERANGE, "mem_reported_gib", NULL);
     gpu_bad(gpu_text("fp16_tflops", "\"fp16_tflops\": 100, \"fp32_tflops\": 150"), HS_EPARSE, "fp32_tflops",
             "above fp16_tflops");
     gpu_bad(gpu_text("fp16_tflops", "\"fp16_tflops\": 100, \"fp32_tflops\": -1"), HS_ERANGE, "fp32_tflops", NULL);

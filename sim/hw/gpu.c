@@ -38,7 +38,7 @@ int hs_resolve(char *buf, size_t cap, const char *dir, const char *name,
 /* The on-disk schema; converted to SI units after loading. */
 typedef struct gpu_json {
     char name[32], display[64], price_source[512], same_chip_as[32], memory[16];
-    double fp16_tflops, fp32_tflops, int8_tops, mem_gib, mem_bw_gbs, nvlink_gbs, pcie_gbs,
+    double fp16_tflops, fp32_tflops, int8_tops, mem_gib, mem_reported_gib, mem_bw_gbs, nvlink_gbs, pcie_gbs,
         tdp_w, price_per_hour, boost_mhz, intra_bw_gbs, intra_latency_us, inter_bw_gbs, inter_latency_us;
     int bf16, sms;
 } gpu_json;
@@ -52,6 +52,9 @@ static const hs_field gpu_fields[] = {
     HS_FIELD_NUM(gpu_json, bf16, HS_F_BOOL, 1, 0, 0, 1, "supports BF16"),
     HS_FIELD_NUM(gpu_json, int8_tops, HS_F_DOUBLE, 1, 0, 0, 1e5, "dense INT8 TOPS"),
     HS_FIELD_NUM(gpu_json, mem_gib, HS_F_DOUBLE, 1, 0, 0.5, 4096, "memory, GiB"),
+    /* Optional: planners that budget what CUDA reports (LLM-PQ's) read it. */
+    HS_FIELD_NUM(gpu_json, mem_reported_gib, HS_F_DOUBLE, 0, 0, 0, 4096,
+                 "memory CUDA reports as the device's total (ECC and driver reservations off the nominal), GiB"),
     HS_FIELD_NUM(gpu_json, mem_bw_gbs, HS_F_DOUBLE, 1, 0, 1, 1e5, "memory bandwidth, GB/s"),
     /* Optional: the memory-bound ops' transfer model needs them (perf/fitted.h). */
     HS_FIELD_NUM(gpu_json, sms, HS_F_INT, 0, 0, 0, 10000, "streaming multiprocessors"),
@@ -122,7 +125,11 @@ int hs_gpu_load(hs_gpu *g, const char *path, hs_err *err)
                        path, j.fp32_tflops, j.fp16_tflops);
     g->bf16 = j.bf16;
     g->ops8 = j.int8_tops * 1e12;
+    if (j.mem_reported_gib > j.mem_gib)
+        return hs_errf(err, HS_EPARSE, "%s: mem_reported_gib: %g above mem_gib %g (CUDA reports at most the nominal memory)",
+                       path, j.mem_reported_gib, j.mem_gib);
     g->mem_bytes = j.mem_gib * 1073741824.0;
+    g->mem_reported_bytes = (j.mem_reported_gib > 0 ? j.mem_reported_gib : j.mem_gib) * 1073741824.0;
     g->mem_bw = j.mem_bw_gbs * 1e9;
     g->nvlink_bw = j.nvlink_gbs * 1e9;
     g->pcie_bw = j.pcie_gbs * 1e9;

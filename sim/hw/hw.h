@@ -22,7 +22,9 @@ typedef struct hs_gpu {
     double flops32;        /* FLOP/s, FP32 on CUDA cores (0: not given) */
     int bf16;
     double ops8;           /* OP/s, dense INT8 (0: none) */
-    double mem_bytes;      /* bytes */
+    double mem_bytes;      /* bytes, nominal */
+    double mem_reported_bytes; /* bytes CUDA reports as the total (the
+                                  file's mem_reported_gib, else mem_bytes) */
     double mem_bw;         /* bytes/s */
     double sm_rate;        /* SM cycles per second: SMs x boost clock (0: not
                               given); elementwise kernels scale with it */

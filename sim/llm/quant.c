@@ -45,19 +45,22 @@ double hs_qmem_kv_layer(const hs_model *m, int v, int s, int n, int kv_bits)
     return 2.0 * v * (double)(s + n) * m->kv_heads * m->head_dim * kv_bits / 8.0;
 }
 
-double hs_qmem_peak(const hs_model *m, int eta, int xi, int s, int n, int first)
+double hs_qmem_temp(const hs_model *m, int B, int eta, int s, int n, int first)
 {
     double h = m->hidden, q = (double)m->heads * m->head_dim;
-    double kv = (double)m->kv_heads * m->head_dim, f = (m->ffn_gated ? 2.0 : 1.0) * m->ffn;
-    double tp = (double)eta * s, td = xi;
-    double pre = tp * (2 * h + q + 2 * kv + f) * 2.0 + (double)eta * m->heads * s * (double)s * 4.0;
-    double dec = td * (2 * h + q + 2 * kv + f) * 2.0 + (double)xi * m->heads * (double)(s + n) * 4.0;
-    double peak = pre > dec ? pre : dec;
-    if (first) {
-        int v = eta > xi ? eta : xi;
-        peak += (double)v * m->vocab * 4.0;
-    }
-    return peak;
+    double kv = (double)m->kv_heads * m->head_dim, f = m->ffn, ctx = (double)s + n;
+    double qkvo = 2.0 * (q + 2 * kv + h);   /* Q, K, V and out-projection outputs, FP16 */
+    /* Per prompt token: two LayerNorm outputs, Q/K/V/out, an FP32 softmax
+     * counted at the hidden width, the two BMMs' outputs, the MLP's
+     * activation and its two GEMMs' outputs. */
+    double pre = (double)eta * s * (2 * h + qkvo + 4 * h + 2.0 * s + 2 * h + 2 * h + 2 * f + 2 * (h + f));
+    /* Per sequence of a decode step: the same at one token, the scores
+     * over the context (FP16 and FP32), and the copy of the layer's past
+     * K and V that the runtime's concatenation makes. */
+    double dec = (double)B * (2 * h + qkvo + 2 * ctx + 2 * h + 4 * ctx + 4 * ctx * kv + 2 * h + 2 * f + 2 * (h + f));
+    double emb = (double)eta * s * 5 * h;   /* counted in elements there */
+    if (!first) return dec;
+    return fmax(pre, fmax(dec, emb));
 }
 
 double hs_qmem_layers_engine(const hs_model *m, const int n[HS_NBITS], int tp)

@@ -41,9 +41,17 @@ double hs_qmem_layer(const hs_model *m, int bits);
 double hs_qmem_embed(const hs_model *m);
 /* KV reserved by one layer for v sequences of s + n tokens, bytes. */
 double hs_qmem_kv_layer(const hs_model *m, int v, int s, int n, int kv_bits);
-/* Peak temporary memory of a stage, bytes: prefill micro-batch eta of s
- * tokens, decode micro-batch xi at context up to s + n. */
-double hs_qmem_peak(const hs_model *m, int eta, int xi, int s, int n, int first);
+/* Temporary memory LLM-PQ's planner reserves on a stage, bytes: its
+ * ModelMemEstimator (calculate_temp_tensor_size_prefill, _next_i and
+ * _embedding) as get_device_topo_available_mem_with_order applies it
+ * (github.com/tonyzhao-jt/LLM-PQ).  Every stage keeps one decode step of
+ * the whole global batch B at context s + n, a copy of one layer's past K
+ * and V included (the runtime concatenates them each step); the first
+ * stage keeps the largest of that, a prefill micro-batch of eta prompts of
+ * s tokens, and the embedding's temporaries.  The estimator is written for
+ * OPT and BLOOM (multi-head attention, two-matrix MLP); Q, K and V take
+ * their own widths here, which equal its on those models. */
+double hs_qmem_temp(const hs_model *m, int B, int eta, int s, int n, int first);
 /* The main engine's weights of a stage's decoder layers with mixed widths
  * (the layout's layer_bits): n[k] layers at hs_bits_set[k], each
  * hs_model_layer_params * hs_weight_bytes_per_param(bits) / tp bytes on

@@ -45,12 +45,14 @@ void hs_pq_cfg_defaults(hs_pq_cfg *c)
     c->total_limit_s = 15;
     c->mip_gap = 0.01;
     c->kv_bits = 16;
-    /* LLM-PQ's planner budgets a GPU at 95% of its memory ("to avoid
-     * OOM") less 430 MB of CUDA context and 1.5 GB of PyTorch temporary
-     * allocations (MB = MiB there): llmpq/config PQConfig, RATIO_AVOID_OOM
-     * and CUDA_CONTEXT_MEM, and get_single_device_mem_constraints, in
-     * github.com/tonyzhao-jt/LLM-PQ; its PipeEdge and Uniform baselines are
-     * planned with the same budget. */
+    /* LLM-PQ's planner budgets a GPU at 95% of the memory CUDA reports
+     * ("to avoid OOM"; the GPU profile's mem_reported_gib, from its
+     * get_device_mem_offline table) less 430 MB of CUDA context and 1.5 GB
+     * of PyTorch temporary allocations (MB = MiB there): llmpq/config
+     * PQConfig, RATIO_AVOID_OOM and CUDA_CONTEXT_MEM, and
+     * get_single_device_mem_constraints, in github.com/tonyzhao-jt/LLM-PQ;
+     * then the temporaries of hs_qmem_temp.  Its PipeEdge and Uniform
+     * baselines are planned with the same budget. */
     c->mem_frac = 0.95;
     c->reserve_bytes = (430.0 + 1500.0) * 1024 * 1024;
     c->bits_mask = (1 << HS_NBITS) - 1;
@@ -105,11 +107,13 @@ static void build_inst(const ctx *x, const int *ord, int N, int eta, int xi, hs_
             om_unit[u * nb + k] = w;
         }
     for (int k = 0; k < nb; k++)
-        in->mlay[k] = hs_qmem_layer_total(m, in->bits[k], cfg->B, cfg->s, cfg->n, cfg->kv_bits);
+        /* whole MiB per layer, rounded up, as the authors' ILP's M */
+        in->mlay[k] = ceil(hs_qmem_layer_total(m, in->bits[k], cfg->B, cfg->s, cfg->n, cfg->kv_bits) / 1048576.0) *
+                      1048576.0;
     for (int j = 0; j < N; j++) {
         const hs_gpu *g = hs_cluster_gpu(x->c, ord[j]);
-        in->cap[j] = g->mem_bytes * cfg->mem_frac - cfg->reserve_bytes -
-                     hs_qmem_peak(m, eta, xi, cfg->s, cfg->n, j == 0) -
+        in->cap[j] = g->mem_reported_bytes * cfg->mem_frac - cfg->reserve_bytes -
+                     hs_qmem_temp(m, cfg->B, eta, cfg->s, cfg->n, j == 0) -
                      (j == 0 ? hs_qmem_embed(m) : 0);
         for (int k = 0; k < nb; k++) {
             in->lpre[j][k] = hs_qlat_prefill_s(m, g, in->bits[k], eta, cfg->s, cfg->kv_bits, x->pc, x->cal);
