@@ -315,7 +315,7 @@ static void test_gpu_errors(void)
     CHECK(g.mem_bytes == 24.0 * 1073741824.0 && g.mem_reported_bytes == 23.5 * 1073741824.0);
     gpu_bad(gpu_text("mem_gib", "\"mem_gib\": 24, \"mem_reported_gib\": 24.5"), HS_EPARSE, "mem_reported_gib",
             "above mem_gib 24");
-    gpu_bad(gpu_text("mem_gib", "\"mem_gib\": 24, \"mem_reported_gib\": -1"), HS_ERANGE, "mem_reported_gib", NULL);
+    gpu_bad(gpu_text("mem_gib", "\"mem_gib\": 24, \"mem_reported_gib\": 0"), HS_ERANGE, "mem_reported_gib", NULL);
     gpu_bad(gpu_text("fp16_tflops", "\"fp16_tflops\": 100, \"fp32_tflops\": 150"), HS_EPARSE, "fp32_tflops",
             "above fp16_tflops");
     gpu_bad(gpu_text("fp16_tflops", "\"fp16_tflops\": 100, \"fp32_tflops\": -1"), HS_ERANGE, "fp32_tflops", NULL);

@@ -97,8 +97,8 @@ static void test_fig7(void)
                              b * sq * (h + f) * 2;
             CHECK_NEAR(hs_qmem_temp(&m, 32, 8, 512, 100, 0), next_i, 1);
             CHECK_NEAR(hs_qmem_temp(&m, 32, 1, 512, 100, 0), next_i, 1);
-            CHECK_NEAR(hs_qmem_temp(&m, 32, 1, 512, 100, 1), next_i, 1);          /* 406 MB */
-            CHECK_NEAR(hs_qmem_temp(&m, 32, 8, 512, 100, 1), prefill * 8 / 32, 1); /* 759 MB */
+            CHECK_NEAR(hs_qmem_temp(&m, 32, 1, 512, 100, 1), next_i, 1);          /* 388 MiB */
+            CHECK_NEAR(hs_qmem_temp(&m, 32, 8, 512, 100, 1), prefill * 8 / 32, 1); /* 724 MiB */
             CHECK(prefill * 8 / 32 > next_i && next_i > prefill / 32);
         }
     }
@@ -473,6 +473,10 @@ static void test_search(void)
     CHECK_INT(p.n_inst, 4 * 4);
     CHECK_INT(pe.xi, 8);
     CHECK_INT(pe.eta, 8);
+    /* PipeEdge keeps the cluster's GPU order (the authors' adaptation):
+     * one order, so one instance per bit-width tried (FP16, then INT8) */
+    for (int j = 0; j < pe.ndev; j++) CHECK_INT(pe.dev[j], j);
+    CHECK_INT(pe.n_inst, 2);
     for (int l = 1; l < m.layers; l++) CHECK_INT(pe.bits[l], pe.bits[0]);
     /* LLM-PQ starts from PipeEdge's split, so its objective is no worse
      * on PipeEdge's own instance and it is found among its instances */
@@ -615,7 +619,7 @@ static void test_baseline_bits(void)
         hs_cluster_destroy(c);
     }
     printf("PipeEdge widths agreeing with the paper's PPL: %d of 11\n", agree);
-    CHECK(agree >= 8);
+    CHECK(agree >= 9);   /* C2 and C8 differ: 8 bits fit ours, the paper's PPL says fewer */
 }
 
 int main(void)

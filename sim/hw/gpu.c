@@ -53,7 +53,7 @@ static const hs_field gpu_fields[] = {
     HS_FIELD_NUM(gpu_json, int8_tops, HS_F_DOUBLE, 1, 0, 0, 1e5, "dense INT8 TOPS"),
     HS_FIELD_NUM(gpu_json, mem_gib, HS_F_DOUBLE, 1, 0, 0.5, 4096, "memory, GiB"),
     /* Optional: planners that budget what CUDA reports (LLM-PQ's) read it. */
-    HS_FIELD_NUM(gpu_json, mem_reported_gib, HS_F_DOUBLE, 0, 0, 0, 4096,
+    HS_FIELD_NUM(gpu_json, mem_reported_gib, HS_F_DOUBLE, 0, 0, 0.5, 4096,
                  "memory CUDA reports as the device's total (ECC and driver reservations off the nominal), GiB"),
     HS_FIELD_NUM(gpu_json, mem_bw_gbs, HS_F_DOUBLE, 1, 0, 1, 1e5, "memory bandwidth, GB/s"),
     /* Optional: the memory-bound ops' transfer model needs them (perf/fitted.h). */

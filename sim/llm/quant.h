@@ -12,12 +12,10 @@
  *       GPTQ group scales, so the estimate matches the paper's Fig. 7 model)
  *   KV of one layer: 2 * v * (s + n) * kv_heads*head_dim * kv_bits/8,
  *       reserved for the full length s + n (pre-allocated as in the paper)
- *   peak temporary memory of a stage (worst case over the embedding and
- *       one decoder layer in both phases, our reading of the paper's
- *       "worst-case scenario"): the residual stream, its normed copy, the
- *       QKV and FFN intermediates (FP16) and the FP32 attention scores of
- *       the largest micro-batch; the first stage adds the FP32 logits of the
- *       last position of a micro-batch (the master samples there).
+ *   temporaries of a stage: what the authors' estimator reserves
+ *       (hs_qmem_temp): a decode step of the whole batch, with the copy of
+ *       one layer's past K and V, on every stage; on the first the larger
+ *       of that, a prefill micro-batch and the embedding's temporaries.
  * Every function is pure; bits is one of 16, 8, 4, 3. */
 #ifndef HS_QUANT_H
 #define HS_QUANT_H

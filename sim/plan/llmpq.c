@@ -17,7 +17,10 @@
  * Baselines: PipeEdge keeps one bit-width for all layers (the highest that
  * fits, lowered from FP16 as the paper's baselines do), one micro-batch
  * size B/N for both phases and its heterogeneous partition (DP minimising
- * the slowest stage) over the same device orders; Uniform splits layers
+ * the slowest stage) in the cluster's GPU order, the first GPU holding the
+ * embeddings, as the authors' adaptation plans it (its ILP takes the
+ * devices in the order given; qpipe/algo/pipeedge_ilp.py in
+ * github.com/tonyzhao-jt/LLM-PQ); Uniform splits layers
  * evenly in the cluster's GPU order at the highest bit-width that fits and
  * takes the (eta, xi) pair (powers of two up to B) minimising the
  * objective. */
@@ -48,11 +51,16 @@ void hs_pq_cfg_defaults(hs_pq_cfg *c)
     /* LLM-PQ's planner budgets a GPU at 95% of the memory CUDA reports
      * ("to avoid OOM"; the GPU profile's mem_reported_gib, from its
      * get_device_mem_offline table) less 430 MB of CUDA context and 1.5 GB
-     * of PyTorch temporary allocations (MB = MiB there): llmpq/config
-     * PQConfig, RATIO_AVOID_OOM and CUDA_CONTEXT_MEM, and
+     * of PyTorch temporary allocations (MB = MiB there): RATIO_AVOID_OOM
+     * and CUDA_CONTEXT_MEM in llm_pq/_globals.py and
      * get_single_device_mem_constraints, in github.com/tonyzhao-jt/LLM-PQ;
-     * then the temporaries of hs_qmem_temp.  Its PipeEdge and Uniform
-     * baselines are planned with the same budget. */
+     * then the temporaries of hs_qmem_temp.  Its PipeEdge is planned with
+     * the same budget (qpipe/algo/pipeedge_ilp.py).  Its Uniform check is
+     * looser (the mean share of a GPU against the smallest budget, the
+     * temporaries on the first GPU only, llm_pq/algo/uniform.py); ours
+     * checks each GPU's share, which on the paper's clusters gives the
+     * widths its Uniform perplexities imply on C11 too (4 bits, where the
+     * looser check fits INT8). */
     c->mem_frac = 0.95;
     c->reserve_bytes = (430.0 + 1500.0) * 1024 * 1024;
     c->bits_mask = (1 << HS_NBITS) - 1;
@@ -107,7 +115,9 @@ static void build_inst(const ctx *x, const int *ord, int N, int eta, int xi, hs_
             om_unit[u * nb + k] = w;
         }
     for (int k = 0; k < nb; k++)
-        /* whole MiB per layer, rounded up, as the authors' ILP's M */
+        /* whole MiB per layer, rounded up, as the authors' ILP's M (which
+         * rounds per group of layers: with --group > 1 ours may count up
+         * to group - 1 MiB more per unit) */
         in->mlay[k] = ceil(hs_qmem_layer_total(m, in->bits[k], cfg->B, cfg->s, cfg->n, cfg->kv_bits) / 1048576.0) *
                       1048576.0;
     for (int j = 0; j < N; j++) {
@@ -295,6 +305,8 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
         do {
             int xi = kind == HS_PQ_PIPEEDGE ? ceil_div(cfg->B, N) : (cfg->xi ? cfg->xi : ceil_div(cfg->B, N));
             order_of(c, sig, gsig, N, ord);
+            if (kind == HS_PQ_PIPEEDGE)   /* the given order only */
+                for (int j = 0; j < N; j++) ord[j] = j;
             for (int eta = 1; eta <= xi; eta = eta * 2 > xi && eta < xi ? xi : eta * 2) {
                 double o;
                 int e = kind == HS_PQ_PIPEEDGE ? xi : (cfg->eta ? cfg->eta : eta);
@@ -345,7 +357,7 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
                 if (cfg->eta || kind == HS_PQ_PIPEEDGE) break;
             }
         next:;
-        } while (!stop && next_perm(sig, N));
+        } while (!stop && kind != HS_PQ_PIPEEDGE && next_perm(sig, N));
     }
     /* ILP phase: instances in order of their heuristic objective (most
      * promising first, so the cut-off prunes the rest early) */

@@ -44,7 +44,8 @@ typedef struct hs_pq_cfg {
     double total_limit_s;    /* whole search; later instances are skipped */
     double mip_gap;          /* an ILP must beat the incumbent by this fraction */
     int kv_bits;             /* 16 */
-    double mem_frac;         /* per GPU: fraction of its memory planned on (0.95) */
+    double mem_frac;         /* per GPU: fraction of the memory CUDA reports
+                                (hs_gpu.mem_reported_bytes) planned on (0.95) */
     double reserve_bytes;    /* per GPU: CUDA context and PyTorch's temporary
                                 allocations, taken off after mem_frac */
     int bits_mask;           /* allowed bit-widths, bit k = hs_bits_set[k] */
