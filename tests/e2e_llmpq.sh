@@ -138,6 +138,16 @@ if hs_run 0 "c10 pipeedge, 30 MiB more reserve" llmpq plan --model opt-66b --clu
 fi
 hs_run 0 "c10 pipeedge, 30 MiB more reserve, all of each GPU" llmpq plan --model opt-66b --cluster llmpq-c10 --planner pipeedge --reserve-mib 1960 --mem-frac 1 &&
     check_grep "c10: 100% (1.6 GiB more per GPU) fits 8 bits" "$T/out" 'bits16/8/4/3=0/64/0/0'
+# Cluster 8 (4 x V100-32G then 2 x A800-80G, BLOOM-176B) sits on the same
+# edge the other way: INT8 fits PipeEdge by 10-20 MiB on its first GPU (a
+# V100 holding the embeddings, in the cluster's order), so 20 MiB more
+# reserve drops it to 4 bits, as the authors' logged PipeEdge run ran.
+if hs_run 0 "c8 pipeedge at the default budget" llmpq plan --model bloom-176b --cluster llmpq-c8 --planner pipeedge; then
+    check_grep "c8: pipeedge at 8 bits, a V100 first" "$T/out" 'order=v100-32g:4,.*bits16/8/4/3=0/70/0/0'
+fi
+if hs_run 0 "c8 pipeedge, 20 MiB more reserve" llmpq plan --model bloom-176b --cluster llmpq-c8 --planner pipeedge --reserve-mib 1950; then
+    check_grep "c8: pipeedge at 4 bits" "$T/out" 'bits16/8/4/3=0/0/70/0'
+fi
 hs_run 2 "bad reserve" llmpq plan --model opt-13b --cluster llmpq-c1 --reserve-mib -1 &&
     check_grep "reserve error names the flag" "$T/err" '^hetsim: --reserve-mib'
 hs_run 2 "bad fraction" llmpq plan --model opt-13b --cluster llmpq-c1 --mem-frac 1.5 &&
