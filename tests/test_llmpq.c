@@ -477,6 +477,13 @@ static void test_search(void)
      * one order, so one instance per bit-width tried (FP16, then INT8) */
     for (int j = 0; j < pe.ndev; j++) CHECK_INT(pe.dev[j], j);
     CHECK_INT(pe.n_inst, 2);
+    /* Uniform: the cluster's order, decode micro-batch ceil(B/N), prefill
+     * micro-batch one of its divisors 1, 2, 4, 8 (the authors' rule) */
+    for (int j = 0; j < un.ndev; j++) CHECK_INT(un.dev[j], j);
+    CHECK_INT(un.xi, 8);
+    CHECK(un.eta >= 1 && 8 % un.eta == 0);
+    CHECK_INT(un.n_inst, 3 * 4);   /* FP16 and INT8 do not fit, 4 bits does */
+    CHECK_INT(un.bits[0], 4);
     for (int l = 1; l < m.layers; l++) CHECK_INT(pe.bits[l], pe.bits[0]);
     /* LLM-PQ starts from PipeEdge's split, so its objective is no worse
      * on PipeEdge's own instance and it is found among its instances */

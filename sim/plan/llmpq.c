@@ -21,9 +21,9 @@
  * embeddings, as the authors' adaptation plans it (its ILP takes the
  * devices in the order given; qpipe/algo/pipeedge_ilp.py in
  * github.com/tonyzhao-jt/LLM-PQ); Uniform splits layers
- * evenly in the cluster's GPU order at the highest bit-width that fits and
- * takes the (eta, xi) pair (powers of two up to B) minimising the
- * objective. */
+ * evenly in the cluster's GPU order at the highest bit-width that fits,
+ * with xi = ceil(B/N) and the divisor of xi as eta that minimises the
+ * objective (the authors' uniform.py). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,32 +262,36 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
     }
     for (int g = 0; g < N; g++) gsig[g] = c->gpu_type[g] * 1000 + c->gpu_node[g];
     if (kind == HS_PQ_UNIFORM) {
-        /* even split, the cluster's order, uniform bits, best pair */
+        /* even split, the cluster's order, uniform bits; the decode
+         * micro-batch ceil(B/N) and the best prefill micro-batch among its
+         * divisors, as the authors' Uniform (llm_pq/algo/uniform.py:
+         * get_default_decode_bz, get_factors) */
+        int xi = ceil_div(cfg->B, N);
         for (int j = 0; j < N; j++) ord[j] = j;
         for (int k0 = 0; k0 < HS_NBITS && !found; k0++) {
             if (!(cfg->bits_mask & (1 << k0))) continue;
-            for (int eta = 1; eta <= cfg->B; eta *= 2)
-                for (int xi = 1; xi <= cfg->B; xi *= 2) {
-                    int b0 = -1;
-                    double o;
-                    build_inst(&x, ord, N, eta, xi, &in, om_unit);
-                    for (int k = 0; k < in.nb; k++)
-                        if (in.bits[k] == hs_bits_set[k0]) b0 = k;
-                    for (int u = 0; u < x.U; u++) {
-                        /* unit u's middle layer decides its stage */
-                        int mid = x.ufirst[u] + x.usize[u] / 2, base = m->layers / N, ex = m->layers % N;
-                        int j = 0, acc = 0;
-                        while (j < N - 1 && mid >= acc + base + (j < ex)) acc += base + (j++ < ex);
-                        dev[u] = j;
-                        bi[u] = b0;
-                    }
-                    o = hs_pq_eval(&in, dev, bi, NULL);
-                    out->n_inst++;
-                    if (o < best) {
-                        best = o;
-                        found = 1;
-                        record(&x, &in, ord, eta, xi, dev, bi, o, out);
-                    }
+            for (int eta = 1; eta <= xi; eta++) {
+                int b0 = -1;
+                double o;
+                if (xi % eta) continue;
+                build_inst(&x, ord, N, eta, xi, &in, om_unit);
+                for (int k = 0; k < in.nb; k++)
+                    if (in.bits[k] == hs_bits_set[k0]) b0 = k;
+                for (int u = 0; u < x.U; u++) {
+                    /* unit u's middle layer decides its stage */
+                    int mid = x.ufirst[u] + x.usize[u] / 2, base = m->layers / N, ex = m->layers % N;
+                    int j = 0, acc = 0;
+                    while (j < N - 1 && mid >= acc + base + (j < ex)) acc += base + (j++ < ex);
+                    dev[u] = j;
+                    bi[u] = b0;
+                }
+                o = hs_pq_eval(&in, dev, bi, NULL);
+                out->n_inst++;
+                if (o < best) {
+                    best = o;
+                    found = 1;
+                    record(&x, &in, ord, eta, xi, dev, bi, o, out);
+                }
                 }
         }
         goto done;
