@@ -148,6 +148,16 @@ fi
 if hs_run 0 "c8 pipeedge, 20 MiB more reserve" llmpq plan --model bloom-176b --cluster llmpq-c8 --planner pipeedge --reserve-mib 1950; then
     check_grep "c8: pipeedge at 4 bits" "$T/out" 'bits16/8/4/3=0/0/70/0'
 fi
+# Device orders: the authors' code keeps each group of identical GPUs
+# whole (cluster 5: 4 T4 then 2 V100, or the V100s first), --all-orders
+# takes all 15 distinct orders; eta is each divisor of xi = 6 (1, 2, 3, 6).
+if hs_run 0 "c5 llmpq, groups whole" llmpq plan --model opt-66b --cluster llmpq-c5 --heuristic; then
+    check_grep "c5: 2 orders x 4 prefill micro-batches" "$T/out" ' instances=8 '
+    check_grep "c5: the V100s together" "$T/out" 'order=(v100-32g:[0-9]+,v100-32g:[0-9]+(,t4:[0-9]+){4}|(t4:[0-9]+,){4}v100-32g:[0-9]+,v100-32g:[0-9]+) '
+fi
+if hs_run 0 "c5 llmpq, all orders" llmpq plan --model opt-66b --cluster llmpq-c5 --heuristic --all-orders; then
+    check_grep "c5: 15 orders x 4" "$T/out" ' instances=60 '
+fi
 hs_run 2 "bad reserve" llmpq plan --model opt-13b --cluster llmpq-c1 --reserve-mib -1 &&
     check_grep "reserve error names the flag" "$T/err" '^hetsim: --reserve-mib'
 hs_run 2 "bad fraction" llmpq plan --model opt-13b --cluster llmpq-c1 --mem-frac 1.5 &&

@@ -468,9 +468,21 @@ static void test_search(void)
     check_plan(&m, c, &cfg, &p);
     check_plan(&m, c, &cfg, &pe);
     check_plan(&m, c, &cfg, &un);
-    /* 3 T4 + 1 V100: 4 distinct orders (identical T4s never permuted),
-     * xi = 8 and eta in 1, 2, 4, 8 */
-    CHECK_INT(p.n_inst, 4 * 4);
+    /* 3 T4 + 1 V100: the T4s kept together, 2 orders (the authors'
+     * code), xi = 8 and eta each divisor of it (1, 2, 4, 8); with
+     * all_orders, 4 distinct orders (identical T4s never permuted) */
+    CHECK_INT(p.n_inst, 2 * 4);
+    for (int j = 1; j < p.ndev - 1; j++)   /* the V100 at either end */
+        CHECK(strcmp(hs_cluster_gpu(c, p.dev[j])->name, "v100-32g") != 0);
+    {
+        hs_pq_cfg all = cfg;
+        hs_pq_plan pa;
+        all.all_orders = 1;
+        CHECK_OK(hs_pq_plan_search(&m, c, &all, &pc, HS_PQ_LLMPQ, &pa, &err), &err);
+        CHECK_INT(pa.n_inst, 4 * 4);
+        CHECK(pa.obj <= p.obj + 1e-9);   /* a superset of the orders */
+        check_plan(&m, c, &all, &pa);
+    }
     CHECK_INT(pe.xi, 8);
     CHECK_INT(pe.eta, 8);
     /* PipeEdge keeps the cluster's GPU order (the authors' adaptation):

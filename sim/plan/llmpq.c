@@ -1,11 +1,17 @@
 /* llmpq.c - LLM-PQ's outer search (the paper's Algorithm 1), its
  * baselines, deployment output and the planner registry entries.
  *
- * Search: for each device order (distinct permutations of the GPUs'
- * (type, node) signatures, so identical GPUs are never permuted among
- * themselves) and each micro-batch pair (xi = ceil(B/N), the paper's
- * pruning; eta in 1, 2, 4, ... up to xi, and xi itself), one instance is
+ * Search: for each device order and each micro-batch pair, one instance is
+ * built and solved.  Orders, as the authors' enumerate_best_result
+ * (llm_pq/algo/llm_pq.py in github.com/tonyzhao-jt/LLM-PQ) takes them:
+ * permutations of the cluster's groups of identical GPUs (one (type, node)
+ * signature each) kept whole; cfg.all_orders takes every distinct
+ * permutation of the GPUs' signatures instead, as the paper's text says
+ * ("permutating the devices"; identical GPUs are never permuted among
+ * themselves).  Micro-batches, as that code: xi = ceil(B/N) (the paper's
+ * pruning), eta each divisor of xi.  Each instance is
  * built from the cost models (llm/quant.h, perf/qlat.h) and solved: the
+ * from the cost models (llm/quant.h, perf/qlat.h); the
  * bitwidth-transfer heuristic runs on every instance (cheap) and gives
  * the incumbent; unless cfg.heuristic, the ILPs then run on the instances
  * in order of their heuristic objective, each with a cut-off at the best
@@ -163,6 +169,17 @@ static int next_perm(int *a, int n)
     return 1;
 }
 
+/* 1 when every signature's places in sig[0..n) are contiguous: the
+ * groups of identical GPUs stay whole. */
+static int groups_whole(const int *sig, int n)
+{
+    for (int j = 1; j < n; j++)
+        if (sig[j] != sig[j - 1])
+            for (int q = 0; q < j - 1; q++)
+                if (sig[q] == sig[j]) return 0;
+    return 1;
+}
+
 /* GPU ids for a signature sequence: the k-th use of a signature takes its
  * k-th GPU. */
 static void order_of(const hs_cluster *c, const int *sig, const int *gsig, int N, int *ord)
@@ -311,9 +328,12 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
             order_of(c, sig, gsig, N, ord);
             if (kind == HS_PQ_PIPEEDGE)   /* the given order only */
                 for (int j = 0; j < N; j++) ord[j] = j;
-            for (int eta = 1; eta <= xi; eta = eta * 2 > xi && eta < xi ? xi : eta * 2) {
+            else if (!cfg->all_orders && !groups_whole(sig, N))
+                continue;
+            for (int eta = 1; eta <= xi; eta++) {
                 double o;
                 int e = kind == HS_PQ_PIPEEDGE ? xi : (cfg->eta ? cfg->eta : eta);
+                if (xi % eta) continue;
                 if (now_s() - t0 > cfg->total_limit_s) {
                     /* out of time: stop enumerating (a large cluster has
                      * astronomically many orders) */

@@ -40,6 +40,9 @@ typedef struct hs_pq_cfg {
     double theta;            /* quality weight (objective units: seconds) */
     int group;               /* layers per decision unit (the paper's grouping), 0 or 1: none */
     int heuristic;           /* 1: bitwidth-transfer heuristic instead of the ILP */
+    int all_orders;          /* 1: every distinct GPU order (the paper's text);
+                                0: groups of identical GPUs kept whole (the
+                                authors' code) */
     double ilp_limit_s;      /* GLPK time limit per ILP */
     double total_limit_s;    /* whole search; later instances are skipped */
     double mip_gap;          /* an ILP must beat the incumbent by this fraction */

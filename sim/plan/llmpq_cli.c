@@ -2,7 +2,7 @@
  * runtime and the omega tool.
  *
  *   hetsim llmpq plan  --model M --cluster C [--planner llmpq|pipeedge|uniform-pp]
- *                      [--B 32 --s 512 --n 100 --theta 1 --group 1 --heuristic
+ *                      [--B 32 --s 512 --n 100 --theta 1 --group 1 --heuristic --all-orders
  *                       --ilp-limit 10 --limit 60 --eta E --xi X --bits 16,8,4,3
  *                       --omega FILE --out FILE --simulate --set perf.KEY=VALUE]
  *   hetsim llmpq simulate --model M --cluster C --plan FILE [--B --s --n --eta --xi]
@@ -27,7 +27,7 @@ static void usage(FILE *fp)
 {
     fprintf(fp,
             "usage: hetsim llmpq plan --model M --cluster C [--planner llmpq|pipeedge|uniform-pp]\n"
-            "         [--B 32] [--s 512] [--n 100] [--theta 1] [--group 1] [--heuristic]\n"
+            "         [--B 32] [--s 512] [--n 100] [--theta 1] [--group 1] [--heuristic] [--all-orders]\n"
             "         [--ilp-limit 2] [--limit 15] [--mip-gap 0.01] [--eta E] [--xi X] [--bits 16,8,4,3]\n"
             "         [--mem-frac 0.95] [--reserve-mib 1930] [--omega FILE] [--out FILE] [--simulate]\n"
             "         [--set perf.KEY=VALUE ...]\n"
@@ -110,6 +110,7 @@ static int parse(int argc, char **argv, opts *o, hs_err *err)
             continue;
         }
         if (!strcmp(a, "--heuristic")) { o->cfg.heuristic = 1; continue; }
+        if (!strcmp(a, "--all-orders")) { o->cfg.all_orders = 1; continue; }
         if (!strcmp(a, "--simulate")) { o->simulate = 1; continue; }
         if (!strcmp(a, "--stochastic")) { o->stochastic = 1; continue; }
         if (!strcmp(a, "--default")) { o->dflt = 1; continue; }
