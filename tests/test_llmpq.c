@@ -482,6 +482,29 @@ static void test_search(void)
         CHECK_INT(pa.n_inst, 4 * 4);
         CHECK(pa.obj <= p.obj + 1e-9);   /* a superset of the orders */
         check_plan(&m, c, &all, &pa);
+        /* eta is each divisor of xi: 12 has six (1, 2, 3, 4, 6, 12) */
+        all = cfg;
+        all.xi = 12;
+        CHECK_OK(hs_pq_plan_search(&m, c, &all, &pc, HS_PQ_LLMPQ, &pa, &err), &err);
+        CHECK_INT(pa.n_inst, 2 * 6);
+    }
+    /* On a homogeneous cluster Uniform is PipeEdge's plan (C9, 4 T4: the
+     * paper's Table 5 gives both one latency): even split, the same width,
+     * eta = xi = B/N */
+    {
+        hs_cluster *c9 = NULL;
+        hs_pq_plan u9, p9;
+        CHECK_OK(hs_cluster_find(&c9, "llmpq-c9", &err), &err);
+        if (c9) {
+            CHECK_OK(hs_pq_plan_search(&m, c9, &cfg, &pc, HS_PQ_UNIFORM, &u9, &err), &err);
+            CHECK_OK(hs_pq_plan_search(&m, c9, &cfg, &pc, HS_PQ_PIPEEDGE, &p9, &err), &err);
+            CHECK_INT(u9.eta, p9.eta);
+            CHECK_INT(u9.xi, p9.xi);
+            for (int j = 0; j <= u9.ndev; j++) CHECK_INT(u9.first[j], p9.first[j]);
+            CHECK(!memcmp(u9.bits, p9.bits, (size_t)m.layers));
+            CHECK_NEAR(u9.obj, p9.obj, 1e-9 * p9.obj);
+            hs_cluster_destroy(c9);
+        }
     }
     CHECK_INT(pe.xi, 8);
     CHECK_INT(pe.eta, 8);
@@ -490,10 +513,11 @@ static void test_search(void)
     for (int j = 0; j < pe.ndev; j++) CHECK_INT(pe.dev[j], j);
     CHECK_INT(pe.n_inst, 2);
     /* Uniform: the cluster's order, decode micro-batch ceil(B/N), prefill
-     * micro-batch one of its divisors 1, 2, 4, 8 (the authors' rule) */
+     * micro-batch the largest of its divisors 1, 2, 4, 8 that fits (the
+     * authors' loop keeps the last that fits) */
     for (int j = 0; j < un.ndev; j++) CHECK_INT(un.dev[j], j);
     CHECK_INT(un.xi, 8);
-    CHECK(un.eta >= 1 && 8 % un.eta == 0);
+    CHECK_INT(un.eta, 8);
     CHECK_INT(un.n_inst, 3 * 4);   /* FP16 and INT8 do not fit, 4 bits does */
     CHECK_INT(un.bits[0], 4);
     for (int l = 1; l < m.layers; l++) CHECK_INT(pe.bits[l], pe.bits[0]);

@@ -9,10 +9,9 @@
  * permutation of the GPUs' signatures instead, as the paper's text says
  * ("permutating the devices"; identical GPUs are never permuted among
  * themselves).  Micro-batches, as that code: xi = ceil(B/N) (the paper's
- * pruning), eta each divisor of xi.  Each instance is
- * built from the cost models (llm/quant.h, perf/qlat.h) and solved: the
- * from the cost models (llm/quant.h, perf/qlat.h); the
- * bitwidth-transfer heuristic runs on every instance (cheap) and gives
+ * pruning), eta each divisor of xi.  Each instance is built from the cost
+ * models (llm/quant.h, perf/qlat.h); the bitwidth-transfer heuristic runs
+ * on every instance (cheap) and gives
  * the incumbent; unless cfg.heuristic, the ILPs then run on the instances
  * in order of their heuristic objective, each with a cut-off at the best
  * objective so far minus cfg.mip_gap (1%), so an ILP only spends time
@@ -28,8 +27,8 @@
  * devices in the order given; qpipe/algo/pipeedge_ilp.py in
  * github.com/tonyzhao-jt/LLM-PQ); Uniform splits layers
  * evenly in the cluster's GPU order at the highest bit-width that fits,
- * with xi = ceil(B/N) and the divisor of xi as eta that minimises the
- * objective (the authors' uniform.py). */
+ * with xi = ceil(B/N) and as eta the largest divisor of xi that fits (the
+ * authors' uniform.py as it runs). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,17 +168,6 @@ static int next_perm(int *a, int n)
     return 1;
 }
 
-/* 1 when every signature's places in sig[0..n) are contiguous: the
- * groups of identical GPUs stay whole. */
-static int groups_whole(const int *sig, int n)
-{
-    for (int j = 1; j < n; j++)
-        if (sig[j] != sig[j - 1])
-            for (int q = 0; q < j - 1; q++)
-                if (sig[q] == sig[j]) return 0;
-    return 1;
-}
-
 /* GPU ids for a signature sequence: the k-th use of a signature takes its
  * k-th GPU. */
 static void order_of(const hs_cluster *c, const int *sig, const int *gsig, int N, int *ord)
@@ -280,9 +268,13 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
     for (int g = 0; g < N; g++) gsig[g] = c->gpu_type[g] * 1000 + c->gpu_node[g];
     if (kind == HS_PQ_UNIFORM) {
         /* even split, the cluster's order, uniform bits; the decode
-         * micro-batch ceil(B/N) and the best prefill micro-batch among its
+         * micro-batch ceil(B/N) and a prefill micro-batch among its
          * divisors, as the authors' Uniform (llm_pq/algo/uniform.py:
-         * get_default_decode_bz, get_factors) */
+         * get_default_decode_bz, get_factors).  Its loop keeps the last
+         * divisor that fits, not the fastest (its best-so-far latency is
+         * never updated), so the paper's Uniform ran the largest prefill
+         * micro-batch that fits: on a homogeneous cluster PipeEdge's plan,
+         * as Table 5 shows on C9 (same latency). */
         int xi = ceil_div(cfg->B, N);
         for (int j = 0; j < N; j++) ord[j] = j;
         for (int k0 = 0; k0 < HS_NBITS && !found; k0++) {
@@ -304,17 +296,20 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
                 }
                 o = hs_pq_eval(&in, dev, bi, NULL);
                 out->n_inst++;
-                if (o < best) {
+                if (isfinite(o)) {   /* the last that fits */
                     best = o;
                     found = 1;
                     record(&x, &in, ord, eta, xi, dev, bi, o, out);
                 }
-                }
+            }
         }
         goto done;
     }
     for (int k0 = 0; k0 < HS_NBITS; k0++) {
-        int sorted[HS_MAX_PP];
+        /* groups of identical GPUs: gs[g] their signature, gc[g] how
+         * many; gperm orders the groups when they are kept whole */
+        int sorted[HS_MAX_PP], gs[HS_MAX_PP], gc[HS_MAX_PP], gperm[HS_MAX_PP], ng = 0;
+        int whole = kind == HS_PQ_LLMPQ && !cfg->all_orders;
         if (kind == HS_PQ_PIPEEDGE && (found || !(cfg->bits_mask & (1 << k0)))) continue;
         if (kind == HS_PQ_LLMPQ && k0) break;
         memcpy(sorted, gsig, sizeof *gsig * N);
@@ -322,14 +317,23 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
             for (int b = a; b > 0 && sorted[b - 1] > sorted[b]; b--) {
                 int t = sorted[b]; sorted[b] = sorted[b - 1]; sorted[b - 1] = t;
             }
+        for (int a = 0; a < N; a++) {
+            if (!ng || gs[ng - 1] != sorted[a]) {
+                gs[ng] = sorted[a];
+                gc[ng++] = 0;
+            }
+            gc[ng - 1]++;
+        }
+        for (int g = 0; g < ng; g++) gperm[g] = g;
         memcpy(sig, sorted, sizeof *sig * N);
         do {
             int xi = kind == HS_PQ_PIPEEDGE ? ceil_div(cfg->B, N) : (cfg->xi ? cfg->xi : ceil_div(cfg->B, N));
+            if (whole)   /* the group order, expanded GPU by GPU */
+                for (int g = 0, j = 0; g < ng; g++)
+                    for (int q = 0; q < gc[gperm[g]]; q++) sig[j++] = gs[gperm[g]];
             order_of(c, sig, gsig, N, ord);
             if (kind == HS_PQ_PIPEEDGE)   /* the given order only */
                 for (int j = 0; j < N; j++) ord[j] = j;
-            else if (!cfg->all_orders && !groups_whole(sig, N))
-                continue;
             for (int eta = 1; eta <= xi; eta++) {
                 double o;
                 int e = kind == HS_PQ_PIPEEDGE ? xi : (cfg->eta ? cfg->eta : eta);
@@ -381,7 +385,7 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
                 if (cfg->eta || kind == HS_PQ_PIPEEDGE) break;
             }
         next:;
-        } while (!stop && kind != HS_PQ_PIPEEDGE && next_perm(sig, N));
+        } while (!stop && kind != HS_PQ_PIPEEDGE && (whole ? next_perm(gperm, ng) : next_perm(sig, N)));
     }
     /* ILP phase: instances in order of their heuristic objective (most
      * promising first, so the cut-off prunes the rest early) */
