@@ -48,7 +48,7 @@ double hs_qmem_kv_layer(const hs_model *m, int v, int s, int n, int kv_bits);
  * stage keeps the largest of that, a prefill micro-batch of eta prompts of
  * s tokens, and the embedding's temporaries.  The estimator is written for
  * OPT and BLOOM (multi-head attention, two-matrix MLP); Q, K and V take
- * their own widths here, which equal its on those models. */
+ * their own widths here, which equal the estimator's on those models. */
 double hs_qmem_temp(const hs_model *m, int B, int eta, int s, int n, int first);
 /* The main engine's weights of a stage's decoder layers with mixed widths
  * (the layout's layer_bits): n[k] layers at hs_bits_set[k], each

@@ -11,8 +11,8 @@
  * themselves).  Micro-batches, as that code: xi = ceil(B/N) (the paper's
  * pruning), eta each divisor of xi.  Each instance is built from the cost
  * models (llm/quant.h, perf/qlat.h); the bitwidth-transfer heuristic runs
- * on every instance (cheap) and gives
- * the incumbent; unless cfg.heuristic, the ILPs then run on the instances
+ * on every instance (cheap) and gives the incumbent; unless
+ * cfg.heuristic, the ILPs then run on the instances
  * in order of their heuristic objective, each with a cut-off at the best
  * objective so far minus cfg.mip_gap (1%), so an ILP only spends time
  * where it can improve by more than the gap (with the heuristic within 1%
@@ -25,8 +25,8 @@
  * the slowest stage) in the cluster's GPU order, the first GPU holding the
  * embeddings, as the authors' adaptation plans it (its ILP takes the
  * devices in the order given; qpipe/algo/pipeedge_ilp.py in
- * github.com/tonyzhao-jt/LLM-PQ); Uniform splits layers
- * evenly in the cluster's GPU order at the highest bit-width that fits,
+ * github.com/tonyzhao-jt/LLM-PQ); Uniform splits layers evenly in the
+ * cluster's GPU order at the highest bit-width that fits,
  * with xi = ceil(B/N) and as eta the largest divisor of xi that fits (the
  * authors' uniform.py as it runs). */
 #include <math.h>
