@@ -133,6 +133,12 @@ hs_run 2 "bad bits" llmpq plan --model opt-13b --cluster llmpq-c1 --bits 16,5
 if hs_run 0 "c10 pipeedge at the default budget" llmpq plan --model opt-66b --cluster llmpq-c10 --planner pipeedge; then
     check_grep "c10: pipeedge at 8 bits" "$T/out" 'bits16/8/4/3=0/64/0/0'
 fi
+# Each layer counts in whole MiB, rounded up, as the authors' ILP's M: 14 MiB
+# more reserve leaves 28,235 MiB for the 17 layers, which 17 x 1,660.57 MiB
+# would fit and 17 x 1,661 does not.
+if hs_run 0 "c10 pipeedge, 14 MiB more reserve" llmpq plan --model opt-66b --cluster llmpq-c10 --planner pipeedge --reserve-mib 1944; then
+    check_grep "c10: layers rounded up to whole MiB, 4 bits" "$T/out" 'bits16/8/4/3=0/0/64/0'
+fi
 if hs_run 0 "c10 pipeedge, 30 MiB more reserve" llmpq plan --model opt-66b --cluster llmpq-c10 --planner pipeedge --reserve-mib 1960; then
     check_grep "c10: pipeedge at 4 bits" "$T/out" 'bits16/8/4/3=0/0/64/0'
 fi

@@ -99,7 +99,6 @@ static void test_fig7(void)
             CHECK_NEAR(hs_qmem_temp(&m, 32, 1, 512, 100, 0), next_i, 1);
             CHECK_NEAR(hs_qmem_temp(&m, 32, 1, 512, 100, 1), next_i, 1);          /* 388 MiB */
             CHECK_NEAR(hs_qmem_temp(&m, 32, 8, 512, 100, 1), prefill * 8 / 32, 1); /* 724 MiB */
-            CHECK(prefill * 8 / 32 > next_i && next_i > prefill / 32);
         }
     }
 }

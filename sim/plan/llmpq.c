@@ -297,7 +297,6 @@ int hs_pq_plan_search(const hs_model *m, const hs_cluster *c, const hs_pq_cfg *c
                 o = hs_pq_eval(&in, dev, bi, NULL);
                 out->n_inst++;
                 if (isfinite(o)) {   /* the last that fits */
-                    best = o;
                     found = 1;
                     record(&x, &in, ord, eta, xi, dev, bi, o, out);
                 }
